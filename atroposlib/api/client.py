@@ -1,0 +1,300 @@
+"""Typed client of the trajectory API (sync and async), used by envs, the trainer and the tools.
+
+Every endpoint is described once in ``_Endpoints``: a method builds a request and names the model
+that parses the answer. ``TrajectoryClient`` sends it with ``httpx.Client``, ``AsyncTrajectoryClient``
+with ``httpx.AsyncClient``, so the two never drift. Bodies are serialized with orjson and gzipped
+above ``gzip_min_bytes``; a bearer token is sent when given; connection errors and 503s are retried
+with exponential backoff (tenacity), honouring ``Retry-After``; other 4xx/5xx raise ``APIError``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union
+
+import httpx
+import orjson
+from pydantic import BaseModel
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from atroposlib.errors import APIError, APIUnavailable, AuthError
+from atroposlib.type_definitions import (
+    BatchAck,
+    BatchResponse,
+    EnvIdentifier,
+    Info,
+    PeekResponse,
+    RegisterEnv,
+    RegisterEnvResponse,
+    Registration,
+    RegisterResponse,
+    ScoredData,
+    ScoredDataGroup,
+    ScoredDataListResponse,
+    ScoredDataResponse,
+    Status,
+    StatusEnv,
+    WandbInfo,
+)
+
+T = TypeVar("T")
+GroupLike = Union[ScoredData, ScoredDataGroup, Dict[str, Any]]
+
+
+@dataclass
+class _Request:
+    method: str
+    path: str
+    body: Any = None
+    params: Dict[str, Any] = field(default_factory=dict)
+    parse: Callable[[Any], Any] = lambda data: data
+    text: bool = False  # the endpoint answers plain text (legacy /reset_data)
+
+
+def _dump_group(group: GroupLike) -> Dict[str, Any]:
+    if isinstance(group, BaseModel):
+        return group.model_dump(exclude_none=True)
+    return {k: v for k, v in dict(group).items() if v is not None}
+
+
+class _Endpoints:
+    """One method per endpoint; ``_call`` is provided by the sync or async transport."""
+
+    def _call(self, req: _Request) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # --- liveness -------------------------------------------------------------------------
+    def root(self):
+        return self._call(_Request("GET", "/"))
+
+    def health(self):
+        return self._call(_Request("GET", "/health"))
+
+    # --- trainer side ---------------------------------------------------------------------
+    def register(self, registration: Registration):
+        """``POST /register``; returns ``RegisterResponse`` (uuid)."""
+        return self._call(
+            _Request("POST", "/register", registration.model_dump(), parse=RegisterResponse.model_validate)
+        )
+
+    def get_batch(self):
+        """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready."""
+        return self._call(_Request("GET", "/batch", parse=BatchResponse.model_validate))
+
+    def ack_batch(self, batch_id: str):
+        """``POST /batch/ack``: the batch was applied and must never be redelivered."""
+        return self._call(_Request("POST", "/batch/ack", BatchAck(batch_id=batch_id).model_dump()))
+
+    # --- env side -------------------------------------------------------------------------
+    def register_env(self, register_env: RegisterEnv):
+        """``POST /register-env``; ``status == "wait for trainer to start"`` until the trainer pulls."""
+        return self._call(
+            _Request(
+                "POST",
+                "/register-env",
+                register_env.model_dump(),
+                parse=RegisterEnvResponse.model_validate,
+            )
+        )
+
+    def disconnect_env(self, env_id: int):
+        return self._call(
+            _Request("POST", "/disconnect-env", EnvIdentifier(env_id=env_id).model_dump())
+        )
+
+    def post_scored_data(self, group: GroupLike):
+        """``POST /scored_data``: a 200 means the group is committed."""
+        return self._call(
+            _Request("POST", "/scored_data", _dump_group(group), parse=ScoredDataResponse.model_validate)
+        )
+
+    def post_scored_data_list(self, groups: Iterable[GroupLike]):
+        return self._call(
+            _Request(
+                "POST",
+                "/scored_data_list",
+                [_dump_group(g) for g in groups],
+                parse=ScoredDataListResponse.model_validate,
+            )
+        )
+
+    def status_env(self, env_id: int):
+        """``GET /status-env`` with a JSON body, as Atropos clients send it."""
+        return self._call(
+            _Request("GET", "/status-env", EnvIdentifier(env_id=env_id).model_dump(), parse=StatusEnv.model_validate)
+        )
+
+    # --- shared / tools -------------------------------------------------------------------
+    def info(self):
+        return self._call(_Request("GET", "/info", parse=Info.model_validate))
+
+    def wandb_info(self):
+        return self._call(_Request("GET", "/wandb_info", parse=WandbInfo.model_validate))
+
+    def status(self):
+        return self._call(_Request("GET", "/status", parse=Status.model_validate))
+
+    def latest_example(self):
+        return self._call(_Request("GET", "/latest_example"))
+
+    def peek(self, limit: int = 50, after: Optional[int] = None, env: Optional[str] = None):
+        """``GET /peek``: recent groups, read-only (never consumes, never resets)."""
+        params: Dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        if env is not None:
+            params["env"] = env
+        return self._call(_Request("GET", "/peek", params=params, parse=PeekResponse.model_validate))
+
+    def reset(self):
+        """``POST /reset``: wipe the run (queue, registration, envs). Destructive."""
+        return self._call(_Request("POST", "/reset"))
+
+    def reset_data_legacy(self):
+        return self._call(_Request("GET", "/reset_data", text=True))
+
+
+def _encode(body: Any, gzip_min_bytes: int) -> tuple[Optional[bytes], Dict[str, str]]:
+    if body is None:
+        return None, {}
+    raw = orjson.dumps(body)
+    headers = {"Content-Type": "application/json"}
+    if gzip_min_bytes >= 0 and len(raw) >= gzip_min_bytes:
+        raw = gzip.compress(raw, compresslevel=1)
+        headers["Content-Encoding"] = "gzip"
+    return raw, headers
+
+
+def _decode(req: _Request, resp: httpx.Response) -> Any:
+    if resp.status_code == 503 or resp.status_code == 429:
+        retry_after = resp.headers.get("Retry-After")
+        raise APIUnavailable(
+            f"{req.method} {req.path}: {resp.status_code} {resp.text[:200]}",
+            retry_after=float(retry_after) if retry_after and retry_after.replace(".", "").isdigit() else None,
+        )
+    if resp.status_code >= 400:
+        try:
+            payload = orjson.loads(resp.content)
+            message = payload.get("error") or payload.get("detail") or resp.text
+            detail = payload.get("detail")
+        except (orjson.JSONDecodeError, AttributeError):
+            message, detail = resp.text, None
+        cls = AuthError if resp.status_code in (401, 403) else APIError
+        raise cls(resp.status_code, str(message), detail)
+    if req.text:
+        return resp.text
+    data = orjson.loads(resp.content) if resp.content else None
+    return req.parse(data)
+
+
+def _wait_with_retry_after(base: Callable[..., float]) -> Callable[..., float]:
+    def wait(retry_state) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, APIUnavailable) and exc.retry_after is not None:
+            return min(exc.retry_after, 30.0)
+        return base(retry_state)
+
+    return wait
+
+
+class _Base(_Endpoints):
+    def __init__(
+        self,
+        base_url: str = "http://localhost:8000",
+        *,
+        token: Optional[str] = None,
+        timeout: float = 60.0,
+        retries: int = 5,
+        retry_max_seconds: float = 120.0,
+        gzip_min_bytes: int = 64 * 1024,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = max(1, retries)
+        self.retry_max_seconds = retry_max_seconds
+        self.gzip_min_bytes = gzip_min_bytes
+        self._headers = {"Accept-Encoding": "gzip"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+
+    def _retry_kwargs(self) -> Dict[str, Any]:
+        return dict(
+            retry=retry_if_exception_type(APIUnavailable),
+            stop=stop_after_attempt(self.retries) | stop_after_delay(self.retry_max_seconds),
+            wait=_wait_with_retry_after(wait_exponential(multiplier=0.2, max=10)),
+            reraise=True,
+        )
+
+
+class TrajectoryClient(_Base):
+    """Synchronous client. ``with TrajectoryClient(url) as c: c.status()``."""
+
+    def __init__(self, base_url: str = "http://localhost:8000", **kwargs: Any) -> None:
+        super().__init__(base_url, **kwargs)
+        self._http = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self.timeout)
+
+    def _send_once(self, req: _Request) -> Any:
+        content, headers = _encode(req.body, self.gzip_min_bytes)
+        try:
+            resp = self._http.request(req.method, req.path, content=content, headers=headers, params=req.params)
+        except httpx.TransportError as e:
+            raise APIUnavailable(f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}") from e
+        return _decode(req, resp)
+
+    def _call(self, req: _Request) -> Any:
+        for attempt in Retrying(**self._retry_kwargs()):
+            with attempt:
+                return self._send_once(req)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "TrajectoryClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncTrajectoryClient(_Base):
+    """Asynchronous client with the same methods (each returns an awaitable)."""
+
+    def __init__(self, base_url: str = "http://localhost:8000", **kwargs: Any) -> None:
+        super().__init__(base_url, **kwargs)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self.timeout)
+
+    async def _send_once(self, req: _Request) -> Any:
+        content, headers = _encode(req.body, self.gzip_min_bytes)
+        try:
+            resp = await self._http.request(
+                req.method, req.path, content=content, headers=headers, params=req.params
+            )
+        except httpx.TransportError as e:
+            raise APIUnavailable(f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}") from e
+        return _decode(req, resp)
+
+    async def _call(self, req: _Request) -> Any:  # type: ignore[override]
+        async for attempt in AsyncRetrying(**self._retry_kwargs()):
+            with attempt:
+                return await self._send_once(req)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncTrajectoryClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+__all__ = ["AsyncTrajectoryClient", "GroupLike", "TrajectoryClient"]

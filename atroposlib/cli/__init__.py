@@ -1,0 +1,1 @@
+"""atroposlib.cli package."""

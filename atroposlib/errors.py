@@ -1,0 +1,78 @@
+"""The error model of the whole package: one small hierarchy, imported by every wing.
+
+User mistakes (bad config, bad request, bad model dir) are ``AtroposError`` subclasses with a message
+that says what to change; CLIs print the message and exit non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class AtroposError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(AtroposError):
+    """A configuration value, flag or file is invalid; the message names the field."""
+
+
+class SchemaError(AtroposError):
+    """Data does not match the wire schema (e.g. ragged tokens/masks); the message names field and index."""
+
+
+class APIError(AtroposError):
+    """The trajectory API answered with an error status."""
+
+    def __init__(self, status_code: int, message: str, detail: Any = None) -> None:
+        super().__init__(f"trajectory API returned {status_code}: {message}")
+        self.status_code = status_code
+        self.message = message
+        self.detail = detail
+
+
+class APIUnavailable(AtroposError):
+    """The trajectory API could not be reached or asked us to back off (503); retrying may succeed."""
+
+    def __init__(self, message: str, retry_after: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AuthError(APIError):
+    """The API refused our bearer token (401/403)."""
+
+
+class InferenceError(AtroposError):
+    """An inference server failed or refused a request."""
+
+
+class InferenceUnavailable(InferenceError):
+    """No healthy inference server could take the request."""
+
+
+class TokenizerMismatch(AtroposError):
+    """Two components that must share a tokenizer (e.g. teacher and student) do not."""
+
+
+class ModelLoadError(AtroposError):
+    """A model or tokenizer directory is missing, incomplete or unreadable."""
+
+
+class RewardUnavailable(AtroposError):
+    """Scoring failed for infrastructure reasons (grader down, sandbox failure): not a 0 reward."""
+
+
+__all__ = [
+    "APIError",
+    "APIUnavailable",
+    "AtroposError",
+    "AuthError",
+    "ConfigError",
+    "InferenceError",
+    "InferenceUnavailable",
+    "ModelLoadError",
+    "RewardUnavailable",
+    "SchemaError",
+    "TokenizerMismatch",
+]

@@ -1,0 +1,1 @@
+"""atroposlib.frontend package."""

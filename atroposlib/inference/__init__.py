@@ -1,0 +1,1 @@
+"""atroposlib.inference package."""

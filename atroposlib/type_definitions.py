@@ -1,0 +1,373 @@
+"""The wire schema: every shape that crosses a process boundary, defined once.
+
+The trajectory API server, its typed client, the environment runtime, the trainer and the tools all
+import from here; this module imports nothing from the rest of the package.
+
+Two views of a scored group exist on purpose:
+
+* ``ScoredDataGroup`` / ``ScoredDataItem`` are ``TypedDict`` s, exactly as in Atropos, so environment
+  code that does ``scores = ScoredDataGroup(); scores["tokens"] = []`` keeps working unchanged.
+* ``ScoredData`` is the validated pydantic model of the same keys (a test keeps the two in step). It is
+  what ``POST /scored_data`` accepts and what the runtime checks before sending. It accepts everything
+  Atropos accepts (odd roles, extra keys, unicode, images) but refuses what would corrupt training:
+  an empty group, ragged per-token lists, a score count different from the group size, NaN/inf.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# ----------------------------------------------------------------------------------------------
+# Small aliases kept for Atropos compatibility (`from atroposlib.type_definitions import Item, number`)
+# ----------------------------------------------------------------------------------------------
+number = Union[int, float]
+Item = Any
+UUID = str
+RewardStatus = Literal["ok", "unavailable"]
+
+MASK_IGNORE = -100
+"""Value in ``masks`` for a token that is not trained on (prompt, tool output, user turn)."""
+
+
+class Message(TypedDict, total=False):
+    """A chat message as envs build it. Any role string is accepted; extra keys are kept."""
+
+    role: str
+    content: Any
+    reward: Optional[float]
+
+
+class ScoredDataItem(TypedDict, total=False):
+    """One scored sequence, returned by ``BaseEnv.collect_trajectory``; the runtime groups them."""
+
+    tokens: List[int]
+    masks: List[int]
+    scores: float
+    advantages: Optional[List[float]]
+    ref_logprobs: Optional[List[float]]
+    messages: Optional[List[Message]]
+    group_overrides: Optional[Dict[str, Any]]
+    overrides: Optional[Dict[str, Any]]
+    images: Optional[Any]
+    inference_logprobs: Optional[List[float]]
+    distill_token_ids: Optional[List[List[int]]]
+    distill_logprobs: Optional[List[List[float]]]
+    reward_status: Optional[RewardStatus]
+
+
+class ScoredDataGroup(TypedDict, total=False):
+    """A group of scored sequences for one item (same prompt), as envs build it (Atropos shape)."""
+
+    tokens: List[List[int]]
+    masks: List[List[int]]
+    scores: List[float]
+    advantages: Optional[List[List[float]]]
+    ref_logprobs: Optional[List[List[float]]]
+    messages: Optional[List[List[Message]]]
+    generation_params: Optional[Dict[str, Any]]
+    inference_logprobs: Optional[List[List[float]]]
+    overrides: Optional[List[Dict[str, Any]]]
+    group_overrides: Optional[Dict[str, Any]]
+    images: Optional[Any]
+    env_id: Optional[int]
+    distill_token_ids: Optional[List[List[List[int]]]]
+    distill_logprobs: Optional[List[List[List[float]]]]
+    policy_version: Optional[int]
+    group_id: Optional[str]
+    reward_status: Optional[RewardStatus]
+
+
+# ----------------------------------------------------------------------------------------------
+# The validated wire model of a group
+# ----------------------------------------------------------------------------------------------
+_PER_TOKEN_FIELDS = ("masks", "inference_logprobs", "advantages", "ref_logprobs")
+
+
+def _check_finite(name: str, rows: Optional[List[List[float]]]) -> None:
+    if rows is None:
+        return
+    for i, row in enumerate(rows):
+        for j, v in enumerate(row):
+            if not math.isfinite(v):
+                raise ValueError(f"{name}[{i}][{j}] is {v}; only finite numbers are allowed")
+
+
+class ScoredData(BaseModel):
+    """A scored group on the wire (``POST /scored_data``). Same keys as ``ScoredDataGroup``."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    tokens: List[List[int]] = Field(description="Token ids of each sequence (prompt + completion).")
+    masks: List[List[int]] = Field(
+        description="Per token: the token id when trained on, -100 when not (prompt, tool output)."
+    )
+    scores: List[float] = Field(description="One reward per sequence.")
+    advantages: Optional[List[List[float]]] = Field(
+        None, description="Per-token advantages set by the env; the trainer computes them if absent."
+    )
+    ref_logprobs: Optional[List[List[float]]] = Field(None, description="Per-token reference logprobs.")
+    messages: Optional[List[List[Dict[str, Any]]]] = Field(
+        None, description="The conversation of each sequence (for viewers and SFT export)."
+    )
+    generation_params: Optional[Dict[str, Any]] = Field(None, description="Sampling parameters used.")
+    inference_logprobs: Optional[List[List[float]]] = Field(
+        None, description="Per-token logprobs from the inference server, aligned with tokens."
+    )
+    overrides: Optional[List[Dict[str, Any]]] = Field(None, description="Per-sequence trainer overrides.")
+    group_overrides: Optional[Dict[str, Any]] = Field(None, description="Group-level trainer overrides.")
+    images: Optional[Any] = Field(None, description="Images for multimodal groups (opaque to the API).")
+    env_id: Optional[int] = Field(None, description="Id returned by /register-env.")
+    distill_token_ids: Optional[List[List[List[int]]]] = Field(
+        None, description="Per sequence, per token: the teacher's top-k token ids."
+    )
+    distill_logprobs: Optional[List[List[List[float]]]] = Field(
+        None, description="Per sequence, per token: the teacher's top-k logprobs."
+    )
+    policy_version: Optional[int] = Field(
+        None, ge=0, description="Trainer step whose weights generated this group."
+    )
+    group_id: Optional[str] = Field(
+        None, max_length=200, description="Client-chosen id; a retried POST with it is not queued twice."
+    )
+    reward_status: Optional[RewardStatus] = Field(
+        None,
+        description="'unavailable' when scoring failed for infrastructure reasons; never trained as 0.",
+    )
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages_have_role_and_content(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if not isinstance(v, list):
+            raise ValueError("messages must be a list (one conversation per sequence)")
+        for i, conv in enumerate(v):
+            if not isinstance(conv, list):
+                raise ValueError(f"messages[{i}] must be a list of messages")
+            for j, msg in enumerate(conv):
+                if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
+                    raise ValueError(f"messages[{i}][{j}] must be an object with 'role' and 'content'")
+        return v
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> "ScoredData":
+        n = len(self.tokens)
+        if n == 0:
+            raise ValueError("empty group: tokens has no sequences")
+        for i, seq in enumerate(self.tokens):
+            if len(seq) == 0:
+                raise ValueError(f"tokens[{i}] is empty")
+        if len(self.scores) != n:
+            raise ValueError(f"scores has {len(self.scores)} entries but the group has {n} sequences")
+        for name in _PER_TOKEN_FIELDS:
+            rows = getattr(self, name)
+            if rows is None:
+                continue
+            if len(rows) != n:
+                raise ValueError(f"{name} has {len(rows)} sequences but tokens has {n}")
+            for i, (row, seq) in enumerate(zip(rows, self.tokens)):
+                if len(row) != len(seq):
+                    raise ValueError(
+                        f"{name}[{i}] has {len(row)} values but tokens[{i}] has {len(seq)} tokens"
+                    )
+        for name in ("overrides", "messages", "distill_token_ids", "distill_logprobs"):
+            rows = getattr(self, name)
+            if rows is not None and len(rows) != n:
+                raise ValueError(f"{name} has {len(rows)} entries but the group has {n} sequences")
+        if (self.distill_token_ids is None) != (self.distill_logprobs is None):
+            raise ValueError("distill_token_ids and distill_logprobs must be given together")
+        if self.distill_token_ids is not None:
+            for i, (ids, lps, seq) in enumerate(
+                zip(self.distill_token_ids, self.distill_logprobs, self.tokens)
+            ):
+                if len(ids) != len(seq) or len(lps) != len(seq):
+                    raise ValueError(
+                        f"distill_token_ids[{i}]/distill_logprobs[{i}] must have one entry per token "
+                        f"({len(seq)})"
+                    )
+                for j, (a, b) in enumerate(zip(ids, lps)):
+                    if len(a) != len(b):
+                        raise ValueError(
+                            f"distill_token_ids[{i}][{j}] has {len(a)} ids but distill_logprobs has {len(b)}"
+                        )
+        # allow_inf_nan=False covers floats parsed by pydantic; this guards values set after parsing.
+        _check_finite("scores", [self.scores])
+        return self
+
+    def as_group(self) -> ScoredDataGroup:
+        """The plain dict (``ScoredDataGroup``) view, without unset optional keys."""
+        return self.model_dump(exclude_none=True)  # type: ignore[return-value]
+
+
+def validate_group(group: Union[ScoredDataGroup, Dict[str, Any]]) -> ScoredData:
+    """Validate an env-built group; raises ``pydantic.ValidationError`` naming the field and index."""
+    return ScoredData.model_validate(group)
+
+
+# ----------------------------------------------------------------------------------------------
+# Trajectory API requests and responses (Atropos 0.4 shapes; new fields are optional)
+# ----------------------------------------------------------------------------------------------
+class Registration(BaseModel):
+    """``POST /register``: the trainer announces itself and the run's shape."""
+
+    model_config = ConfigDict(extra="allow")
+
+    wandb_group: str = ""
+    wandb_project: str = ""
+    batch_size: int = Field(gt=0, description="Sequences per batch.")
+    max_token_len: int = Field(gt=0, description="Longest sequence the trainer accepts.")
+    checkpoint_dir: str = ""
+    save_checkpoint_interval: int = 0
+    starting_step: int = Field(0, ge=0, description="Step the trainer starts (or resumes) at.")
+    num_steps: int = Field(0, ge=0, description="Total training steps planned.")
+
+
+class RegisterResponse(BaseModel):
+    uuid: int
+
+
+class RegisterEnv(BaseModel):
+    """``POST /register-env``: an environment joins the run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    max_token_length: int = Field(gt=0)
+    desired_name: str = Field(min_length=1, max_length=200)
+    weight: float = Field(1.0, ge=0.0)
+    group_size: int = Field(gt=0)
+    min_batch_allocation: Optional[float] = Field(
+        None, ge=0.0, le=1.0, description="Minimum fraction of each batch reserved for this env."
+    )
+
+
+class RegisterEnvResponse(BaseModel):
+    """Atropos returns ``{"status": "wait for trainer to start"}`` until the trainer's first /batch."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    env_id: Optional[int] = None
+    wandb_name: Optional[str] = None
+    checkpoint_dir: Optional[str] = None
+    starting_step: Optional[int] = None
+    checkpoint_interval: Optional[int] = None
+    num_steps: Optional[int] = None
+
+
+class EnvIdentifier(BaseModel):
+    env_id: int = Field(ge=0)
+
+
+class Info(BaseModel):
+    batch_size: int = -1
+    max_token_len: int = -1
+
+
+class WandbInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    group: Optional[str] = None
+    project: Optional[str] = None
+
+
+class Status(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    current_step: int
+    queue_size: int
+
+
+class StatusEnv(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    current_step: int
+    queue_size: int
+    unallocated_fraction: float = 1.0
+    self_queue_size: int = 0
+    max_group_size: int = 1
+    env_weight: float = 1.0
+
+
+class BatchResponse(BaseModel):
+    """``GET /batch``: ``batch`` is None when no full batch is ready. ``batch_id`` is ours (ack)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    batch: Optional[List[Dict[str, Any]]] = None
+    batch_id: Optional[str] = None
+    step: Optional[int] = None
+
+
+class BatchAck(BaseModel):
+    """``POST /batch/ack``: the trainer has applied the batch; it will not be redelivered."""
+
+    batch_id: str = Field(min_length=1)
+
+
+class ScoredDataResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    buffer_size: Optional[int] = None
+
+
+class ScoredDataListResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    groups_processed: int
+
+
+class PeekedGroup(BaseModel):
+    """One group as read-only tools see it (``GET /peek``); reading never consumes it."""
+
+    seq: int = Field(description="Monotonic ingest sequence number.")
+    received_at: float = Field(description="Unix time the API committed the group.")
+    env_name: Optional[str] = None
+    state: Literal["queued", "buffered", "delivered", "acked", "dropped"] = "queued"
+    group: Dict[str, Any]
+
+
+class PeekResponse(BaseModel):
+    groups: List[PeekedGroup]
+    next_seq: int = Field(description="Pass as `after` to get only newer groups.")
+
+
+class ErrorResponse(BaseModel):
+    """Body of every 4xx/5xx on non-legacy endpoints."""
+
+    error: str
+    detail: Any = None
+
+
+__all__ = [
+    "MASK_IGNORE",
+    "BatchAck",
+    "BatchResponse",
+    "EnvIdentifier",
+    "ErrorResponse",
+    "Info",
+    "Item",
+    "Message",
+    "PeekResponse",
+    "PeekedGroup",
+    "RegisterEnv",
+    "RegisterEnvResponse",
+    "RegisterResponse",
+    "Registration",
+    "RewardStatus",
+    "ScoredData",
+    "ScoredDataGroup",
+    "ScoredDataItem",
+    "ScoredDataListResponse",
+    "ScoredDataResponse",
+    "Status",
+    "StatusEnv",
+    "UUID",
+    "WandbInfo",
+    "number",
+    "validate_group",
+]

@@ -1,0 +1,1 @@
+"""The example GRPO trainer and the end-to-end CPU demo."""

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The README's test command: set up .venv, then run the whole test suite.
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/api -x`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
+  GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
+set +e
+.venv/bin/python -m pytest -q "$@"
+rc=$?
+set -e
+# pytest exits 5 when it collected no test: that is a broken suite, not a pass.
+if [ "$rc" -eq 5 ]; then echo "test.sh: pytest collected no tests" >&2; exit 1; fi
+exit "$rc"

@@ -1,0 +1,79 @@
+"""Shared fixtures: real `run-api` processes on free loopback ports, offline environment variables."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional
+
+import pytest
+
+from atroposlib.utils.net import free_port, wait_for_http
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class ApiProcess:
+    """A `run-api` subprocess; `url` is its base URL. `kill()` is SIGKILL, `stop()` is SIGTERM."""
+
+    def __init__(self, data_dir: Path, extra_args: List[str], port: Optional[int] = None) -> None:
+        self.data_dir = data_dir
+        self.extra_args = extra_args
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = data_dir.parent / f"run-api-{self.port}.log"
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 60.0) -> "ApiProcess":
+        cmd = [
+            sys.executable, "-m", "atroposlib.cli.run_api",
+            "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir),
+            *self.extra_args,
+        ]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_for_http(self.url + "/health", timeout=timeout, proc=self.proc)
+        return self
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def run_api(tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
+    """Factory: `api = run_api("--store", "memory")` starts a real `run-api` and stops it at teardown.
+    `run_api(data_dir=path, port=p)` restarts one on the same data directory and port."""
+    started: List[ApiProcess] = []
+
+    def start(*extra_args: str, data_dir: Optional[Path] = None, port: Optional[int] = None) -> ApiProcess:
+        d = data_dir or (tmp_path / f"api-data-{len(started)}")
+        d.mkdir(parents=True, exist_ok=True)
+        api = ApiProcess(d, list(extra_args), port=port).start()
+        started.append(api)
+        return api
+
+    yield start
+    for api in started:
+        api.stop()
