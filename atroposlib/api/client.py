@@ -10,8 +10,9 @@ with exponential backoff (tenacity), honouring ``Retry-After``; other 4xx/5xx ra
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 import httpx
 import orjson
@@ -34,8 +35,8 @@ from atroposlib.type_definitions import (
     PeekResponse,
     RegisterEnv,
     RegisterEnvResponse,
-    Registration,
     RegisterResponse,
+    Registration,
     ScoredData,
     ScoredDataGroup,
     ScoredDataListResponse,
@@ -46,7 +47,7 @@ from atroposlib.type_definitions import (
 )
 
 T = TypeVar("T")
-GroupLike = Union[ScoredData, ScoredDataGroup, Dict[str, Any]]
+GroupLike = Union[ScoredData, ScoredDataGroup, dict[str, Any]]
 
 
 @dataclass
@@ -54,12 +55,12 @@ class _Request:
     method: str
     path: str
     body: Any = None
-    params: Dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     parse: Callable[[Any], Any] = lambda data: data
     text: bool = False  # the endpoint answers plain text (legacy /reset_data)
 
 
-def _dump_group(group: GroupLike) -> Dict[str, Any]:
+def _dump_group(group: GroupLike) -> dict[str, Any]:
     if isinstance(group, BaseModel):
         return group.model_dump(exclude_none=True)
     return {k: v for k, v in dict(group).items() if v is not None}
@@ -82,7 +83,12 @@ class _Endpoints:
     def register(self, registration: Registration):
         """``POST /register``; returns ``RegisterResponse`` (uuid)."""
         return self._call(
-            _Request("POST", "/register", registration.model_dump(), parse=RegisterResponse.model_validate)
+            _Request(
+                "POST",
+                "/register",
+                registration.model_dump(),
+                parse=RegisterResponse.model_validate,
+            )
         )
 
     def get_batch(self):
@@ -113,7 +119,9 @@ class _Endpoints:
     def post_scored_data(self, group: GroupLike):
         """``POST /scored_data``: a 200 means the group is committed."""
         return self._call(
-            _Request("POST", "/scored_data", _dump_group(group), parse=ScoredDataResponse.model_validate)
+            _Request(
+                "POST", "/scored_data", _dump_group(group), parse=ScoredDataResponse.model_validate
+            )
         )
 
     def post_scored_data_list(self, groups: Iterable[GroupLike]):
@@ -129,7 +137,12 @@ class _Endpoints:
     def status_env(self, env_id: int):
         """``GET /status-env`` with a JSON body, as Atropos clients send it."""
         return self._call(
-            _Request("GET", "/status-env", EnvIdentifier(env_id=env_id).model_dump(), parse=StatusEnv.model_validate)
+            _Request(
+                "GET",
+                "/status-env",
+                EnvIdentifier(env_id=env_id).model_dump(),
+                parse=StatusEnv.model_validate,
+            )
         )
 
     # --- shared / tools -------------------------------------------------------------------
@@ -147,12 +160,14 @@ class _Endpoints:
 
     def peek(self, limit: int = 50, after: Optional[int] = None, env: Optional[str] = None):
         """``GET /peek``: recent groups, read-only (never consumes, never resets)."""
-        params: Dict[str, Any] = {"limit": limit}
+        params: dict[str, Any] = {"limit": limit}
         if after is not None:
             params["after"] = after
         if env is not None:
             params["env"] = env
-        return self._call(_Request("GET", "/peek", params=params, parse=PeekResponse.model_validate))
+        return self._call(
+            _Request("GET", "/peek", params=params, parse=PeekResponse.model_validate)
+        )
 
     def reset(self):
         """``POST /reset``: wipe the run (queue, registration, envs). Destructive."""
@@ -162,7 +177,7 @@ class _Endpoints:
         return self._call(_Request("GET", "/reset_data", text=True))
 
 
-def _encode(body: Any, gzip_min_bytes: int) -> tuple[Optional[bytes], Dict[str, str]]:
+def _encode(body: Any, gzip_min_bytes: int) -> tuple[Optional[bytes], dict[str, str]]:
     if body is None:
         return None, {}
     raw = orjson.dumps(body)
@@ -178,7 +193,9 @@ def _decode(req: _Request, resp: httpx.Response) -> Any:
         retry_after = resp.headers.get("Retry-After")
         raise APIUnavailable(
             f"{req.method} {req.path}: {resp.status_code} {resp.text[:200]}",
-            retry_after=float(retry_after) if retry_after and retry_after.replace(".", "").isdigit() else None,
+            retry_after=float(retry_after)
+            if retry_after and retry_after.replace(".", "").isdigit()
+            else None,
         )
     if resp.status_code >= 400:
         try:
@@ -205,6 +222,11 @@ def _wait_with_retry_after(base: Callable[..., float]) -> Callable[..., float]:
     return wait
 
 
+def _is_loopback(url: str) -> bool:
+    host = (httpx.URL(url).host or "").lower()
+    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+
+
 class _Base(_Endpoints):
     def __init__(
         self,
@@ -214,19 +236,27 @@ class _Base(_Endpoints):
         timeout: float = 60.0,
         retries: int = 5,
         retry_max_seconds: float = 120.0,
-        gzip_min_bytes: int = 64 * 1024,
+        gzip_min_bytes: Optional[int] = None,
+        accept_gzip: Optional[bool] = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.retries = max(1, retries)
         self.retry_max_seconds = retry_max_seconds
+        # Compression pays off across a network, not over loopback where it only costs CPU
+        # (gzip of a 1 MB group takes ~8 ms): by default it is off for localhost URLs.
+        local = _is_loopback(self.base_url)
+        if gzip_min_bytes is None:
+            gzip_min_bytes = -1 if local else 64 * 1024
+        if accept_gzip is None:
+            accept_gzip = not local
         self.gzip_min_bytes = gzip_min_bytes
-        self._headers = {"Accept-Encoding": "gzip"}
+        self._headers = {"Accept-Encoding": "gzip" if accept_gzip else "identity"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
-    def _retry_kwargs(self) -> Dict[str, Any]:
+    def _retry_kwargs(self) -> dict[str, Any]:
         return dict(
             retry=retry_if_exception_type(APIUnavailable),
             stop=stop_after_attempt(self.retries) | stop_after_delay(self.retry_max_seconds),
@@ -240,14 +270,20 @@ class TrajectoryClient(_Base):
 
     def __init__(self, base_url: str = "http://localhost:8000", **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
-        self._http = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self.timeout)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=self._headers, timeout=self.timeout
+        )
 
     def _send_once(self, req: _Request) -> Any:
         content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
-            resp = self._http.request(req.method, req.path, content=content, headers=headers, params=req.params)
+            resp = self._http.request(
+                req.method, req.path, content=content, headers=headers, params=req.params
+            )
         except httpx.TransportError as e:
-            raise APIUnavailable(f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}") from e
+            raise APIUnavailable(
+                f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}"
+            ) from e
         return _decode(req, resp)
 
     def _call(self, req: _Request) -> Any:
@@ -258,7 +294,7 @@ class TrajectoryClient(_Base):
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "TrajectoryClient":
+    def __enter__(self) -> TrajectoryClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -270,7 +306,9 @@ class AsyncTrajectoryClient(_Base):
 
     def __init__(self, base_url: str = "http://localhost:8000", **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self.timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self._headers, timeout=self.timeout
+        )
 
     async def _send_once(self, req: _Request) -> Any:
         content, headers = _encode(req.body, self.gzip_min_bytes)
@@ -279,7 +317,9 @@ class AsyncTrajectoryClient(_Base):
                 req.method, req.path, content=content, headers=headers, params=req.params
             )
         except httpx.TransportError as e:
-            raise APIUnavailable(f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}") from e
+            raise APIUnavailable(
+                f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}"
+            ) from e
         return _decode(req, resp)
 
     async def _call(self, req: _Request) -> Any:  # type: ignore[override]
@@ -290,7 +330,7 @@ class AsyncTrajectoryClient(_Base):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> "AsyncTrajectoryClient":
+    async def __aenter__(self) -> AsyncTrajectoryClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -1,0 +1,112 @@
+"""``create_app(settings)``: the trajectory API as a FastAPI app (routers, auth, errors, state).
+
+Every route but ``/`` and ``/health`` requires the bearer token when one is configured. Errors are
+``ErrorResponse`` JSON (``{"error", "detail"}``) with a precise status; client mistakes are logged
+on one line without a traceback, server faults with one.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Optional
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from atroposlib.api.http import ApiProblem, check_token, json_response, problem_response
+from atroposlib.api.metrics import ApiMetrics
+from atroposlib.api.routes import admin, batches, ingest, registration, status
+from atroposlib.api.service import RunService
+from atroposlib.api.settings import ApiSettings
+from atroposlib.api.store import Store, make_store
+
+logger = logging.getLogger("atroposlib.api")
+
+
+def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = None) -> FastAPI:
+    """Build the app; the run state is restored from the store (``settings.data_dir`` for SQLite)."""
+    settings = settings or ApiSettings()
+    store = store or make_store(settings)
+    metrics = ApiMetrics()
+    service = RunService(settings, store, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        store.close()
+
+    app = FastAPI(
+        title="atroposlib trajectory API",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.settings = settings
+    app.state.service = service
+
+    if settings.cors_origins:
+        wildcard = "*" in settings.cors_origins
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_credentials=not wildcard,  # never `*` together with credentials
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding"],
+        )
+
+    @app.exception_handler(ApiProblem)
+    async def on_problem(request: Request, exc: ApiProblem) -> Response:
+        service.metrics.rejected.labels(str(exc.status_code)).inc()
+        logger.warning(
+            "%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.error
+        )
+        return problem_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(request: Request, exc: RequestValidationError) -> Response:
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            parts.append(f"{loc}: {err.get('msg')}")
+        return await on_problem(
+            request, ApiProblem(422, "invalid request: " + "; ".join(parts), detail=parts)
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        return await on_problem(request, ApiProblem(exc.status_code, str(exc.detail)))
+
+    @app.exception_handler(Exception)
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        logger.exception("%s %s failed", request.method, request.url.path)
+        service.metrics.rejected.labels("500").inc()
+        return problem_response(ApiProblem(500, f"internal error: {type(exc).__name__}"))
+
+    @app.get("/")
+    async def root(request: Request):
+        return json_response(request, {"message": "AtroposLib API"})
+
+    @app.get("/health")
+    async def health(request: Request):
+        return json_response(
+            request,
+            {
+                "status": "ok",
+                "store": settings.store,
+                "durable": store.durable,
+                "step": service.step,
+            },
+        )
+
+    protected = [Depends(check_token)]
+    for module in (registration, ingest, batches, status, admin):
+        app.include_router(module.router, dependencies=protected)
+    return app
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,187 @@
+"""HTTP plumbing shared by the routers: bounded (and gunzipped) request bodies, orjson responses,
+error responses (``ErrorResponse``), the bearer-token check, and validation-error messages.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import zlib
+from typing import Any, Optional
+
+import orjson
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+logger = logging.getLogger("atroposlib.api")
+
+
+class ApiProblem(Exception):
+    """A client-visible error: answered as ``ErrorResponse`` JSON with ``status_code``."""
+
+    def __init__(
+        self,
+        status_code: int,
+        error: str,
+        detail: Any = None,
+        headers: Optional[dict[str, str]] = None,
+    ) -> None:
+        super().__init__(error)
+        self.status_code = status_code
+        self.error = error
+        self.detail = detail
+        self.headers = headers or {}
+
+
+def problem_response(p: ApiProblem) -> Response:
+    body = orjson.dumps({"error": p.error, "detail": p.detail})
+    return Response(
+        body, status_code=p.status_code, media_type="application/json", headers=p.headers
+    )
+
+
+def json_response(request: Request, payload: Any, status_code: int = 200) -> Response:
+    """Serialize with orjson (bytes are sent as they are); gzip when large and the client accepts it."""
+    body = payload if isinstance(payload, (bytes, bytearray)) else orjson.dumps(payload)
+    headers: dict[str, str] = {}
+    settings = request.app.state.settings
+    if len(body) >= settings.gzip_min_bytes and "gzip" in request.headers.get(
+        "accept-encoding", ""
+    ):
+        compressor = zlib.compressobj(settings.gzip_level, zlib.DEFLATED, 31)
+        body = compressor.compress(body) + compressor.flush()
+        headers["Content-Encoding"] = "gzip"
+        headers["Vary"] = "Accept-Encoding"
+    return Response(
+        bytes(body), status_code=status_code, media_type="application/json", headers=headers
+    )
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, gunzipped if ``Content-Encoding: gzip``; 413 beyond the configured limits.
+
+    The compressed size is capped while streaming, and decompression is streamed with a cap on the
+    output, so a gzip bomb is refused after at most ``max_decompressed_bytes`` of work.
+    """
+    settings = request.app.state.settings
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
+        raise ApiProblem(
+            413, f"request body of {declared} bytes exceeds the limit of {settings.max_body_bytes}"
+        )
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > settings.max_body_bytes:
+            raise ApiProblem(
+                413, f"request body exceeds the limit of {settings.max_body_bytes} bytes"
+            )
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if not encoding or encoding == "identity":
+        return raw
+    if encoding not in ("gzip", "x-gzip"):
+        raise ApiProblem(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
+    return gunzip_bounded(raw, settings.max_decompressed_bytes)
+
+
+def gunzip_bounded(raw: bytes, limit: int) -> bytes:
+    """Decompress gzip ``raw`` producing at most ``limit`` bytes (413 beyond, 400 if corrupt)."""
+    d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+    out = []
+    produced = 0
+    data = raw
+    try:
+        while True:
+            piece = d.decompress(data, 1 << 20)
+            produced += len(piece)
+            if produced > limit:
+                raise ApiProblem(
+                    413, f"decompressed request body exceeds the limit of {limit} bytes"
+                )
+            out.append(piece)
+            data = d.unconsumed_tail
+            if d.eof:
+                if d.unused_data:
+                    # concatenated gzip members: continue with the next member
+                    data = d.unused_data
+                    d = zlib.decompressobj(wbits=47)
+                    continue
+                break
+            if not data:
+                tail = d.flush()
+                produced += len(tail)
+                if produced > limit:
+                    raise ApiProblem(
+                        413, f"decompressed request body exceeds the limit of {limit} bytes"
+                    )
+                out.append(tail)
+                if not d.eof:
+                    raise ApiProblem(400, "truncated gzip request body")
+                break
+    except zlib.error as e:
+        raise ApiProblem(400, f"invalid gzip request body: {e}") from None
+    return b"".join(out)
+
+
+def parse_json(body: bytes) -> Any:
+    """orjson parse; NaN/Infinity literals (which Python's json writes) fall back to the stdlib parser
+    so that validation can name the offending field instead of a bare syntax error."""
+    if not body:
+        raise ApiProblem(422, "request body is empty; a JSON document is required")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        import json
+
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiProblem(422, f"request body is not valid JSON: {e}") from None
+
+
+def validation_problem(e: ValidationError, prefix: str = "") -> ApiProblem:
+    """422 naming the field and index of each error (the schema's own messages)."""
+    errors = []
+    for err in e.errors(include_url=False, include_input=False):
+        loc = prefix
+        for part in err["loc"]:
+            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        errors.append(f"{loc}: {msg}" if loc else msg)
+    summary = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
+    return ApiProblem(422, f"invalid request: {summary}", detail=errors)
+
+
+def check_token(request: Request) -> None:
+    """FastAPI dependency: 401 unless the configured bearer token is presented."""
+    token = request.app.state.settings.api_token
+    if not token:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    ):
+        raise ApiProblem(
+            401,
+            "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+__all__ = [
+    "ApiProblem",
+    "check_token",
+    "gunzip_bounded",
+    "json_response",
+    "parse_json",
+    "problem_response",
+    "read_body",
+    "validation_problem",
+]

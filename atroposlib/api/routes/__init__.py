@@ -1,0 +1,1 @@
+"""The API's routers, one file per concern; ``create_app`` includes them."""

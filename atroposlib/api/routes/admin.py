@@ -1,0 +1,25 @@
+"""Destructive administration: POST /reset (ours) and the legacy GET /reset_data."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import PlainTextResponse
+
+from atroposlib.api.deps import get_service
+from atroposlib.api.http import json_response
+from atroposlib.api.service import RunService
+
+router = APIRouter()
+
+
+@router.post("/reset")
+async def reset(request: Request, svc: RunService = Depends(get_service)):
+    await run_in_threadpool(svc.reset)
+    return json_response(request, {"status": "reset"})
+
+
+@router.get("/reset_data")
+async def reset_data(svc: RunService = Depends(get_service)):
+    await run_in_threadpool(svc.reset)
+    return PlainTextResponse("Reset successful")

@@ -1,0 +1,55 @@
+"""Read-only views: /status, /status-env (JSON body on a GET, as Atropos clients send it), /peek,
+/metrics. (The open / and /health live in app.py.)"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+from atroposlib.api.deps import get_service
+from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
+from atroposlib.api.service import RunService
+from atroposlib.type_definitions import EnvIdentifier
+
+router = APIRouter()
+
+
+@router.get("/status")
+async def status(request: Request, svc: RunService = Depends(get_service)):
+    return json_response(request, svc.status())
+
+
+@router.get("/status-env")
+async def status_env(request: Request, svc: RunService = Depends(get_service)):
+    body = await read_body(request)
+    if body.strip():
+        data = parse_json(body)
+    elif "env_id" in request.query_params:
+        data = {"env_id": request.query_params["env_id"]}
+    else:
+        raise ApiProblem(422, 'invalid request: env_id is required (JSON body {"env_id": n})')
+    try:
+        env = EnvIdentifier.model_validate(data)
+    except ValidationError as e:
+        raise validation_problem(e) from None
+    return json_response(request, svc.status_env(env.env_id))
+
+
+@router.get("/peek")
+async def peek(
+    request: Request,
+    limit: int = Query(50, ge=1, le=1000, description="Most groups to return."),
+    after: Optional[int] = Query(None, ge=0, description="Only groups with seq > after."),
+    env: Optional[str] = Query(None, description="Only groups of this env (its wandb_name)."),
+    svc: RunService = Depends(get_service),
+):
+    return json_response(request, await run_in_threadpool(svc.peek, limit, after, env))
+
+
+@router.get("/metrics")
+async def metrics(request: Request, svc: RunService = Depends(get_service)):
+    return Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")

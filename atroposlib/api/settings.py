@@ -1,0 +1,92 @@
+"""Settings of the trajectory API server: one pydantic model, overridable by ``ATROPOS_*`` env vars.
+
+``ApiSettings.from_env(**flags)`` is what the CLI uses: defaults < environment variables < flags.
+Every field's environment variable is ``ATROPOS_`` + the upper-cased field name
+(``ATROPOS_DATA_DIR``, ``ATROPOS_API_TOKEN``, ``ATROPOS_MAX_QUEUED_SEQUENCES`` ...).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from atroposlib.errors import ConfigError
+
+ENV_PREFIX = "ATROPOS_"
+
+
+class ApiSettings(BaseModel):
+    """Configuration of one ``run-api`` process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Interface to bind (use 0.0.0.0 to expose it).")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port to listen on.")
+    store: Literal["sqlite", "memory"] = Field(
+        "sqlite", description="'sqlite' (durable, under data_dir) or 'memory' (lost on exit)."
+    )
+    data_dir: Path = Field(
+        Path("./atropos-data"), description="Directory holding the SQLite store."
+    )
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = Field(
+        "NORMAL",
+        description="SQLite synchronous mode in WAL: NORMAL survives process crashes (SIGKILL, OOM); "
+        "FULL also survives power loss at the cost of an fsync per commit.",
+    )
+    api_token: Optional[str] = Field(
+        None, description="Bearer token required on every endpoint but / and /health (None: open)."
+    )
+    max_queued_sequences: int = Field(
+        1_000_000,
+        gt=0,
+        description="Bound on queued + buffered sequences; beyond it ingest gets 503.",
+    )
+    retry_after_seconds: float = Field(1.0, gt=0, description="Retry-After sent with a 503.")
+    max_staleness: Optional[int] = Field(
+        None, ge=0, description="Drop groups whose policy_version < current_step - max_staleness."
+    )
+    max_body_bytes: int = Field(
+        256 * 1024 * 1024, gt=0, description="Largest request body on the wire."
+    )
+    max_decompressed_bytes: int = Field(
+        512 * 1024 * 1024, gt=0, description="Largest request body after gzip decompression."
+    )
+    gzip_min_bytes: int = Field(
+        64 * 1024,
+        ge=0,
+        description="Responses at least this large are gzipped when the client accepts it.",
+    )
+    gzip_level: int = Field(1, ge=1, le=9, description="gzip level for responses (1 is fastest).")
+    history_size: int = Field(
+        1000, ge=0, description="Delivered/dropped groups kept readable for GET /peek."
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Allowed CORS origins (never '*' together with credentials). Empty: no CORS.",
+    )
+    log_level: str = Field("info", description="Logging level of the server.")
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ApiSettings:
+        """Defaults < ``ATROPOS_*`` environment variables < ``overrides`` (None values are ignored)."""
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = os.environ.get(ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                if name == "cors_origins":
+                    values[name] = [o.strip() for o in raw.split(",") if o.strip()]
+                else:
+                    values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"invalid API setting {loc}: {first['msg']}") from None
+
+
+__all__ = ["ENV_PREFIX", "ApiSettings"]

@@ -1,0 +1,57 @@
+"""``atropos-jsonl2html IN.jsonl [-o OUT.html]``: a self-contained, escaped HTML report of a groups file."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+from atroposlib.errors import AtroposError
+from atroposlib.frontend.groups import LoadStats
+from atroposlib.frontend.report import write_html_report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="atropos-jsonl2html",
+        description="Render a JSONL file of scored groups (written by `serve`/`process`) as one HTML page.",
+    )
+    p.add_argument("input", help="JSONL file, one scored group per line.")
+    p.add_argument("-o", "--output", help="Output HTML file (default: the input path with .html).")
+    p.add_argument("--title", help="Page title (default: the input file name).")
+    p.add_argument("--tokenizer", help="Tokenizer dir or hub id, to decode groups that have no messages.")
+    p.add_argument("--token-view", action="store_true", help="Add a per-token view (mask/logprob colours).")
+    p.add_argument("--max-groups", type=int, default=None, help="Render at most this many groups.")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    src = Path(args.input)
+    out = Path(args.output) if args.output else src.with_suffix(".html")
+    if not src.is_file():
+        print(f"atropos-jsonl2html: error: input file not found: {src}", file=sys.stderr)
+        return 2
+    if out.resolve() == src.resolve():
+        print("atropos-jsonl2html: error: output would overwrite the input", file=sys.stderr)
+        return 2
+    stats = LoadStats()
+    try:
+        path = write_html_report(
+            src, out, title=args.title or f"Rollouts - {src.name}", tokenizer=args.tokenizer,
+            token_view=args.token_view, max_groups=args.max_groups, stats=stats,
+        )
+    except (AtroposError, OSError) as e:
+        print(f"atropos-jsonl2html: error: {e}", file=sys.stderr)
+        return 1
+    skipped = sum(stats.skipped.values())
+    note = f", {skipped} lines skipped ({', '.join(f'{k}: {v}' for k, v in stats.skipped.items())})" if skipped else ""
+    print(f"wrote {path} ({stats.groups} groups{note})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""``run-api``: start the trajectory API server (also ``python -m atroposlib.cli.run_api``).
+
+Flags override ``ATROPOS_*`` environment variables, which override defaults (see ApiSettings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Optional
+
+from atroposlib.errors import AtroposError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="run-api", description="Atropos-compatible durable trajectory API."
+    )
+    p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
+    p.add_argument(
+        "--data-dir", default=None, help="directory of the SQLite store (env ATROPOS_DATA_DIR)"
+    )
+    p.add_argument(
+        "--store", choices=["sqlite", "memory"], default=None, help="store kind (default sqlite)"
+    )
+    p.add_argument(
+        "--sqlite-synchronous",
+        choices=["NORMAL", "FULL"],
+        default=None,
+        help="NORMAL survives process crashes, FULL also power loss (slower)",
+    )
+    p.add_argument(
+        "--api-token", default=None, help="bearer token required by clients (env ATROPOS_API_TOKEN)"
+    )
+    p.add_argument(
+        "--max-queued-sequences", type=int, default=None, help="backpressure bound (503 beyond)"
+    )
+    p.add_argument(
+        "--retry-after-seconds", type=float, default=None, help="Retry-After sent with 503"
+    )
+    p.add_argument(
+        "--max-staleness",
+        type=int,
+        default=None,
+        help="drop groups whose policy_version < current_step - S at batch formation",
+    )
+    p.add_argument(
+        "--max-body-bytes", type=int, default=None, help="largest request body (413 beyond)"
+    )
+    p.add_argument(
+        "--max-decompressed-bytes", type=int, default=None, help="largest gunzipped body (413)"
+    )
+    p.add_argument(
+        "--gzip-min-bytes", type=int, default=None, help="gzip responses at least this large"
+    )
+    p.add_argument(
+        "--history-size", type=int, default=None, help="delivered groups kept for GET /peek"
+    )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        dest="cors_origins",
+        default=None,
+        help="allowed CORS origin (repeatable); none by default",
+    )
+    p.add_argument("--log-level", default=None, help="debug, info, warning, error")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        import uvicorn
+
+        from atroposlib.api.app import create_app
+        from atroposlib.api.settings import ApiSettings
+
+        settings = ApiSettings.from_env(**vars(args))
+        logging.basicConfig(
+            level=settings.log_level.upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        app = create_app(settings)
+    except AtroposError as e:
+        print(f"run-api: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"run-api: serving on http://{settings.host}:{settings.port} "
+        f"(store={settings.store}{', data_dir=' + str(settings.data_dir) if settings.store == 'sqlite' else ''}, "
+        f"auth={'on' if settings.api_token else 'off'})",
+        flush=True,
+    )
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        http="httptools",
+        loop="uvloop",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

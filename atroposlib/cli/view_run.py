@@ -1,0 +1,99 @@
+"""``view-run``: browse a run's recent groups in the browser, read-only (see docs/tools.md).
+
+Reads a live trajectory API through ``GET /peek`` (never consumes, registers or resets) or a groups
+JSONL file written by ``serve``/``process``. Serves on 127.0.0.1 unless ``--host`` says otherwise; a
+public Gradio share link only with ``--share``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Optional
+
+from atroposlib.errors import AtroposError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="view-run",
+        description="Browse a run's scored groups (read-only): from a trajectory API or a groups JSONL file.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--api-url", default=None,
+                     help="Trajectory API to read with GET /peek (default http://localhost:8000).")
+    src.add_argument("--file", default=None, help="Groups JSONL file written by serve/process.")
+    src.add_argument("--demo", action="store_true", help="Show built-in example groups (no API, no file).")
+    p.add_argument("--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN).")
+    p.add_argument("--host", default="127.0.0.1", help="Interface to serve on (default: local only).")
+    p.add_argument("--port", type=int, default=7860, help="Port to serve on.")
+    p.add_argument("--share", action="store_true", help="Also open a public Gradio share link (off by default).")
+    p.add_argument("--tokenizer", default=None, help="Tokenizer dir or hub id, to show tokens as text.")
+    p.add_argument("--refresh-seconds", type=float, default=0.0,
+                   help="Refresh automatically every this many seconds (0: only with the button).")
+    p.add_argument("--title", default="Atropos run viewer", help="Page title.")
+    return p
+
+
+class _DemoSource:
+    description = "built-in example groups"
+
+    def __init__(self) -> None:
+        from atroposlib.frontend.samples import sample_groups
+
+        self.groups = sample_groups()
+        for i, g in enumerate(self.groups):
+            g["seq"] = i
+
+    def fetch(self, limit: int, env: Optional[str] = None):
+        return self.groups[-limit:]
+
+    def status_line(self) -> str:
+        return f"{len(self.groups)} groups"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from atroposlib.frontend.sources import ApiSource, FileSource
+    from atroposlib.frontend.tokenizer import make_decoder, make_token_text, optional_tokenizer
+    from atroposlib.frontend.viewer import VIEW_CSS, ViewerState, build_app, launch_theme
+
+    try:
+        tok = optional_tokenizer(args.tokenizer)
+        if args.file:
+            source = FileSource(args.file)
+        elif args.demo:
+            source = _DemoSource()
+        else:
+            token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
+            source = ApiSource(args.api_url or "http://localhost:8000", token=token)
+    except (AtroposError, OSError) as e:
+        print(f"view-run: error: {e}", file=sys.stderr)
+        return 2
+    decode = make_decoder(tok) if tok is not None else None
+    token_text = make_token_text(tok) if tok is not None else None
+    if args.demo and tok is None:  # the example groups are tokenized as UTF-8 bytes
+        decode = lambda ids: bytes(ids).decode("utf-8", "replace")  # noqa: E731
+        token_text = lambda t: bytes([t]).decode("utf-8", "replace") if t < 256 else f"[{t}]"  # noqa: E731
+    state = ViewerState(source, decode=decode, token_text=token_text)
+    demo = build_app(state, title=args.title, refresh_seconds=args.refresh_seconds)
+    print(f"view-run: reading {source.description}; serving on http://{args.host}:{args.port}", flush=True)
+    try:
+        demo.launch(
+            server_name=args.host, server_port=args.port, share=args.share, inbrowser=False,
+            css=VIEW_CSS, theme=launch_theme(), footer_links=[], show_error=True,
+        )
+    except OSError as e:
+        print(f"view-run: error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""``MyEnv.cli()``: the ``serve`` / ``process`` / ``evaluate`` subcommands of an environment file.
+
+User mistakes (bad flag, bad value, missing file, unloadable tokenizer) print one ``error:`` line and
+exit 2, without a traceback. ``--help`` after a subcommand lists every option with its default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Optional
+
+from atroposlib.envs.config_loader import SUBCOMMANDS, HelpRequested, load_config
+from atroposlib.errors import AtroposError, ConfigError, ModelLoadError
+
+_DESCRIPTIONS = {
+    "serve": "register with the trajectory API and feed the trainer",
+    "process": "generate groups locally to a JSONL file + HTML report (no API needed)",
+    "evaluate": "run the env's evaluate() and write metrics.json / samples.jsonl",
+}
+
+
+def usage(env_cls: type) -> str:
+    lines = [f"usage: {env_cls.__name__} {{{','.join(SUBCOMMANDS)}}} [options]", "", "subcommands:"]
+    lines += [f"  {name:<9} {_DESCRIPTIONS[name]}" for name in SUBCOMMANDS]
+    lines += ["", f"`{env_cls.__name__} <subcommand> --help` lists every option."]
+    return "\n".join(lines)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(env_cls))
+        raise SystemExit(0 if args else 2)
+    sub, rest = args[0], args[1:]
+    try:
+        loaded = load_config(env_cls, sub, rest)
+    except HelpRequested as h:
+        print(str(h))
+        raise SystemExit(0) from None
+    except ConfigError as e:
+        _fail(str(e))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        env = env_cls(config=loaded.env, server_configs=loaded.servers, slurm=loaded.slurm, testing=loaded.testing)
+    except (ConfigError, ModelLoadError) as e:
+        _fail(str(e))
+    logging.getLogger(__name__).info("%s %s: %d group(s) of %d; servers: %s", env_cls.__name__, sub,
+                                     loaded.env.total_steps, loaded.env.group_size,
+                                     ", ".join(s.config.base_url or s.config.server_type for s in env.server.servers))
+    runner = {"serve": env.env_manager, "process": env.process_manager, "evaluate": env._run_evaluate}[sub]
+    try:
+        asyncio.run(runner())
+    except ConfigError as e:
+        _fail(str(e))
+    except AtroposError as e:
+        _fail(str(e), code=1)
+
+
+__all__ = ["main", "usage"]

@@ -1,0 +1,334 @@
+"""The one configuration loader used by ``serve``, ``process`` and ``evaluate``.
+
+Layers, lowest first: the env's ``config_init()`` defaults (plus a few per-subcommand defaults, e.g.
+``process`` writes groups to ``data/<name>.jsonl``) < the YAML file of ``--config`` (top-level keys
+``env``, ``openai`` (a mapping or a list of mappings), ``slurm``, ``testing``) < command-line flags
+``--env.<field> V``, ``--openai.<field> V``, ``--slurm``, ``--testing``.
+
+Rules (also in the docs):
+
+* ``--flag value`` and ``--flag=value`` both work; the token after a non-boolean flag is always its
+  value, so negative numbers work (``--env.max_num_workers -1``). A boolean flag alone means true.
+* ``none``/``null`` sets an optional field to None; lists/dicts are given in YAML/JSON syntax.
+* Unknown flags and unknown YAML keys are errors that suggest the nearest name; a bad value names
+  the field and where it came from. Nothing is silently ignored.
+* ``--openai.<field>`` with several servers applies to every server, except ``--openai.base_url``:
+  it replaces the server list by one server per comma-separated URL (each inheriting the first
+  server's other settings), so a single ``--openai.base_url`` is always honoured.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from atroposlib.envs.config import BaseEnvConfig
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
+from atroposlib.errors import ConfigError
+
+ServerConfigs = Union[ServerBaseline, list[APIServerConfig]]
+SUBCOMMANDS = ("serve", "process", "evaluate")
+_TOP_LEVEL_YAML_KEYS = ("env", "openai", "slurm", "testing")
+_TRUE = {"true", "1", "yes", "on", "y"}
+_FALSE = {"false", "0", "no", "off", "n"}
+
+
+@dataclass
+class LoadedConfig:
+    """The result of loading: what ``BaseEnv.__init__`` receives, plus where it came from."""
+
+    env: BaseEnvConfig
+    servers: ServerConfigs
+    slurm: bool = False
+    testing: bool = False
+    config_path: Optional[str] = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _is_bool_field(model: type[BaseModel], name: str) -> bool:
+    ann = model.model_fields[name].annotation
+    return ann is bool
+
+
+def _wants_raw_string(model: type[BaseModel], name: str) -> bool:
+    ann = model.model_fields[name].annotation
+    args = [a for a in typing.get_args(ann) if a is not type(None)]
+    return ann is str or (typing.get_origin(ann) is Union and args == [str])
+
+
+def _parse_value(model: type[BaseModel], name: str, raw: str) -> Any:
+    """Turn a flag's text into a Python value; pydantic validates it afterwards."""
+    if raw.strip().lower() in ("none", "null"):
+        return None
+    if _is_bool_field(model, name):
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        return raw  # pydantic will reject it, naming the field
+    if _wants_raw_string(model, name):
+        return raw
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def _suggest(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _format_validation_error(err: ValidationError, sources: dict[str, str], prefix: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first.get("loc", ()))
+    key = f"{prefix}{loc}" if loc else prefix.rstrip(".")
+    where = sources.get(key, "defaults")
+    return f"invalid value for --{key} (from {where}): {first.get('msg')} (got {first.get('input')!r})"
+
+
+def _split_flags(argv: Sequence[str], env_model: type[BaseModel]) -> tuple[dict[str, str], bool]:
+    """Parse ``argv`` into {flag name without dashes: raw value}; returns (flags, help_requested)."""
+    known = _known_flags(env_model)
+    flags: dict[str, str] = {}
+    help_requested = False
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("-h", "--help"):
+            help_requested = True
+            i += 1
+            continue
+        if not tok.startswith("--"):
+            raise ConfigError(f"unexpected argument {tok!r}; flags look like --env.group_size 8")
+        name, eq, value = tok[2:].partition("=")
+        if name not in known:
+            raise ConfigError(f"unknown flag --{name}{_suggest('--' + name, ['--' + k for k in known])}")
+        is_bool = known[name]
+        if not eq:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if is_bool:
+                if nxt is not None and nxt.strip().lower() in _TRUE | _FALSE:
+                    value, i = nxt, i + 1
+                else:
+                    value = "true"
+            else:
+                if nxt is None:
+                    raise ConfigError(f"flag --{name} needs a value")
+                value, i = nxt, i + 1
+        if name in flags:
+            raise ConfigError(f"flag --{name} given twice")
+        flags[name] = value
+        i += 1
+    return flags, help_requested
+
+
+def _known_flags(env_model: type[BaseModel]) -> dict[str, bool]:
+    """Every accepted flag name -> whether it is boolean."""
+    known: dict[str, bool] = {"config": False, "slurm": True, "testing": True}
+    for name in env_model.model_fields:
+        known[f"env.{name}"] = _is_bool_field(env_model, name)
+    for name in APIServerConfig.model_fields:
+        known[f"openai.{name}"] = _is_bool_field(APIServerConfig, name)
+    return known
+
+
+def _read_yaml(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--config: no such file {path!r}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: the top level must be a mapping with keys {_TOP_LEVEL_YAML_KEYS}")
+    for key in data:
+        if key not in _TOP_LEVEL_YAML_KEYS:
+            raise ConfigError(f"--config {path}: unknown top-level key {key!r}{_suggest(str(key), _TOP_LEVEL_YAML_KEYS)}")
+    return data
+
+
+def _check_keys(mapping: Any, model: type[BaseModel], where: str) -> dict[str, Any]:
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where} must be a mapping of field names to values")
+    for key in mapping:
+        if key not in model.model_fields:
+            raise ConfigError(f"{where}: unknown field {key!r}{_suggest(str(key), list(model.model_fields))}")
+    return dict(mapping)
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    """Field values of a model, keeping only the ones that were set or have non-default values."""
+    return {k: getattr(model, k) for k in type(model).model_fields}
+
+
+def subcommand_env_defaults(env_cls: type, subcommand: str, env: BaseEnvConfig) -> dict[str, Any]:
+    """Per-subcommand default adjustments (applied below YAML and flags)."""
+    name = getattr(env_cls, "name", None) or env_cls.__name__
+    out: dict[str, Any] = {}
+    if env.wandb_name is None:
+        out["wandb_name"] = name
+    if subcommand == "process":
+        out["ensure_scores_are_not_same"] = False
+        out["include_messages"] = True
+        if env.data_path_to_save_groups is None:
+            out["data_path_to_save_groups"] = f"data/{name}.jsonl"
+    if subcommand == "evaluate" and env.data_dir_to_save_evals is None:
+        out["data_dir_to_save_evals"] = f"eval_results/{name}"
+    return out
+
+
+def _resolve_servers(
+    defaults: Any, yaml_openai: Any, cli_openai: dict[str, Any], sources: dict[str, str], config_path: str
+) -> ServerConfigs:
+    if isinstance(defaults, APIServerConfig):
+        base: list[APIServerConfig] = [defaults]
+    elif isinstance(defaults, list):
+        base = list(defaults)
+    else:
+        base = []
+    baseline = defaults if (isinstance(defaults, ServerBaseline) and not isinstance(defaults, APIServerConfig)) else None
+    if yaml_openai is None and not cli_openai:
+        return baseline if baseline is not None and not base else base
+
+    def template(i: int) -> dict[str, Any]:
+        if i < len(base):
+            return _dump(base[i])
+        if base:
+            return _dump(base[0])
+        if baseline is not None:
+            return {k: getattr(baseline, k) for k in type(baseline).model_fields}
+        return {}
+
+    dicts: list[dict[str, Any]]
+    if yaml_openai is not None:
+        entries = yaml_openai if isinstance(yaml_openai, list) else [yaml_openai]
+        if not entries:
+            raise ConfigError(f"--config {config_path}: 'openai' is an empty list")
+        dicts = []
+        for i, entry in enumerate(entries):
+            where = f"--config {config_path}: openai" + (f"[{i}]" if isinstance(yaml_openai, list) else "")
+            dicts.append({**template(i), **_check_keys(entry, APIServerConfig, where)})
+    else:
+        dicts = [template(i) for i in range(max(1, len(base)))]
+
+    if cli_openai:
+        overrides = dict(cli_openai)
+        urls = overrides.pop("base_url", None)
+        if urls is not None:
+            url_list = [u.strip() for u in str(urls).split(",") if u.strip()] if urls else [""]
+            dicts = [{**(dicts[i] if i < len(dicts) else dicts[0]), "base_url": u} for i, u in enumerate(url_list)]
+        dicts = [{**d, **overrides} for d in dicts]
+
+    servers = []
+    for d in dicts:
+        try:
+            servers.append(APIServerConfig.model_validate(d))
+        except ValidationError as e:
+            raise ConfigError(_format_validation_error(e, sources, "openai.")) from None
+    return servers
+
+
+def load_config(env_cls: type, subcommand: str, argv: Sequence[str]) -> LoadedConfig:
+    """Build the env and server configs for ``subcommand`` from defaults, ``--config`` YAML and flags.
+
+    Raises ``ConfigError`` (one line, naming the flag/field) on any mistake; ``--help`` raises
+    ``HelpRequested`` carrying the help text.
+    """
+    if subcommand not in SUBCOMMANDS:
+        raise ConfigError(f"unknown subcommand {subcommand!r}{_suggest(subcommand, SUBCOMMANDS)}; use one of {', '.join(SUBCOMMANDS)}")
+    env_default, server_default = env_cls.config_init()
+    env_model = type(env_default)
+    flags, help_requested = _split_flags(argv, env_model)
+    env_base = {**_dump(env_default), **subcommand_env_defaults(env_cls, subcommand, env_default)}
+    if help_requested:
+        raise HelpRequested(render_help(env_cls, subcommand, env_model, env_base, server_default))
+
+    sources: dict[str, str] = {}
+    yaml_data: dict[str, Any] = {}
+    config_path = flags.pop("config", None)
+    if config_path:
+        yaml_data = _read_yaml(config_path)
+    yaml_env = _check_keys(yaml_data.get("env") or {}, env_model, f"--config {config_path}: env")
+    for k in yaml_env:
+        sources[f"env.{k}"] = f"--config {config_path}"
+
+    cli_env: dict[str, Any] = {}
+    cli_openai: dict[str, Any] = {}
+    top: dict[str, Any] = {"slurm": bool(yaml_data.get("slurm", False)), "testing": bool(yaml_data.get("testing", False))}
+    for name, raw in flags.items():
+        sources[name] = f"--{name}"
+        if name.startswith("env."):
+            cli_env[name[4:]] = _parse_value(env_model, name[4:], raw)
+        elif name.startswith("openai."):
+            cli_openai[name[7:]] = _parse_value(APIServerConfig, name[7:], raw)
+        else:
+            low = raw.strip().lower()
+            if low not in _TRUE | _FALSE:
+                raise ConfigError(f"invalid value for --{name}: {raw!r} (use true or false)")
+            top[name] = low in _TRUE
+
+    merged = {**env_base, **yaml_env, **cli_env}
+    try:
+        env = env_model.model_validate(merged)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, sources, "env.")) from None
+    servers = _resolve_servers(server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path))
+    return LoadedConfig(env=env, servers=servers, slurm=top["slurm"], testing=top["testing"],
+                        config_path=config_path, sources=sources)
+
+
+class HelpRequested(Exception):
+    """Raised by ``load_config`` when ``--help`` was given; ``str(exc)`` is the help text."""
+
+
+def _fmt_default(v: Any) -> str:
+    if isinstance(v, Enum):
+        return str(v.value)
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def render_help(env_cls: type, subcommand: str, env_model: type[BaseModel], env_values: dict[str, Any],
+                server_default: Any) -> str:
+    """Every flag with its description and the default that applies to this env and subcommand."""
+    if isinstance(server_default, list) and server_default:
+        server_values = _dump(server_default[0])
+    elif isinstance(server_default, BaseModel):
+        server_values = {k: getattr(server_default, k, None) for k in APIServerConfig.model_fields}
+    else:
+        server_values = _dump(APIServerConfig())
+    lines = [
+        f"usage: {env_cls.__name__} {subcommand} [--config FILE.yaml] [--env.FIELD VALUE ...] "
+        "[--openai.FIELD VALUE ...] [--slurm] [--testing]",
+        "",
+        "Layers: config_init() defaults < --config YAML (env:, openai:, slurm, testing) < flags.",
+        "--openai.FIELD applies to every server; --openai.base_url a,b replaces the list (one server per URL).",
+        "",
+        "general:",
+        "  --config FILE            YAML file with env:/openai:/slurm/testing keys (default: none)",
+        "  --slurm                  distribute over SLURM inference nodes (default: False)",
+        "  --testing                use a scripted in-process server instead of real ones (default: False)",
+        "",
+        "env options:",
+    ]
+    for name, f in env_model.model_fields.items():
+        lines.append(f"  --env.{name:<36} {f.description or ''} (default: {_fmt_default(env_values.get(name))})")
+    lines += ["", "openai (inference server) options:"]
+    for name, f in APIServerConfig.model_fields.items():
+        value = server_values.get(name)
+        shown = "***" if name == "api_key" and value else _fmt_default(value)
+        lines.append(f"  --openai.{name:<33} {f.description or ''} (default: {shown})")
+    return "\n".join(lines)
+
+
+__all__ = ["HelpRequested", "LoadedConfig", "ServerConfigs", "load_config", "render_help", "subcommand_env_defaults"]

@@ -1,0 +1,238 @@
+"""A small but real OpenAI-compatible HTTP server for tests: scripted text, real token ids, logprobs.
+
+    with FakeOpenAIServer(tokenizer=tok_dir, responses=["The answer is 4."]) as fake:
+        APIServerConfig(base_url=fake.base_url, server_type="vllm", ...)
+
+It serves ``/v1/completions`` (prompt text or token-id list), ``/v1/chat/completions`` (rendered with
+the tokenizer's chat template), ``/v1/models`` and ``/health`` on a free loopback port (uvicorn in a
+thread). Completion text comes from ``responses`` (cycled) or ``responder(prompt_text, body) -> str``;
+it is tokenized with the given tokenizer, cut at ``max_tokens`` (``finish_reason="length"``) or ended
+with the EOS token (``"stop"``). vLLM-flavour extras: ``return_token_ids`` adds ``token_ids`` and
+``prompt_token_ids`` to every choice; ``logprobs`` returns deterministic per-token logprobs in the
+OpenAI shapes. ``fail_next(n, status)`` makes the next n generation requests fail; ``requests``
+records every generation body; ``max_in_flight`` is the most generations seen running at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from atroposlib.utils.net import free_port, wait_for_http
+
+Responder = Callable[[str, dict[str, Any]], str]
+
+
+def fake_logprob(token_id: int, position: int) -> float:
+    """Deterministic logprob in [-3, -0.01) for a token at a position."""
+    h = hashlib.sha256(f"{token_id}:{position}".encode()).digest()
+    return -0.01 - 2.99 * (int.from_bytes(h[:4], "big") / 2**32)
+
+
+class FakeOpenAIServer:
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        responses: Optional[Sequence[str]] = None,
+        responder: Optional[Responder] = None,
+        model: str = "fake-model",
+        port: Optional[int] = None,
+    ) -> None:
+        if tokenizer is None or isinstance(tokenizer, (str, Path)):
+            from transformers import AutoTokenizer
+
+            from atroposlib.envs.testing import tiny_tokenizer_dir
+
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or tiny_tokenizer_dir()))
+        self.tokenizer = tokenizer
+        self._cycle = itertools.cycle(list(responses) if responses else ["This is a fake completion."])
+        self.responder = responder
+        self.model = model
+        self.port = port or free_port()
+        self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._failures: list[int] = []
+        self._lock = threading.Lock()
+        self._server = None
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # --- control -----------------------------------------------------------------------------
+    def fail_next(self, n: int = 1, status: int = 503) -> None:
+        with self._lock:
+            self._failures.extend([status] * n)
+
+    def start(self, timeout: float = 30.0) -> FakeOpenAIServer:
+        import uvicorn
+
+        config = uvicorn.Config(self._app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"fake-openai-{self.port}", daemon=True)
+        self._thread.start()
+        wait_for_http(f"http://127.0.0.1:{self.port}/health", timeout=timeout)
+        return self
+
+    def stop(self) -> None:
+        """Shut the server down (connections are closed; clients see it die)."""
+        if self._server is not None:
+            self._server.should_exit = True
+            self._server.force_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server, self._thread = None, None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # --- generation --------------------------------------------------------------------------
+    def _text_for(self, prompt_text: str, body: dict[str, Any]) -> str:
+        if self.responder is not None:
+            return str(self.responder(prompt_text, body))
+        with self._lock:
+            return next(self._cycle)
+
+    def _generate(self, prompt_text: str, body: dict[str, Any], index: int) -> dict[str, Any]:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            text = self._text_for(prompt_text, {**body, "choice_index": index})
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        finish = "stop"
+        if max_tokens is not None and len(ids) >= int(max_tokens):
+            ids, finish = ids[: int(max_tokens)], "length"
+        elif self.tokenizer.eos_token_id is not None:
+            ids = ids + [self.tokenizer.eos_token_id]
+        shown = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return {"ids": ids, "text": shown, "finish": finish}
+
+    def _app(self):
+        app = FastAPI()
+
+        @app.get("/health")
+        def health() -> dict[str, Any]:
+            return {"status": "ok", "weights_version": 0, "model_path": self.model}
+
+        @app.get("/v1/models")
+        def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+
+        def failure() -> Optional[JSONResponse]:
+            with self._lock:
+                status = self._failures.pop(0) if self._failures else None
+            if status is None:
+                return None
+            return JSONResponse({"error": {"message": f"scripted failure {status}"}}, status_code=status)
+
+        @app.post("/v1/completions")
+        async def completions(request: Request):
+            body = await request.json()
+            self.requests.append(body)
+            if (f := failure()) is not None:
+                return f
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and prompt and isinstance(prompt[0], list):
+                prompt = prompt[0]
+            if isinstance(prompt, list):
+                prompt_ids = [int(t) for t in prompt]
+                prompt_text = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
+            elif isinstance(prompt, str):
+                prompt_text, prompt_ids = prompt, list(self.tokenizer.encode(prompt, add_special_tokens=True))
+            else:
+                return JSONResponse({"error": {"message": "prompt must be a string or a list of token ids"}}, 400)
+            choices = []
+            for i in range(int(body.get("n") or 1)):
+                g = await run_in_threadpool(self._generate, prompt_text, body, i)
+                ch: dict[str, Any] = {"index": i, "text": g["text"], "finish_reason": g["finish"], "logprobs": None}
+                if body.get("logprobs") not in (None, False):
+                    toks = [self.tokenizer.decode([t], skip_special_tokens=False) for t in g["ids"]]
+                    lps = [fake_logprob(t, len(prompt_ids) + j) for j, t in enumerate(g["ids"])]
+                    ch["logprobs"] = {"tokens": toks, "token_logprobs": lps,
+                                      "top_logprobs": [{tk: lp} for tk, lp in zip(toks, lps, strict=True)],
+                                      "text_offset": list(itertools.accumulate([0] + [len(t) for t in toks[:-1]]))}
+                if body.get("return_token_ids"):
+                    ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
+                choices.append(ch)
+            n_out = sum(len(c.get("token_ids") or []) for c in choices)
+            return {"id": f"cmpl-{uuid.uuid4().hex[:10]}", "object": "text_completion", "created": int(time.time()),
+                    "model": self.model, "choices": choices,
+                    "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": n_out,
+                              "total_tokens": len(prompt_ids) + n_out}}
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            self.requests.append(body)
+            if (f := failure()) is not None:
+                return f
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return JSONResponse({"error": {"message": "messages must be a non-empty list"}}, 400)
+            prompt_text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            prompt_ids = list(self.tokenizer.encode(prompt_text, add_special_tokens=False))
+            choices = []
+            for i in range(int(body.get("n") or 1)):
+                g = await run_in_threadpool(self._generate, prompt_text, body, i)
+                ch = {"index": i, "message": {"role": "assistant", "content": g["text"]},
+                      "finish_reason": g["finish"], "logprobs": None}
+                if body.get("logprobs"):
+                    ch["logprobs"] = {"content": [
+                        {"token": self.tokenizer.decode([t], skip_special_tokens=False), "bytes": None,
+                         "logprob": fake_logprob(t, len(prompt_ids) + j), "top_logprobs": []}
+                        for j, t in enumerate(g["ids"])]}
+                if body.get("return_token_ids"):
+                    ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
+                choices.append(ch)
+            return {"id": f"chatcmpl-{uuid.uuid4().hex[:10]}", "object": "chat.completion",
+                    "created": int(time.time()), "model": self.model, "choices": choices}
+
+        @app.post("/generate")
+        async def sglang_generate(request: Request):
+            """SGLang's native route: ``input_ids`` (or ``text``), ``sampling_params``, ``return_logprob``."""
+            body = await request.json()
+            self.requests.append(body)
+            if (f := failure()) is not None:
+                return f
+            batch = body.get("input_ids", body.get("text"))
+            single = not (isinstance(batch, list) and batch and isinstance(batch[0], (list, str)))
+            prompts = [batch] if single else batch
+            params = dict(body.get("sampling_params") or {})
+            gen_body = {"max_tokens": params.get("max_new_tokens")}
+            results = []
+            for i, p in enumerate(prompts):
+                ids = [int(t) for t in p] if isinstance(p, list) else list(self.tokenizer.encode(p))
+                text = self.tokenizer.decode(ids, skip_special_tokens=False)
+                g = await run_in_threadpool(self._generate, text, gen_body, i)
+                meta: dict[str, Any] = {"prompt_tokens": len(ids), "completion_tokens": len(g["ids"]),
+                                        "finish_reason": {"type": g["finish"]}}
+                if body.get("return_logprob"):
+                    meta["output_token_logprobs"] = [[fake_logprob(t, len(ids) + j), t, None]
+                                                     for j, t in enumerate(g["ids"])]
+                results.append({"text": g["text"], "output_ids": g["ids"], "meta_info": meta})
+            return results[0] if single else results
+
+        return app
+
+
+__all__ = ["FakeOpenAIServer", "Responder", "fake_logprob"]

@@ -1,0 +1,80 @@
+"""Registry of reward functions and their weighted combination.
+
+A reward function takes the completions of one group (strings) plus keyword context (e.g.
+``answers=[...]``) and returns one float per completion. ``register("name")`` adds one,
+``get_reward_fn("name")`` finds it (unknown names suggest the nearest), ``combine({"a": 1.0, "b": 0.2})``
+builds a weighted sum. Context keys a function does not take are not passed to it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Union
+
+from atroposlib.errors import ConfigError
+
+RewardFn = Callable[..., list[float]]
+_REGISTRY: dict[str, RewardFn] = {}
+
+
+def register(name: str) -> Callable[[RewardFn], RewardFn]:
+    """Decorator: make ``fn`` available as ``name``."""
+
+    def deco(fn: RewardFn) -> RewardFn:
+        if name in _REGISTRY and _REGISTRY[name] is not fn:
+            raise ValueError(f"reward function {name!r} is already registered")
+        _REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def registered_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_reward_fn(name: str) -> RewardFn:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown reward function {name!r}{hint} (known: {', '.join(registered_names())})") from None
+
+
+def call_reward_fn(fn: RewardFn, completions: Sequence[str], **context: Any) -> list[float]:
+    """Call ``fn`` with the context keys it accepts; check it returned one score per completion."""
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        context = {k: v for k, v in context.items() if k in params}
+    scores = [float(s) for s in fn(list(completions), **context)]
+    if len(scores) != len(completions):
+        raise ValueError(f"reward function {getattr(fn, '__name__', fn)} returned {len(scores)} scores "
+                         f"for {len(completions)} completions")
+    return scores
+
+
+WeightSpec = Union[Mapping[str, float], Iterable[tuple[Union[str, RewardFn], float]]]
+
+
+def combine(weights: WeightSpec) -> RewardFn:
+    """A reward function returning ``sum(weight * fn(...))`` over the given functions."""
+    pairs = list(weights.items()) if isinstance(weights, Mapping) else list(weights)
+    resolved = [(get_reward_fn(f) if isinstance(f, str) else f, float(w)) for f, w in pairs]
+    if not resolved:
+        raise ConfigError("combine() needs at least one reward function")
+
+    def combined(completions: list[str], **context: Any) -> list[float]:
+        total = [0.0] * len(completions)
+        for fn, w in resolved:
+            for i, s in enumerate(call_reward_fn(fn, completions, **context)):
+                total[i] += w * s
+        return total
+
+    combined.__name__ = "combined(" + ", ".join(f"{getattr(f, '__name__', f)}*{w}" for f, w in resolved) + ")"
+    return combined
+
+
+__all__ = ["RewardFn", "call_reward_fn", "combine", "get_reward_fn", "register", "registered_names"]

@@ -1,0 +1,382 @@
+"""The ``serve`` loop: register, keep the API's queue fed, spool what it cannot take, shut down cleanly.
+
+* Registration waits politely while the API answers "wait for trainer to start" (or is down).
+* Every tick reads ``/status-env``; the number of items in flight follows Atropos's rule
+  (``max_batches_offpolicy`` x this env's derived batch size / group size, minus the queue, raised to
+  honour ``min_batch_allocation``, limited by ``max_num_workers`` and scheduled evals). Pausing only
+  stops *starting* items: work in flight always finishes and its groups are kept.
+* A worker past ``worker_timeout`` is cancelled and its item goes back to the backlog (3 tries).
+  An exception in an env hook is logged with its traceback and counted.
+* Every finished group goes through the on-disk ``Spool``; a sender posts them in order and, while
+  the API is down or answers 503, waits and retries. Nothing is lost if the API is away for minutes.
+* SIGINT/SIGTERM: stop starting items, let in-flight ones finish (bounded), try to flush the spool
+  (what is left stays on disk for the next start), ``/disconnect-env``, return normally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from atroposlib.api.client import AsyncTrajectoryClient
+from atroposlib.envs.config import EvalHandlingEnum
+from atroposlib.envs.metrics_logger import make_metrics_logger
+from atroposlib.envs.sending import current_policy_version
+from atroposlib.envs.spool import Spool
+from atroposlib.errors import APIError, APIUnavailable, ConfigError
+from atroposlib.type_definitions import RegisterEnv
+
+logger = logging.getLogger(__name__)
+MAX_ITEM_ATTEMPTS = 3
+
+
+class SpoolSink:
+    """``env.group_sink`` in serve mode: groups go to the durable spool, the sender takes them from there."""
+
+    def __init__(self, spool: Spool, wake: asyncio.Event) -> None:
+        self.spool, self.wake = spool, wake
+
+    async def put(self, group: dict[str, Any]) -> None:
+        self.spool.append(group)
+        self.wake.set()
+
+
+class ServeRunner:
+    def __init__(self, env: Any, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0) -> None:
+        self.env = env
+        self.cfg = env.config
+        self.tick_seconds = tick_seconds
+        self.shutdown_grace = shutdown_grace
+        self.client = AsyncTrajectoryClient(self.cfg.rollout_server_url, token=os.environ.get("ATROPOS_API_TOKEN"),
+                                            retries=1, timeout=30.0)
+        self.stop = asyncio.Event()
+        self.wake = asyncio.Event()
+        self.running: dict[int, dict[str, Any]] = {}
+        self.attempts: dict[int, int] = {}
+        self.eval_task: Optional[asyncio.Task] = None
+        self.counts = {"groups_sent": 0, "hook_errors": 0, "timeouts": 0, "items_started": 0, "rejected": 0}
+        self.api_ok = True
+        self._next_id = 0
+        name = self.cfg.wandb_name or env.name or type(env).__name__
+        self.spool = Spool(self.cfg.spool_dir or Path("spool") / name)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._install_signals()
+        env = self.env
+        await env.setup()
+        env.group_sink = SpoolSink(self.spool, self.wake)
+        if self.spool.pending():
+            logger.warning("resending %d spooled group(s) left from an earlier run", self.spool.pending())
+        sender = asyncio.create_task(self._sender())
+        try:
+            if await self._register():
+                await self._read_info()
+                await self._setup_metrics()
+                await self._main_loop()
+        finally:
+            await self._shutdown(sender)
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError):
+                logger.debug("cannot install a handler for %s here", sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if self.stop.is_set():
+            logger.warning("second signal: abandoning in-flight work now")
+            for entry in self.running.values():
+                entry["task"].cancel()
+        logger.warning("received %s: finishing in-flight groups, then disconnecting", signal.Signals(sig).name)
+        self.stop.set()
+
+    async def _register(self) -> bool:
+        env, cfg = self.env, self.cfg
+        req = RegisterEnv(max_token_length=cfg.max_token_length, desired_name=cfg.wandb_name or env.name or type(env).__name__,
+                          weight=max(cfg.inference_weight, 0.0), group_size=cfg.group_size,
+                          min_batch_allocation=cfg.min_batch_allocation)
+        last_log = 0.0
+        while not self.stop.is_set():
+            try:
+                resp = await self.client.register_env(req)
+            except APIUnavailable as e:
+                resp, why = None, f"API unreachable ({e})"
+            else:
+                why = f"API says {resp.status!r}"
+                if resp.env_id is not None and resp.status not in ("wait for trainer to start",):
+                    env.env_id = resp.env_id
+                    env.wandb_prepend = resp.wandb_name or req.desired_name
+                    env.curr_step = resp.starting_step or 0
+                    env.checkpoint_dir = resp.checkpoint_dir or ""
+                    env.checkpoint_interval = resp.checkpoint_interval if resp.checkpoint_interval is not None else -1
+                    if cfg.total_steps == -1:
+                        if not resp.num_steps:
+                            raise ConfigError("total_steps is -1 and the trainer did not set num_steps")
+                        cfg.total_steps = resp.num_steps
+                    if env.curr_step > 0:
+                        env.load_checkpoint()
+                    logger.info("registered as env %s (%s) at step %s", env.env_id, env.wandb_prepend, env.curr_step)
+                    return True
+            if time.monotonic() - last_log > 10:
+                logger.info("waiting to register: %s", why)
+                last_log = time.monotonic()
+            await self._sleep_or_stop(1.0)
+        return False
+
+    async def _read_info(self) -> None:
+        env, cfg = self.env, self.cfg
+        while not self.stop.is_set():
+            try:
+                info = await self.client.info()
+                break
+            except APIUnavailable:
+                await self._sleep_or_stop(1.0)
+        else:
+            return
+        if info.batch_size != -1:
+            cfg.batch_size = info.batch_size
+        if info.max_token_len != -1:
+            env.max_token_len = info.max_token_len
+        if cfg.batch_size != -1 and cfg.group_size > cfg.batch_size:
+            raise ConfigError(f"group_size ({cfg.group_size}) must not exceed the trainer's batch_size ({cfg.batch_size})")
+
+    async def _setup_metrics(self) -> None:
+        project = group = None
+        if self.cfg.use_wandb:
+            try:
+                info = await self.client.wandb_info()
+                project, group = info.project, info.group
+            except (APIUnavailable, APIError) as e:
+                logger.warning("no wandb project from the API (%s); using defaults", e)
+        self.env.metrics_logger = make_metrics_logger(self.cfg.use_wandb, project=project, group=group,
+                                                      name=self.env.wandb_prepend, config=self.cfg.model_dump(mode="json"))
+
+    async def _main_loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                status = await self.client.status_env(self.env.env_id)
+            except APIUnavailable:
+                if self.api_ok:
+                    logger.warning("trajectory API unreachable: not starting new items; in-flight work continues")
+                self.api_ok = False
+                self._reap_timeouts()
+                await self._sleep_or_stop(1.0)
+                continue
+            if not self.api_ok:
+                logger.warning("trajectory API is back")
+            self.api_ok = True
+            self.env.status_dict = status.model_dump()
+            if self.cfg.inference_weight != -1:
+                await self.env.server.update_weight(status.env_weight)
+            await self._step_checks(status.current_step)
+            if self._done(status.current_step, status.queue_size):
+                logger.info("reached total_steps=%s; finishing", self.cfg.total_steps)
+                return
+            await self._fill(self._target_in_flight())
+            self._reap_timeouts()
+            await self._sleep_or_stop(self.tick_seconds)
+
+    def _done(self, step: int, queue_size: int) -> bool:
+        bs = max(self.cfg.batch_size, 1)
+        return step + (queue_size * self.cfg.group_size) // bs >= self.cfg.total_steps
+
+    # --- scheduling --------------------------------------------------------------------------
+    def _eval_running(self) -> bool:
+        return self.eval_task is not None and not self.eval_task.done()
+
+    def _target_in_flight(self) -> int:
+        cfg, st = self.cfg, self.env.status_dict
+        if self.env.derived_batch_size == -1:
+            return 0
+        limit = self.env.max_num_workers
+        if self._eval_running():
+            if cfg.eval_handling == EvalHandlingEnum.STOP_TRAIN:
+                return 0
+            if cfg.eval_handling == EvalHandlingEnum.LIMIT_TRAIN:
+                limit = int(limit * cfg.eval_limit_ratio)
+        queue, max_gs = st.get("queue_size", 0), max(st.get("max_group_size", cfg.group_size), 1)
+        room = cfg.max_batches_offpolicy * self.env.derived_batch_size // cfg.group_size - queue
+        if cfg.max_batches_offpolicy <= 0:
+            room = limit
+        target = min(limit, room)
+        if cfg.min_batch_allocation is not None and cfg.batch_size > 0:
+            wanted_groups = math.ceil(cfg.min_batch_allocation * cfg.batch_size * max(cfg.max_batches_offpolicy, 1) / cfg.group_size)
+            own_queue = st.get("self_queue_size", 0) * max_gs // cfg.group_size if max_gs >= cfg.group_size else st.get("self_queue_size", 0)
+            target = max(target, min(limit, wanted_groups - own_queue))
+        return max(0, target)
+
+    async def _fill(self, target: int) -> None:
+        env = self.env
+        while len(self.running) < target and not self.stop.is_set():
+            try:
+                item = env.backlog.pop() if env.backlog else await env.get_next_item()
+            except Exception:
+                self.counts["hook_errors"] += 1
+                logger.exception("get_next_item() raised; counted as a hook error")
+                return
+            if item is None:
+                return
+            self._start(item)
+
+    def _start(self, item: Any) -> None:
+        wid = self._next_id
+        self._next_id += 1
+        task = asyncio.create_task(self._work(item, self.env.curr_step))
+        self.running[wid] = {"item": item, "task": task, "start": time.monotonic()}
+        task.add_done_callback(lambda _t, w=wid: self.running.pop(w, None))
+        self.counts["items_started"] += 1
+
+    async def _work(self, item: Any, step: int) -> None:
+        env = self.env
+        current_policy_version.set(step)
+        try:
+            groups, backlog = await env.collect_trajectories(item)
+            env.backlog.extend(backlog or [])
+            if groups:
+                groups = await env.postprocess_histories(groups)
+            if groups:
+                await env.handle_send_to_api(groups, item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.counts["hook_errors"] += 1
+            logger.exception("an env hook raised while handling an item; counted (%d so far)", self.counts["hook_errors"])
+        try:
+            await env.cleanup()
+        except Exception:
+            self.counts["hook_errors"] += 1
+            logger.exception("cleanup() raised")
+
+    def _reap_timeouts(self) -> None:
+        limit = self.cfg.worker_timeout
+        if limit <= 0:
+            return
+        now = time.monotonic()
+        for wid, entry in list(self.running.items()):
+            if now - entry["start"] <= limit:
+                continue
+            entry["task"].cancel()
+            self.running.pop(wid, None)
+            self.counts["timeouts"] += 1
+            key = id(entry["item"])
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            if self.attempts[key] < MAX_ITEM_ATTEMPTS:
+                logger.warning("worker timed out after %.0fs; its item goes back to the backlog", limit)
+                self.env.backlog.append(entry["item"])
+            else:
+                logger.error("an item timed out %d times; giving up on it", MAX_ITEM_ATTEMPTS)
+
+    async def _step_checks(self, new_step: int) -> None:
+        env, cfg = self.env, self.cfg
+        old = env.curr_step
+        if new_step == old:
+            return
+        if cfg.steps_per_eval > 0 and new_step // cfg.steps_per_eval > old // cfg.steps_per_eval:
+            if self._eval_running():
+                logger.warning("previous eval still running; skipping the eval at step %d", new_step)
+            else:
+                self.eval_task = asyncio.create_task(self._run_eval())
+        if env.checkpoint_interval and env.checkpoint_interval > 0 and \
+                new_step // env.checkpoint_interval > old // env.checkpoint_interval:
+            try:
+                env.save_checkpoint((new_step // env.checkpoint_interval) * env.checkpoint_interval)
+            except Exception:
+                self.counts["hook_errors"] += 1
+                logger.exception("save_checkpoint() raised")
+        env.curr_step = new_step
+        if env.items_sent_this_step >= cfg.min_items_sent_before_logging:
+            env.items_sent_this_step = 0
+            try:
+                await env.wandb_log({"train/hook_errors": self.counts["hook_errors"],
+                                     "train/worker_timeouts": self.counts["timeouts"],
+                                     "train/spooled_groups": self.spool.pending()})
+            except Exception:
+                self.counts["hook_errors"] += 1
+                logger.exception("wandb_log() raised")
+
+    async def _run_eval(self) -> None:
+        try:
+            await self.env.evaluate()
+        except Exception:
+            self.counts["hook_errors"] += 1
+            logger.exception("evaluate() raised")
+
+    # --- sending -----------------------------------------------------------------------------
+    async def _sender(self) -> None:
+        delay = 0.2
+        while True:
+            nxt = self.spool.peek()
+            if nxt is None:
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout=0.5)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            offset, group = nxt
+            try:
+                await self.client.post_scored_data(group)
+            except APIUnavailable:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except APIError as e:
+                if 400 <= e.status_code < 500 and e.status_code not in (408, 409, 429):
+                    self.counts["rejected"] += 1
+                    logger.error("the API rejected a group for good (%s); kept in %s", e, self.spool.rejected_path)
+                    self.spool.reject(offset, group, str(e))
+                else:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                continue
+            self.spool.ack(offset)
+            self.counts["groups_sent"] += 1
+            delay = 0.2
+
+    async def _shutdown(self, sender: asyncio.Task) -> None:
+        tasks = [e["task"] for e in self.running.values()]
+        if tasks:
+            logger.info("waiting up to %.0fs for %d in-flight item(s)", self.shutdown_grace, len(tasks))
+            _, pending = await asyncio.wait(tasks, timeout=self.shutdown_grace)
+            for t in pending:
+                t.cancel()
+        if self.eval_task is not None and not self.eval_task.done():
+            self.eval_task.cancel()
+        deadline = time.monotonic() + 15.0
+        while self.spool.pending() and time.monotonic() < deadline and not sender.done():
+            await asyncio.sleep(0.1)
+        sender.cancel()
+        left = self.spool.pending()
+        if left:
+            logger.warning("%d group(s) could not be sent; they stay in %s and are resent on the next start",
+                           left, self.spool.path)
+        if self.env.env_id is not None:
+            try:
+                await self.client.disconnect_env(self.env.env_id)
+            except (APIUnavailable, APIError) as e:
+                logger.warning("could not /disconnect-env: %s", e)
+        logger.info("serve finished: %s", self.counts)
+        self.spool.close()
+        await self.env.server.close()
+        self.env.metrics_logger.finish()
+        if self.env.jsonl_writer is not None:
+            self.env.jsonl_writer.close()
+        await self.client.aclose()
+
+    async def _sleep_or_stop(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.stop.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+
+
+__all__ = ["ServeRunner", "SpoolSink"]

@@ -1,0 +1,1 @@
+"""Inference server handling: configs, backends per server_type, ServerManager, ManagedServer."""

@@ -1,0 +1,371 @@
+"""Inference server backends behind one interface: ``APIServer`` and its subclasses per ``server_type``.
+
+Every backend offers ``chat_completion(**kw)`` and ``completion(**kw)`` (OpenAI objects back), and the
+token-level ``tokens_and_logprobs_completion(prompt=str|ids, n=..., ...)`` that returns
+``(prompt_tokens, output_tokens, output_logprobs, finish_reasons)`` where the backend exposes tokens.
+The base class owns what all share: a weighted concurrency limit (``num_max_requests_at_once``,
+scaled by the env's weight), retries with exponential backoff, request timing buffers and a cheap
+health poll (``/health``, else ``/v1/models``; never a completion).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Optional, Union
+
+import httpx
+from openai.types.chat.chat_completion import ChatCompletion
+from openai.types.completion import Completion
+from pydantic import ValidationError
+
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from atroposlib.errors import InferenceError
+
+logger = logging.getLogger(__name__)
+
+TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[str]]
+
+
+class ServerDown(InferenceError):
+    """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
+
+
+class WeightedSemaphore:
+    """A concurrency limit whose effective size is ``max_val * weight`` (at least 1)."""
+
+    def __init__(self, max_val: int) -> None:
+        self.max_val = max_val
+        self.weight = 1.0
+        self.in_use = 0
+        self._cond: Optional[asyncio.Condition] = None
+
+    def limit(self) -> int:
+        w = self.weight if self.weight > 0 else 1.0
+        return max(1, int(self.max_val * min(w, 1.0)))
+
+    def available(self) -> int:
+        return self.limit() - self.in_use
+
+    def update_weight(self, weight: float) -> None:
+        self.weight = weight
+
+    async def __aenter__(self) -> WeightedSemaphore:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.in_use < self.limit())
+            self.in_use += 1
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._cond is not None
+        async with self._cond:
+            self.in_use -= 1
+            self._cond.notify_all()
+
+
+def _to_openai(cls: type, data: dict[str, Any]) -> Any:
+    """Validate a JSON answer as an OpenAI object, tolerating vLLM/SGLang finish reasons."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError:
+        for ch in data.get("choices") or []:
+            if ch.get("finish_reason") not in ("stop", "length", "content_filter", "tool_calls", "function_call"):
+                ch["finish_reason"] = "length" if ch.get("finish_reason") == "length" else "stop"
+            ch.setdefault("logprobs", None)
+        data.setdefault("created", int(time.time()))
+        data.setdefault("id", "cmpl-local")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise InferenceError(f"server answered a malformed {cls.__name__}: {e.errors()[0]}") from None
+
+
+def api_root(base_url: str) -> str:
+    """``http://h:p/v1`` -> ``http://h:p``."""
+    url = (base_url or "").rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class APIServer:
+    """One inference server: limits, retries, health, timings. Subclasses implement ``_request_*``."""
+
+    supports_tokens = False
+
+    def __init__(self, config: APIServerConfig, **_: Any) -> None:
+        self.config = config
+        self.sem = WeightedSemaphore(config.num_max_requests_at_once)
+        self.eval_sem = WeightedSemaphore(config.num_requests_for_eval)
+        self.server_healthy = True
+        self.request_timings: deque = deque(maxlen=config.rolling_buffer_length)
+        self.eval_request_timings: deque = deque(maxlen=config.rolling_buffer_length)
+        self.attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
+        self.failures = 0
+        self.check_task: Optional[asyncio.Task] = None
+        self._http: Optional[httpx.AsyncClient] = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+            self._http = httpx.AsyncClient(timeout=self.config.timeout, headers=headers)
+        return self._http
+
+    def _should_health_check(self) -> bool:
+        return bool(self.config.health_check and self.config.base_url and "api.openai.com" not in self.config.base_url)
+
+    def _ensure_health_task(self) -> None:
+        if self.check_task is None and self._should_health_check():
+            self.check_task = asyncio.get_running_loop().create_task(self.check_server_status_task())
+
+    async def probe(self) -> bool:
+        """One cheap health probe: ``GET /health``, else ``GET /v1/models``."""
+        root = api_root(self.config.base_url or "")
+        for url in (f"{root}/health", f"{(self.config.base_url or '').rstrip('/')}/models"):
+            try:
+                r = await self.http.get(url, timeout=5.0)
+            except httpx.HTTPError:
+                return False
+            if r.status_code < 400:
+                return True
+            if r.status_code != 404:
+                return False
+        return False
+
+    async def check_server_status_task(self) -> None:
+        while True:
+            healthy = await self.probe()
+            if healthy != self.server_healthy:
+                logger.warning("inference server %s is %s", self.config.base_url, "healthy again" if healthy else "DOWN")
+            self.server_healthy = healthy
+            await asyncio.sleep(self.config.health_check_interval)
+
+    async def update_weight(self, weight: float) -> None:
+        self.sem.update_weight(weight)
+        self.eval_sem.update_weight(weight)
+
+    async def close(self) -> None:
+        if self.check_task is not None:
+            self.check_task.cancel()
+            self.check_task = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    # --- retries -----------------------------------------------------------------------------
+    async def _with_retries(self, split: str, fn, *args: Any, **kwargs: Any) -> Any:
+        self._ensure_health_task()
+        sem = self.sem if split == "train" else self.eval_sem
+        timings = self.request_timings if split == "train" else self.eval_request_timings
+        delay = 0.2
+        last: Optional[BaseException] = None
+        for attempt in range(1, self.config.max_retries + 1):
+            async with sem:
+                start = time.monotonic()
+                try:
+                    out = await fn(*args, **kwargs)
+                    timings.append(time.monotonic() - start)
+                    self.attempts_list.append(attempt)
+                    return out
+                except ServerDown as e:
+                    last = e
+                    self.failures += 1
+            if attempt < self.config.max_retries:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self.server_healthy = False if self._should_health_check() else self.server_healthy
+        raise ServerDown(f"{self.config.base_url or 'server'} failed {self.config.max_retries} attempts: {last}")
+
+    async def _post(self, url: str, body: dict[str, Any]) -> Any:
+        try:
+            r = await self.http.post(url, json=body)
+        except httpx.HTTPError as e:
+            raise ServerDown(f"POST {url}: {e!r}") from e
+        if r.status_code >= 500 or r.status_code == 429:
+            raise ServerDown(f"POST {url}: {r.status_code} {r.text[:200]}")
+        if r.status_code >= 400:
+            raise InferenceError(f"POST {url}: {r.status_code} {r.text[:300]}")
+        return r.json()
+
+    # --- public API (Atropos names) ----------------------------------------------------------
+    async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
+        split = kwargs.pop("split", "train")
+        kwargs.setdefault("model", self.config.model_name)
+        return await self._with_retries(split, self._request_chat, kwargs)
+
+    async def completion(self, **kwargs: Any) -> Completion:
+        split = kwargs.pop("split", "train")
+        kwargs.setdefault("model", self.config.model_name)
+        return await self._with_retries(split, self._request_completion, kwargs)
+
+    async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
+        split = kwargs.pop("split", "train")
+        kwargs.setdefault("model", self.config.model_name)
+        return await self._with_retries(split, self._request_tokens, kwargs)
+
+    async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
+        raise NotImplementedError
+
+    async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
+        raise NotImplementedError
+
+    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
+        raise InferenceError(
+            f"server_type={self.config.server_type!r} does not return token ids; use server_type vllm or sglang "
+            "for token-exact training data, or tokenize_for_trainer() on the text"
+        )
+
+    async def wandb_metrics(self, metrics: Optional[dict[str, Any]], server_name: Optional[str]) -> dict[str, Any]:
+        metrics = {} if metrics is None else metrics
+        name = server_name or "server"
+        if self.request_timings:
+            metrics[f"server/{name}_request_time_avg"] = sum(self.request_timings) / len(self.request_timings)
+        if self.eval_request_timings:
+            metrics[f"server/{name}_eval_request_time_avg"] = sum(self.eval_request_timings) / len(self.eval_request_timings)
+        if self.attempts_list:
+            metrics[f"server/{name}_average_num_attempts"] = sum(self.attempts_list) / len(self.attempts_list)
+        return metrics
+
+
+class OpenAIServer(APIServer):
+    """Any OpenAI-compatible API through the ``openai`` client. Text only."""
+
+    def __init__(self, config: APIServerConfig, **kw: Any) -> None:
+        super().__init__(config, **kw)
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self.config.api_key or "x", base_url=self.config.base_url or None,
+                timeout=self.config.timeout, max_retries=0,
+            )
+        return self._client
+
+    async def _call(self, create, kwargs: dict[str, Any]):
+        import openai
+
+        n = int(kwargs.get("n", 1) or 1)
+        try:
+            if self.config.n_kwarg_is_ignored and n > 1:
+                one = {**kwargs, "n": 1}
+                results = await asyncio.gather(*[create(**one) for _ in range(n)])
+                out = results[0]
+                for r in results[1:]:
+                    out.choices.extend(r.choices)
+                for i, ch in enumerate(out.choices):
+                    ch.index = i
+                return out
+            return await create(**kwargs)
+        except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError) as e:
+            raise ServerDown(str(e)) from e
+        except openai.APIStatusError as e:
+            raise InferenceError(f"{self.config.base_url}: {e.status_code} {e.message}") from e
+
+    async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
+        return await self._call(self.client.chat.completions.create, kwargs)
+
+    async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
+        return await self._call(self.client.completions.create, kwargs)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        await super().close()
+
+
+class VLLMServer(APIServer):
+    """vLLM's OpenAI-compatible server (and our CPU engine): token ids via ``return_token_ids``."""
+
+    supports_tokens = True
+
+    def _url(self, path: str) -> str:
+        return f"{(self.config.base_url or '').rstrip('/')}{path}"
+
+    async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
+        return _to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))
+
+    async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
+        return _to_openai(Completion, await self._post(self._url("/completions"), kwargs))
+
+    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
+        body = {k: v for k, v in kwargs.items() if k != "input_ids"}
+        if "input_ids" in kwargs:
+            body["prompt"] = kwargs["input_ids"]
+        body["logprobs"] = 1 if body.get("logprobs") in (None, True, 0) else body["logprobs"]
+        body["return_token_ids"] = True
+        data = await self._post(self._url("/completions"), body)
+        prompt_tokens = data.get("prompt_token_ids")
+        outs, lps, reasons = [], [], []
+        for ch in sorted(data.get("choices", []), key=lambda c: c.get("index", 0)):
+            if prompt_tokens is None:
+                prompt_tokens = ch.get("prompt_token_ids")
+            ids = ch.get("token_ids")
+            if ids is None:
+                raise InferenceError(
+                    f"{self.config.base_url} returned no token_ids; it does not support return_token_ids "
+                    "(vLLM >= 0.10.2 does); use server_type openai for text-only servers"
+                )
+            token_lps = (ch.get("logprobs") or {}).get("token_logprobs") or []
+            lp = [float(x) if x is not None else 0.0 for x in token_lps][: len(ids)]
+            lp += [0.0] * (len(ids) - len(lp))
+            outs.append(list(ids))
+            lps.append(lp)
+            reasons.append(ch.get("finish_reason") or "stop")
+        if prompt_tokens is None:
+            raise InferenceError(f"{self.config.base_url} returned no prompt_token_ids")
+        return list(prompt_tokens), outs, lps, reasons
+
+
+_SGLANG_SAMPLING = {"max_tokens": "max_new_tokens", "temperature": "temperature", "top_p": "top_p",
+                    "top_k": "top_k", "stop": "stop", "seed": "sampling_seed", "min_p": "min_p",
+                    "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+
+
+class SGLangServer(VLLMServer):
+    """SGLang: OpenAI-compatible routes for text, native ``/generate`` for tokens and logprobs."""
+
+    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
+        n = int(kwargs.get("n", 1) or 1)
+        sampling = {dst: kwargs[src] for src, dst in _SGLANG_SAMPLING.items() if kwargs.get(src) is not None}
+        prompt: Union[str, list[int], None] = kwargs.get("input_ids", kwargs.get("prompt"))
+        body: dict[str, Any] = {"sampling_params": sampling, "return_logprob": True}
+        if isinstance(prompt, list):
+            body["input_ids"] = [list(prompt) for _ in range(n)] if n > 1 else list(prompt)
+        else:
+            body["text"] = [prompt] * n if n > 1 else prompt
+        data = await self._post(f"{api_root(self.config.base_url or '')}/generate", body)
+        results = data if isinstance(data, list) else [data]
+        prompt_tokens: list[int] = list(prompt) if isinstance(prompt, list) else []
+        outs, lps, reasons = [], [], []
+        for res in results:
+            meta = res.get("meta_info", {})
+            triples = meta.get("output_token_logprobs") or []
+            ids = res.get("output_ids") or [int(t[1]) for t in triples]
+            outs.append(list(ids))
+            lp = [float(t[0]) if t[0] is not None else 0.0 for t in triples][: len(ids)]
+            lps.append(lp + [0.0] * (len(ids) - len(lp)))
+            fr = meta.get("finish_reason")
+            reasons.append((fr.get("type") if isinstance(fr, dict) else fr) or "stop")
+            if not prompt_tokens and meta.get("input_token_logprobs"):
+                prompt_tokens = [int(t[1]) for t in meta["input_token_logprobs"]]
+        return prompt_tokens, outs, lps, reasons
+
+
+def backend_class(server_type: str) -> type:
+    try:
+        return {"openai": OpenAIServer, "vllm": VLLMServer, "trl": VLLMServer, "sglang": SGLangServer}[server_type]
+    except KeyError:
+        raise InferenceError(f"unknown server_type {server_type!r}; use openai, vllm, sglang or trl") from None
+
+
+__all__ = ["APIServer", "OpenAIServer", "SGLangServer", "ServerDown", "TokensAndLogprobs", "VLLMServer",
+           "WeightedSemaphore", "api_root", "backend_class"]

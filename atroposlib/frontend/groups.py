@@ -1,0 +1,324 @@
+"""Reading scored groups and turning them into a display model shared by the report and ``view-run``.
+
+Sources of groups: JSONL files written by ``serve``/``process`` (one group per line), ``GET /peek``
+records (``{"seq", "env_name", "group": {...}}``) and plain iterables of ``ScoredDataGroup`` dicts.
+``GroupView`` is what the renderers consume: the prompt shared by every sequence of the group, and per
+sequence the completion (messages or decoded text or bare token ids), score, mask and logprobs.
+
+Nothing here renders HTML and nothing imports torch; a tokenizer is optional (``decode`` callable).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from atroposlib.errors import SchemaError
+from atroposlib.type_definitions import MASK_IGNORE
+
+log = logging.getLogger(__name__)
+
+GroupDict = dict[str, Any]
+GroupsInput = Union[str, Path, Iterable[GroupDict]]
+Decoder = Callable[[list[int]], str]
+
+
+@dataclass
+class LoadStats:
+    """What reading a JSONL file found: lines read, groups yielded, lines skipped (with reasons)."""
+
+    lines: int = 0
+    groups: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def unwrap_record(record: Any) -> list[GroupDict]:
+    """The group dicts inside one JSONL record: a group, a peek record (``{"group": ...}``), a
+    ``{"batch": [...]}`` answer or a list of groups. Raises ``SchemaError`` for anything else."""
+    if isinstance(record, list):
+        out: list[GroupDict] = []
+        for r in record:
+            out.extend(unwrap_record(r))
+        return out
+    if not isinstance(record, dict):
+        raise SchemaError(f"expected a JSON object (a group), got {type(record).__name__}")
+    if "scores" in record:
+        return [record]
+    if isinstance(record.get("group"), dict):
+        inner = dict(record["group"])
+        for key in ("env_name", "seq", "state", "received_at"):
+            if record.get(key) is not None:
+                inner[key] = record[key]  # the API's view (registered env name) wins
+        return [inner]
+    if isinstance(record.get("batch"), list):
+        return unwrap_record(record["batch"])
+    raise SchemaError("JSON object has no 'scores' (not a scored group)")
+
+
+def iter_groups_jsonl(path: Union[str, Path], stats: Optional[LoadStats] = None) -> Iterator[GroupDict]:
+    """Yield the groups of a JSONL file. Unparseable lines are logged and counted in ``stats``
+    (never silently dropped); a missing file raises ``FileNotFoundError``."""
+    stats = stats if stats is not None else LoadStats()
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no such file: {p}")
+    with p.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            stats.lines += 1
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                log.warning("%s:%d: invalid JSON (%s); line skipped", p, lineno, e)
+                stats.skip("invalid JSON")
+                continue
+            try:
+                groups = unwrap_record(record)
+            except SchemaError as e:
+                log.warning("%s:%d: %s; line skipped", p, lineno, e)
+                stats.skip("not a scored group")
+                continue
+            for g in groups:
+                stats.groups += 1
+                yield g
+
+
+def iter_groups(source: GroupsInput, stats: Optional[LoadStats] = None) -> Iterator[GroupDict]:
+    """Groups from a JSONL path or from an iterable of group dicts / peek records."""
+    if isinstance(source, (str, Path)):
+        yield from iter_groups_jsonl(source, stats)
+        return
+    for record in source:
+        if hasattr(record, "model_dump"):
+            record = record.model_dump(exclude_none=True)
+        yield from unwrap_record(record)
+
+
+# ----------------------------------------------------------------------------------------------
+# Display model
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class SequenceView:
+    """One sequence of a group as shown to a person."""
+
+    index: int
+    score: Optional[float]
+    completion_messages: list[dict[str, Any]]  # the turns after the shared prompt (may be empty)
+    completion_text: Optional[str]  # decoded completion tokens (when no messages and a tokenizer)
+    tokens: list[int]
+    masks: list[int]
+    logprobs: Optional[list[float]]
+    advantages: Optional[list[float]]
+    reward_status: Optional[str] = None
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(1 for m in self.masks if m != MASK_IGNORE)
+
+    @property
+    def first_trained(self) -> int:
+        """Index of the first trained token (the start of the completion), or len(tokens)."""
+        for i, m in enumerate(self.masks):
+            if m != MASK_IGNORE:
+                return i
+        return len(self.tokens)
+
+
+@dataclass
+class GroupView:
+    """A group as shown to a person: shared prompt + one ``SequenceView`` per sequence."""
+
+    index: int
+    env_name: Optional[str]
+    env_id: Optional[int]
+    policy_version: Optional[int]
+    group_id: Optional[str]
+    seq: Optional[int]
+    state: Optional[str]
+    received_at: Optional[float]
+    prompt_messages: list[dict[str, Any]]
+    prompt_text: Optional[str]
+    prompt_token_count: int
+    sequences: list[SequenceView]
+    images: list[str]
+    extra: dict[str, Any]
+
+    @property
+    def scores(self) -> list[float]:
+        return [s.score for s in self.sequences if s.score is not None]
+
+    @property
+    def max_score(self) -> Optional[float]:
+        return max(self.scores) if self.scores else None
+
+    @property
+    def mean_score(self) -> Optional[float]:
+        return sum(self.scores) / len(self.scores) if self.scores else None
+
+    @property
+    def min_score(self) -> Optional[float]:
+        return min(self.scores) if self.scores else None
+
+    @property
+    def env_label(self) -> str:
+        if self.env_name:
+            return str(self.env_name)
+        return f"env {self.env_id}" if self.env_id is not None else "unknown env"
+
+
+def _as_message(m: Any) -> dict[str, Any]:
+    if isinstance(m, dict):
+        return m
+    return {"role": "text", "content": m}
+
+
+def _conversation(raw: Any) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    if isinstance(raw, list):
+        return [_as_message(m) for m in raw]
+    return [_as_message(raw)]
+
+
+def shared_message_prefix(conversations: Sequence[list[dict[str, Any]]]) -> int:
+    """How many leading messages are identical in every conversation (the shared prompt).
+    A single conversation keeps its last message as the completion."""
+    if not conversations:
+        return 0
+    shortest = min(len(c) for c in conversations)
+    n = 0
+    while n < shortest and all(c[n] == conversations[0][n] for c in conversations):
+        n += 1
+    if n == shortest and shortest > 0:
+        n -= 1  # never swallow a whole conversation into the prompt
+    return n
+
+
+def common_token_prefix(rows: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common prefix of the token rows."""
+    if not rows:
+        return 0
+    shortest = min(len(r) for r in rows)
+    n = 0
+    while n < shortest and all(r[n] == rows[0][n] for r in rows):
+        n += 1
+    return n
+
+
+def _floats(v: Any) -> Optional[float]:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def _row(rows: Any, i: int) -> Optional[list[Any]]:
+    if isinstance(rows, list) and i < len(rows) and isinstance(rows[i], list):
+        return rows[i]
+    return None
+
+
+_IMAGE_PREFIXES = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,",
+                   "data:image/webp;base64,")
+
+
+def _image_urls(images: Any) -> list[str]:
+    """Inline data-URL images of a multimodal group (base64 strings get a PNG prefix); others are
+    ignored (never fetched)."""
+    out: list[str] = []
+    stack = [images]
+    while stack:
+        cur = stack.pop(0)
+        if isinstance(cur, list):
+            stack[0:0] = cur
+        elif isinstance(cur, str):
+            if cur.startswith(_IMAGE_PREFIXES):
+                out.append(cur)
+            elif len(cur) > 64 and all(c.isalnum() or c in "+/=\n" for c in cur[:200]):
+                out.append("data:image/png;base64," + cur)
+    return out
+
+
+def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = None) -> GroupView:
+    """The display model of one group. Tolerates partial groups (missing masks, messages, scores)."""
+    tokens: list[list[int]] = [r for r in group.get("tokens") or [] if isinstance(r, list)]
+    scores = group.get("scores") or []
+    n = max(len(tokens), len(scores), len(group.get("messages") or []))
+    conversations = [_conversation(c) for c in (group.get("messages") or [])]
+    k = shared_message_prefix(conversations) if conversations else 0
+    prompt_messages = conversations[0][:k] if conversations else []
+
+    prompt_len = common_token_prefix(tokens) if len(tokens) > 1 else 0
+    if tokens and len(tokens) == 1:
+        masks0 = _row(group.get("masks"), 0) or []
+        prompt_len = next((j for j, m in enumerate(masks0) if m != MASK_IGNORE), 0)
+    prompt_text = None
+    if not prompt_messages and decode is not None and tokens and prompt_len:
+        prompt_text = decode(tokens[0][:prompt_len])
+
+    statuses = group.get("reward_status")
+    seqs: list[SequenceView] = []
+    for i in range(n):
+        toks = tokens[i] if i < len(tokens) else []
+        masks = _row(group.get("masks"), i) or [MASK_IGNORE] * len(toks)
+        text = None
+        if i >= len(conversations) and decode is not None and toks:
+            text = decode(toks[prompt_len:])
+        seqs.append(
+            SequenceView(
+                index=i,
+                score=_floats(scores[i]) if i < len(scores) else None,
+                completion_messages=conversations[i][k:] if i < len(conversations) else [],
+                completion_text=text,
+                tokens=toks,
+                masks=masks,
+                logprobs=_row(group.get("inference_logprobs"), i),
+                advantages=_row(group.get("advantages"), i),
+                reward_status=statuses if isinstance(statuses, str) else None,
+            )
+        )
+    known = {"tokens", "masks", "scores", "messages", "inference_logprobs", "advantages",
+             "ref_logprobs", "images", "env_id", "env_name", "policy_version", "group_id", "seq",
+             "distill_token_ids", "distill_logprobs", "reward_status", "state", "received_at"}
+    extra = {k2: v for k2, v in group.items() if k2 not in known and v is not None}
+    return GroupView(
+        index=index,
+        env_name=group.get("env_name"),
+        env_id=group.get("env_id"),
+        policy_version=group.get("policy_version"),
+        group_id=group.get("group_id"),
+        seq=group.get("seq"),
+        state=group.get("state"),
+        received_at=_floats(group.get("received_at")),
+        prompt_messages=prompt_messages,
+        prompt_text=prompt_text,
+        prompt_token_count=prompt_len,
+        sequences=seqs,
+        images=_image_urls(group.get("images")),
+        extra=extra,
+    )
+
+
+__all__ = [
+    "Decoder",
+    "GroupDict",
+    "GroupView",
+    "GroupsInput",
+    "LoadStats",
+    "SequenceView",
+    "build_view",
+    "common_token_prefix",
+    "iter_groups",
+    "iter_groups_jsonl",
+    "shared_message_prefix",
+    "unwrap_record",
+]

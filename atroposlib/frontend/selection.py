@@ -1,0 +1,228 @@
+"""Which sequences of a scored group become SFT examples or DPO pairs (pure functions).
+
+Same rules and output records as Atropos's ``atropos-sft-gen`` / ``atropos-dpo-gen``:
+
+* SFT: sequences sorted by score (best first); unless ``allow_negative_scores`` only scores > 0 are
+  kept; with ``minimum_score_diff_max_min > 0`` a sequence must beat the group's minimum by more than
+  that; the best ``save_top_n_per_group`` are kept. Records: ``{"prefix", "completion", "score"}``
+  (text decoded from tokens, split at the prefix every sequence shares) or ``{"messages", "score"}``.
+* DPO: the best sequences (score > 0 unless ``allow_negative_scores``) are paired, each with a distinct
+  rejected sequence among the group's ``save_n_pairs_per_group`` worst whose score is lower by more
+  than ``minimum_score_diff_max_min``. Records: ``{"prefix", "pos", "neg", "score"}`` or
+  ``{"pos": messages, "neg": messages, "score"}``; ``neg_score`` is added. Where Atropos picks the
+  rejected sequence at random, we take the worst one left, so output is reproducible.
+
+Every sequence that is not kept is counted under the rule that dropped it (``Selection.rejected``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field
+
+Decoder = Callable[[list[int]], str]
+
+# Names of the rules, as they appear in the summaries.
+RULE_NON_POSITIVE = "score <= 0 (see --allow-negative-scores)"
+RULE_MIN_DIFF = "score not above group min by --minimum-score-diff-max-min"
+RULE_TOP_N = "beyond --save-top-n-per-group"
+RULE_TOO_LONG = "longer than --max-token-len"
+RULE_NO_MESSAGES = "group has no messages (--save-messages)"
+RULE_NO_TOKENS = "group has no tokens to decode"
+RULE_UNAVAILABLE = "reward unavailable (infrastructure failure)"
+RULE_NO_PAIR = "no partner lower by more than --minimum-score-diff-max-min"
+RULE_PAIR_LIMIT = "beyond --save-n-pairs-per-group"
+RULE_TARGET_REACHED = "not needed: --num-seqs-to-save reached"
+
+
+class SftOptions(BaseModel):
+    """Selection settings of ``atropos-sft-gen``."""
+
+    save_messages: bool = Field(False, description="Write {'messages','score'} instead of prefix/completion text.")
+    save_top_n_per_group: int = Field(3, ge=0, description="Keep at most this many best sequences per group.")
+    allow_negative_scores: bool = Field(False, description="Also keep sequences whose score is <= 0.")
+    minimum_score_diff_max_min: float = Field(
+        0.0, ge=0.0, description="Keep a sequence only if its score exceeds the group minimum by more than this."
+    )
+    max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
+
+
+class DpoOptions(BaseModel):
+    """Selection settings of ``atropos-dpo-gen``."""
+
+    save_messages: bool = Field(False, description="Write message lists as pos/neg instead of completion text.")
+    save_n_pairs_per_group: int = Field(3, ge=0, description="At most this many chosen/rejected pairs per group.")
+    allow_negative_scores: bool = Field(False, description="Allow a chosen sequence whose score is <= 0.")
+    minimum_score_diff_max_min: float = Field(
+        0.5, ge=0.0, description="A rejected sequence must score lower than the chosen one by more than this."
+    )
+    max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
+
+
+@dataclass
+class Selection:
+    """Records chosen from one group, and how many sequences each rule dropped."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    rejected: Counter = field(default_factory=Counter)
+
+
+def find_common_prefix(texts: Sequence[str]) -> str:
+    """Longest prefix shared by every string ('' for no strings)."""
+    if not texts:
+        return ""
+    lo, hi = min(texts), max(texts)  # the common prefix of all equals that of the min and max
+    n = 0
+    while n < len(lo) and n < len(hi) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
+
+
+def split_prefix(texts: Sequence[str]) -> tuple[str, list[str]]:
+    """(shared prefix, the rest of each text)."""
+    prefix = find_common_prefix(texts) if len(texts) > 1 else ""
+    return prefix, [t[len(prefix):] for t in texts]
+
+
+def _scores(group: dict[str, Any]) -> list[float]:
+    return [float(s) for s in group.get("scores") or []]
+
+
+def _length_ok(group: dict[str, Any], i: int, max_len: Optional[int]) -> bool:
+    toks = group.get("tokens") or []
+    return max_len is None or i >= len(toks) or len(toks[i]) <= max_len
+
+
+def _payloads(
+    group: dict[str, Any], save_messages: bool, decode: Optional[Decoder], sel: Selection
+) -> Optional[tuple[str, list[Any]]]:
+    """(prefix, per-sequence payload): messages, or decoded completions after the shared prefix.
+    None (and the group counted as rejected) when the group lacks what the format needs."""
+    n = len(_scores(group))
+    if save_messages:
+        msgs = group.get("messages")
+        if not msgs or len(msgs) != n:
+            sel.rejected[RULE_NO_MESSAGES] += n
+            return None
+        return "", list(msgs)
+    toks = group.get("tokens")
+    if not toks or len(toks) != n:
+        sel.rejected[RULE_NO_TOKENS] += n
+        return None
+    if decode is None:
+        raise ValueError("a tokenizer (decode function) is needed unless save_messages is set")
+    prefix, rest = split_prefix([decode(list(t)) for t in toks])
+    return prefix, rest
+
+
+def _unavailable(group: dict[str, Any], sel: Selection) -> bool:
+    if group.get("reward_status") == "unavailable":
+        sel.rejected[RULE_UNAVAILABLE] += len(_scores(group))
+        return True
+    return False
+
+
+def select_sft(group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder] = None) -> Selection:
+    """The SFT records of one group (best first) and the count of sequences dropped per rule."""
+    sel = Selection()
+    scores = _scores(group)
+    if not scores or _unavailable(group, sel):
+        return sel
+    got = _payloads(group, opts.save_messages, decode, sel)
+    if got is None:
+        return sel
+    prefix, payloads = got
+    order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
+    group_min = min(scores)
+    for i in order:
+        s = scores[i]
+        if not _length_ok(group, i, opts.max_token_len):
+            sel.rejected[RULE_TOO_LONG] += 1
+        elif not opts.allow_negative_scores and s <= 0:
+            sel.rejected[RULE_NON_POSITIVE] += 1
+        elif opts.minimum_score_diff_max_min > 0 and not (s - group_min > opts.minimum_score_diff_max_min):
+            sel.rejected[RULE_MIN_DIFF] += 1
+        elif len(sel.records) >= opts.save_top_n_per_group:
+            sel.rejected[RULE_TOP_N] += 1
+        elif opts.save_messages:
+            sel.records.append({"messages": payloads[i], "score": s})
+        else:
+            sel.records.append({"prefix": prefix, "completion": payloads[i], "score": s})
+    return sel
+
+
+def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder] = None) -> Selection:
+    """The DPO pairs of one group and the count of sequences left unpaired per rule."""
+    sel = Selection()
+    scores = _scores(group)
+    if not scores or _unavailable(group, sel):
+        return sel
+    got = _payloads(group, opts.save_messages, decode, sel)
+    if got is None:
+        return sel
+    prefix, payloads = got
+    usable = [i for i in range(len(scores)) if _length_ok(group, i, opts.max_token_len)]
+    if len(usable) < len(scores):
+        sel.rejected[RULE_TOO_LONG] += len(scores) - len(usable)
+    best_first = sorted(usable, key=lambda i: scores[i], reverse=True)
+    worst_first = sorted(usable, key=lambda i: scores[i])
+    pool = worst_first[: opts.save_n_pairs_per_group]
+    chosen = [i for i in best_first if opts.allow_negative_scores or scores[i] > 0]
+    used: set[int] = set()
+    for i in chosen:
+        if i in used:  # already serves as the rejected side of a pair
+            continue
+        if len(sel.records) >= opts.save_n_pairs_per_group:
+            sel.rejected[RULE_PAIR_LIMIT] += 1
+            used.add(i)
+            continue
+        partner = next(
+            (j for j in pool if j not in used and j != i
+             and scores[j] < scores[i] - opts.minimum_score_diff_max_min),
+            None,
+        )
+        if partner is None:
+            sel.rejected[RULE_NO_PAIR] += 1
+            used.add(i)
+            continue
+        used.update((i, partner))
+        if opts.save_messages:
+            rec = {"pos": payloads[i], "neg": payloads[partner], "score": scores[i]}
+        else:
+            rec = {"prefix": prefix, "pos": payloads[i], "neg": payloads[partner], "score": scores[i]}
+        rec["neg_score"] = scores[partner]
+        sel.records.append(rec)
+    left = [i for i in usable if i not in used]
+    for i in left:
+        if len(sel.records) >= opts.save_n_pairs_per_group:
+            sel.rejected[RULE_PAIR_LIMIT] += 1
+        elif not opts.allow_negative_scores and scores[i] <= 0 and i not in chosen:
+            sel.rejected[RULE_NON_POSITIVE] += 1
+        else:
+            sel.rejected[RULE_NO_PAIR] += 1
+    return sel
+
+
+__all__ = [
+    "DpoOptions",
+    "RULE_MIN_DIFF",
+    "RULE_NON_POSITIVE",
+    "RULE_NO_MESSAGES",
+    "RULE_NO_PAIR",
+    "RULE_NO_TOKENS",
+    "RULE_PAIR_LIMIT",
+    "RULE_TARGET_REACHED",
+    "RULE_TOO_LONG",
+    "RULE_TOP_N",
+    "RULE_UNAVAILABLE",
+    "Selection",
+    "SftOptions",
+    "find_common_prefix",
+    "select_dpo",
+    "select_sft",
+    "split_prefix",
+]

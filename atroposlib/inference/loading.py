@@ -1,0 +1,96 @@
+"""Load a local transformers model directory (weights + tokenizer) with clear errors for bad folders."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from atroposlib.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def check_model_dir(path: Path) -> None:
+    """Cheap checks (no torch import) that ``path`` looks like a transformers model directory."""
+    if not path.exists():
+        raise ModelLoadError(f"model directory not found: {path}")
+    if not path.is_dir():
+        raise ModelLoadError(f"model path is not a directory: {path}")
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"not a transformers model directory (no config.json): {path}")
+
+
+def load_causal_lm(path: str | Path, dtype: str = "float32") -> Any:
+    """Load weights of a causal LM from ``path`` in eval mode; raise ``ModelLoadError`` on any failure."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    p = Path(path).expanduser()
+    check_model_dir(p)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=getattr(torch, _DTYPES[dtype]))
+    except Exception as e:  # any loader failure is a bad directory from the user's point of view
+        log.debug("model load failed", exc_info=True)
+        raise ModelLoadError(f"could not load a causal LM from {p}: {type(e).__name__}: {e}") from e
+    model.eval()
+    return model
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """Load the tokenizer saved next to the model; raise ``ModelLoadError`` if there is none."""
+    from transformers import AutoTokenizer
+
+    p = Path(path).expanduser()
+    check_model_dir(p)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(p))
+    except Exception as e:
+        raise ModelLoadError(f"could not load a tokenizer from {p}: {type(e).__name__}: {e}") from e
+    return tok
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and the token ids the engine needs."""
+
+    model: Any
+    tokenizer: Any
+    path: Path
+    pad_id: int
+    eos_ids: set[int]
+    max_model_len: int
+
+    def decode(self, ids: list) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def eos_ids_of(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config):
+        val = getattr(src, "eos_token_id", None) if src is not None else None
+        if isinstance(val, int):
+            ids.add(val)
+        elif isinstance(val, (list, tuple)):
+            ids.update(int(v) for v in val)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return ids
+
+
+def load_model_dir(path: str | Path, dtype: str = "float32", max_model_len: Optional[int] = None) -> LoadedModel:
+    """Load model + tokenizer from one directory and work out pad/eos ids and the context length."""
+    tokenizer = load_tokenizer(path)
+    model = load_causal_lm(path, dtype)
+    pad = tokenizer.pad_token_id
+    if pad is None:
+        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    ctx = max_model_len or int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    return LoadedModel(model, tokenizer, Path(path).expanduser().resolve(), int(pad),
+                       eos_ids_of(model, tokenizer), ctx)
+
+
+__all__ = ["LoadedModel", "check_model_dir", "eos_ids_of", "load_causal_lm", "load_model_dir", "load_tokenizer"]

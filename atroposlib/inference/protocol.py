@@ -1,0 +1,222 @@
+"""OpenAI-compatible request bodies of the engine and the builders of OpenAI-shaped responses.
+
+These are OpenAI's (and vLLM's) public shapes, which the ``openai`` client parses; they are the engine's
+HTTP surface, not atroposlib's own wire schema. vLLM-flavour extras: ``return_token_ids`` adds
+``prompt_token_ids`` and ``token_ids`` to every choice (chat responses also carry ``prompt_token_ids``
+at the top level, as vLLM does); ``stop_reason`` names the stop string that ended a choice.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from atroposlib.inference.generation import RowResult
+
+PromptType = Union[str, list[str], list[int], list[list[int]]]
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: Optional[str] = Field(default=None, description="Any name is accepted; the served model answers.")
+    n: int = Field(default=1, ge=1, description="Completions to generate per prompt.")
+    max_tokens: Optional[int] = Field(default=None, ge=1, description="Most tokens to generate.")
+    temperature: float = Field(default=1.0, ge=0.0, le=100.0, description="0 means greedy decoding.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(default=0, ge=-1, description="Keep the k most likely tokens; 0 or -1 disables.")
+    stop: Optional[Union[str, list[str]]] = Field(default=None, description="Stop strings (not included).")
+    seed: Optional[int] = Field(default=None, description="Per-request seed; choice i uses seed + i.")
+    stream: bool = Field(default=False, description="Streaming is not supported (must be false).")
+    return_token_ids: bool = Field(default=False, description="vLLM extra: return prompt/completion ids.")
+    return_tokens_as_token_ids: bool = Field(
+        default=False, description="vLLM extra: render logprob tokens as 'token_id:<id>' instead of text."
+    )
+    ignore_eos: bool = Field(default=False, description="vLLM extra: keep generating past EOS.")
+    presence_penalty: float = Field(default=0.0, description="Only 0 is supported.")
+    frequency_penalty: float = Field(default=0.0, description="Only 0 is supported.")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_list(cls, v: Any) -> Optional[list[str]]:
+        if v is None:
+            return None
+        items = [v] if isinstance(v, str) else list(v)
+        if any(not s for s in items):
+            raise ValueError("stop strings must be non-empty")
+        return items
+
+
+class CompletionRequest(_Common):
+    """Body of POST /v1/completions."""
+
+    prompt: PromptType = Field(description="Text, list of texts, token ids, or list of token-id lists.")
+    logprobs: Optional[int] = Field(default=None, ge=0, le=20, description="Top alternatives per token.")
+    prompt_logprobs: Optional[int] = Field(
+        default=None, ge=0, le=20, description="vLLM extra: logprob, rank and top-k of every prompt token."
+    )
+    echo: bool = Field(default=False, description="Echoing the prompt is not supported (must be false).")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: Optional[Union[str, list[dict[str, Any]]]] = ""
+
+
+class ChatCompletionRequest(_Common):
+    """Body of POST /v1/chat/completions."""
+
+    messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far.")
+    logprobs: bool = Field(default=False, description="Return the logprob of every completion token.")
+    top_logprobs: Optional[int] = Field(default=None, ge=0, le=20, description="Alternatives per token.")
+    max_completion_tokens: Optional[int] = Field(default=None, ge=1, description="Alias of max_tokens.")
+    add_generation_prompt: bool = Field(default=True, description="Open an assistant turn (vLLM extra).")
+
+
+class LoadLoraRequest(BaseModel):
+    """Body of POST /v1/load_lora_adapter (vLLM's name and fields)."""
+
+    lora_name: str = Field(min_length=1, description="Name requests use as `model` to select the adapter.")
+    lora_path: str = Field(min_length=1, description="peft adapter directory (adapter_config.json).")
+
+
+class UnloadLoraRequest(BaseModel):
+    """Body of POST /v1/unload_lora_adapter."""
+
+    lora_name: str = Field(min_length=1, description="Name of a loaded adapter.")
+
+
+class UpdateWeightsRequest(BaseModel):
+    """Body of POST /update_weights_from_disk (SGLang's name)."""
+
+    model_path: str = Field(min_length=1, description="Checkpoint directory to load weights from.")
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion_response(
+    model: str,
+    prompts: list[list[int]],
+    n: int,
+    results: list[RowResult],
+    token_text,
+    want_logprobs: Optional[int],
+    return_token_ids: bool,
+) -> dict[str, Any]:
+    """Build a ``text_completion`` response; ``results`` are prompt-major (prompt i, sample j at i*n+j)."""
+    choices = []
+    for idx, res in enumerate(results):
+        prompt_ids = prompts[idx // n]
+        choice: dict[str, Any] = {
+            "index": idx,
+            "text": res.text,
+            "logprobs": None,
+            "finish_reason": res.finish_reason,
+            "stop_reason": res.stop_reason,
+        }
+        if want_logprobs is not None:
+            tokens = [token_text(t) for t in res.token_ids]
+            offsets, pos = [], 0
+            for t in tokens:
+                offsets.append(pos)
+                pos += len(t)
+            choice["logprobs"] = {
+                "tokens": tokens,
+                "token_logprobs": list(res.logprobs),
+                "top_logprobs": [
+                    {token_text(tid): lp for tid, lp in alts} for alts in res.top_logprobs
+                ] if want_logprobs > 0 else None,
+                "text_offset": offsets,
+            }
+        if return_token_ids:
+            choice["prompt_token_ids"] = list(prompt_ids)
+            choice["token_ids"] = list(res.token_ids)
+        if res.prompt_logprobs is not None:
+            choice["prompt_logprobs"] = [
+                None if entry is None else {
+                    str(tid): {"logprob": lp, "rank": rank, "decoded_token": token_text(tid)}
+                    for tid, lp, rank in entry
+                }
+                for entry in res.prompt_logprobs
+            ]
+        choices.append(choice)
+    prompt_tokens = sum(len(p) for p in prompts)
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": _usage(prompt_tokens, sum(len(r.token_ids) for r in results)),
+    }
+
+
+def _lp_entry(text: str, lp: float) -> dict[str, Any]:
+    return {"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))}
+
+
+def chat_response(
+    model: str,
+    prompt_ids: list[int],
+    results: list[RowResult],
+    token_text,
+    logprobs: bool,
+    top_logprobs: int,
+    return_token_ids: bool,
+) -> dict[str, Any]:
+    """Build a ``chat.completion`` response for one conversation and its ``n`` choices."""
+    choices = []
+    for idx, res in enumerate(results):
+        choice: dict[str, Any] = {
+            "index": idx,
+            "message": {"role": "assistant", "content": res.text},
+            "logprobs": None,
+            "finish_reason": res.finish_reason,
+            "stop_reason": res.stop_reason,
+        }
+        if logprobs:
+            content = []
+            for pos, (tid, lp) in enumerate(zip(res.token_ids, res.logprobs, strict=True)):
+                entry = _lp_entry(token_text(tid), lp)
+                alts = res.top_logprobs[pos] if pos < len(res.top_logprobs) else []
+                entry["top_logprobs"] = [_lp_entry(token_text(a), alp) for a, alp in alts[:top_logprobs]]
+                content.append(entry)
+            choice["logprobs"] = {"content": content}
+        if return_token_ids:
+            choice["prompt_token_ids"] = list(prompt_ids)
+            choice["token_ids"] = list(res.token_ids)
+        choices.append(choice)
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": _usage(len(prompt_ids), sum(len(r.token_ids) for r in results)),
+    }
+    if return_token_ids:
+        body["prompt_token_ids"] = list(prompt_ids)
+    return body
+
+
+__all__ = [
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "CompletionRequest",
+    "LoadLoraRequest",
+    "UnloadLoraRequest",
+    "UpdateWeightsRequest",
+    "chat_response",
+    "completion_response",
+]

@@ -1,0 +1,63 @@
+"""``tokenize_for_trainer``: tokens and loss masks from a chat, for text-only inference backends.
+
+The chat is rendered with the tokenizer's chat template and tokenized; assistant turns are trained
+on (mask = token id), everything else is masked with -100. By default only the last assistant turn
+is trained on (Atropos's default); ``train_on_all_assistant_turns=True`` trains on every one.
+When generation stopped for length (``finish_reason="length"``), the end-of-turn tokens the template
+would add after the last assistant message are dropped: the model never produced them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from atroposlib.type_definitions import MASK_IGNORE
+
+
+def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> str:
+    """The chat template's text for ``messages``."""
+    return tokenizer.apply_chat_template(
+        [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+
+
+def chat_token_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
+    """Token ids of the rendered chat (the template supplies any BOS itself)."""
+    return list(tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt), add_special_tokens=False))
+
+
+def tokenize_for_trainer(
+    tokenizer: Any,
+    chat: Sequence[dict[str, Any]],
+    include_messages: bool = False,
+    train_on_all_assistant_turns: bool = False,
+    finish_reason: Optional[str] = "",
+) -> dict[str, Any]:
+    """Return ``{"tokens": [...], "masks": [...]}`` (plus ``"messages"`` when ``include_messages``)."""
+    chat = [dict(m) for m in chat]
+    if not chat:
+        raise ValueError("tokenize_for_trainer: chat is empty")
+    last = len(chat) - 1
+    if finish_reason == "length" and chat[last].get("role") == "assistant":
+        prefix = chat_token_ids(tokenizer, chat[:last], add_generation_prompt=True)
+        content = chat[last].get("content") or ""
+        tokens = prefix + list(tokenizer.encode(str(content), add_special_tokens=False))
+    else:
+        tokens = chat_token_ids(tokenizer, chat, add_generation_prompt=False)
+    masks = [MASK_IGNORE] * len(tokens)
+    assistant_turns = [i for i, m in enumerate(chat) if m.get("role") == "assistant"]
+    if not train_on_all_assistant_turns:
+        assistant_turns = assistant_turns[-1:]
+    for i in assistant_turns:
+        start = len(chat_token_ids(tokenizer, chat[:i], add_generation_prompt=True))
+        end = len(tokens) if i == last else len(chat_token_ids(tokenizer, chat[: i + 1], add_generation_prompt=False))
+        for j in range(start, min(end, len(tokens))):
+            masks[j] = tokens[j]
+    out: dict[str, Any] = {"tokens": tokens, "masks": masks}
+    if include_messages:
+        out["messages"] = chat
+    return out
+
+
+__all__ = ["chat_token_ids", "render_chat", "tokenize_for_trainer"]

@@ -1,0 +1,206 @@
+"""Throughput of the trajectory API: SQLite (durable) vs memory store, measured in one run.
+
+Starts the real ``run-api`` as a subprocess per store, pushes groups of 16 x 2048 tokens (+ masks +
+inference logprobs, ~0.95 MB of JSON each) from concurrent clients, then drains them as batches
+(GET /batch + POST /batch/ack, parsing each batch with orjson as a trainer would) and prints ingest
+and egress groups/s and MB/s side by side, with the sqlite/memory ratio and the targets.
+
+    python bench/api_throughput.py [--groups 400] [--batch-groups 8] [--clients 2] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+from atroposlib.utils.net import free_port, wait_for_http
+
+SEQS, SEQ_LEN = 16, 2048
+TARGET_INGEST, TARGET_EGRESS, TARGET_RATIO = 190.0, 150.0, 0.75
+
+
+def make_body_tail(seed: int = 0) -> bytes:
+    """The group JSON without its opening brace; each request prepends a unique group_id."""
+    rng = random.Random(seed)
+    tokens = [[rng.randint(0, 50_000) for _ in range(SEQ_LEN)] for _ in range(SEQS)]
+    group = {
+        "tokens": tokens,
+        "masks": [[-100] * 256 + t[256:] for t in tokens],
+        "scores": [rng.random() for _ in range(SEQS)],
+        "inference_logprobs": [[-rng.random() * 4 for _ in range(SEQ_LEN)] for _ in range(SEQS)],
+        "policy_version": 0,
+    }
+    return orjson.dumps(group)[1:]
+
+
+def run_store(store: str, n_groups: int, batch_groups: int, clients: int, tail: bytes) -> dict:
+    port = free_port()
+    data_dir = Path(tempfile.mkdtemp(prefix=f"bench-api-{store}-"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "atroposlib.cli.run_api",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--store",
+            store,
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(url + "/health", timeout=60, proc=proc)
+        with httpx.Client(base_url=url, timeout=60) as h:
+            h.post(
+                "/register",
+                json={
+                    "batch_size": SEQS * batch_groups,
+                    "max_token_len": SEQ_LEN,
+                    "starting_step": 0,
+                    "num_steps": 1000,
+                },
+            )
+            h.get("/batch")
+        counter = iter(range(n_groups))
+        lock = threading.Lock()
+        sent_bytes = [0]
+        errors = []
+
+        def push():
+            # stdlib keep-alive connection: the client costs next to nothing, so the server is measured
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            headers = {"Content-Type": "application/json"}
+            try:
+                while True:
+                    with lock:
+                        i = next(counter, None)
+                    if i is None:
+                        return
+                    body = b'{"group_id":"bench-%08d",' % i + tail
+                    conn.request("POST", "/scored_data", body=body, headers=headers)
+                    r = conn.getresponse()
+                    answer = r.read()
+                    if r.status != 200:
+                        errors.append(answer.decode(errors="replace"))
+                        return
+                    with lock:
+                        sent_bytes[0] += len(body)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=push) for _ in range(clients)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ingest_s = time.perf_counter() - t0
+        if errors:
+            raise RuntimeError(f"ingest failed: {errors[0][:200]}")
+
+        got_groups, got_bytes = 0, 0
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        t0 = time.perf_counter()
+        while True:
+            conn.request("GET", "/batch", headers={"Accept-Encoding": "identity"})
+            raw = conn.getresponse().read()
+            got_bytes += len(raw)
+            b = orjson.loads(raw)  # a trainer parses the batch
+            if b["batch"] is None:
+                break
+            got_groups += len(b["batch"])
+            conn.request(
+                "POST",
+                "/batch/ack",
+                body=orjson.dumps({"batch_id": b["batch_id"]}),
+                headers={"Content-Type": "application/json"},
+            )
+            conn.getresponse().read()
+        egress_s = time.perf_counter() - t0
+        conn.close()
+        expected = (n_groups // batch_groups) * batch_groups
+        if got_groups != expected:
+            raise RuntimeError(f"drained {got_groups} groups, expected {expected}")
+        return {
+            "store": store,
+            "ingest_gps": n_groups / ingest_s,
+            "ingest_mbs": sent_bytes[0] / ingest_s / 1e6,
+            "egress_gps": got_groups / egress_s,
+            "egress_mbs": got_bytes / egress_s / 1e6,
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--groups", type=int, default=400, help="groups pushed per store")
+    ap.add_argument(
+        "--batch-groups", type=int, default=8, help="groups per batch (batch_size = 16 x this)"
+    )
+    ap.add_argument("--clients", type=int, default=2, help="concurrent ingest connections")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="interleaved rounds per store (best shown)"
+    )
+    args = ap.parse_args()
+    tail = make_body_tail()
+    print(
+        f"group: {SEQS} x {SEQ_LEN} tokens + masks + inference_logprobs = {(len(tail) + 30) / 1e6:.2f} MB JSON; "
+        f"{args.groups} groups, batch = {args.batch_groups} groups, {args.clients} ingest clients"
+    )
+    runs = {"memory": [], "sqlite": []}
+    for _ in range(
+        args.rounds
+    ):  # interleaved rounds; the best of each is reported (shared machine)
+        for store in ("memory", "sqlite"):
+            runs[store].append(run_store(store, args.groups, args.batch_groups, args.clients, tail))
+    rows = []
+    for store, results in runs.items():
+        best = {"store": store}
+        for key in ("ingest_gps", "ingest_mbs", "egress_gps", "egress_mbs"):
+            best[key] = max(r[key] for r in results)
+        rows.append(best)
+    print(f"best of {args.rounds} interleaved round(s) per store")
+    print(
+        f"{'store':8} {'ingest g/s':>11} {'ingest MB/s':>12} {'egress g/s':>11} {'egress MB/s':>12}"
+    )
+    for r in rows:
+        print(
+            f"{r['store']:8} {r['ingest_gps']:11.1f} {r['ingest_mbs']:12.1f} {r['egress_gps']:11.1f} {r['egress_mbs']:12.1f}"
+        )
+    mem, sql = rows
+    ri, re_ = sql["ingest_gps"] / mem["ingest_gps"], sql["egress_gps"] / mem["egress_gps"]
+    print(f"sqlite/memory ratio: ingest {ri:.2f}, egress {re_:.2f} (target >= {TARGET_RATIO})")
+    print(
+        f"targets (sqlite): ingest >= {TARGET_INGEST:.0f} g/s: {'PASS' if sql['ingest_gps'] >= TARGET_INGEST else 'MISS'}; "
+        f"egress >= {TARGET_EGRESS:.0f} g/s: {'PASS' if sql['egress_gps'] >= TARGET_EGRESS else 'MISS'}; "
+        f"ratio: {'PASS' if min(ri, re_) >= TARGET_RATIO else 'MISS'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

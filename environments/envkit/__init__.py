@@ -1,0 +1,15 @@
+"""Small, pure helpers shared by the environments in this folder (no servers, no tokenizers).
+
+Each module does one job and is unit-tested on its own in ``tests/environments``:
+
+* ``math_scoring`` — ``\\boxed{}`` extraction, math-verify checks, Atropos's length penalty.
+* ``data_sources`` — dataset loaders with the real hub path and a logged offline fallback.
+* ``text_tasks`` — procedural letter-counting and text-reversal items.
+* ``mcqa`` — multiple-choice prompts and answer-letter extraction after a thinking block.
+* ``tool_calls`` — Hermes ``<tool_call>{json}</tool_call>`` parsing, comparison and a tiny tool box.
+* ``sandbox`` — running untrusted Python in a limited subprocess.
+* ``games`` — Gymnasium Blackjack and Taxi as text games.
+
+Environments are run as scripts (``python environments/gsm8k_server.py serve``), so this folder is on
+``sys.path`` and they import ``envkit.<module>`` directly.
+"""

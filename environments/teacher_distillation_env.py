@@ -1,0 +1,122 @@
+"""Teacher distillation: GSM8K rollouts enriched with a teacher's top-k logprobs (Atropos's
+``TeacherDistillationEnv`` idea).
+
+The student samples and is scored exactly as in ``gsm8k_server.py``. Then, for every generated token of
+every sequence, the teacher server (``--env.teacher_*``) is asked for its top-k next-token logprobs given
+the exact prefix, and the group carries ``distill_token_ids`` / ``distill_logprobs`` (one list per token;
+empty on prompt positions, which are not trained). A trainer can add a KL-to-teacher term with them.
+
+Teacher and student must share a tokenizer, or the ids mean different things: ``setup`` loads the
+teacher's tokenizer (``--env.teacher_tokenizer_name``, or the ``model_path`` the teacher reports on
+``/health``) and refuses a mismatch with ``TokenizerMismatch`` saying how they differ.
+
+How logprobs are fetched: one batched ``/v1/completions`` request of all prefixes (``max_tokens=1``,
+``logprobs=k``), which any vLLM-compatible server (and our CPU engine) answers. It costs O(length^2)
+compute; vLLM's ``prompt_logprobs`` would be O(length) and is the natural next step.
+
+    python environments/teacher_distillation_env.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.teacher_base_url http://127.0.0.1:9002/v1 \\
+        --env.data_source procedural --env.total_steps 2
+"""
+
+import logging
+from typing import List, Literal, Optional, Union
+
+import httpx
+from envkit.distill import check_same_tokenizer, positions_to_score, text_to_id, top_k_entry
+from gsm8k_server import GSM8kConfig, GSM8kEnv
+from pydantic import Field
+
+from atroposlib.envs.base import APIServerConfig, ScoredDataGroup, ServerManager, load_tokenizer
+from atroposlib.errors import ConfigError, InferenceError
+
+logger = logging.getLogger(__name__)
+
+
+class DistillConfig(GSM8kConfig):
+    teacher_base_url: Optional[str] = Field(default=None, description="Teacher server URL (required).")
+    teacher_model_name: str = Field(default="teacher", description="Model name sent to the teacher.")
+    teacher_server_type: Literal["vllm", "trl"] = Field(default="vllm", description="Teacher backend.")
+    teacher_api_key: str = Field(default="x", description="Teacher API key.")
+    teacher_tokenizer_name: str = Field(
+        default="none", description="Teacher tokenizer; 'none' uses the model_path the teacher reports.")
+    teacher_top_k: int = Field(default=4, ge=1, le=20, description="Top-k logprobs per token position.")
+    teacher_batch_size: int = Field(default=64, ge=1, description="Prefixes per teacher request.")
+
+
+class TeacherDistillationEnv(GSM8kEnv):
+    name = "gsm8k_distill"
+    env_config_cls = DistillConfig
+
+    @classmethod
+    def config_init(cls):
+        env_config, servers = super().config_init()
+        return DistillConfig(**env_config.model_dump(), teacher_base_url="http://localhost:9002/v1"), servers
+
+    async def setup(self) -> None:
+        await super().setup()
+        cfg = self.config
+        if not cfg.teacher_base_url:
+            raise ConfigError("teacher distillation needs --env.teacher_base_url")
+        teacher_tokenizer_name = cfg.teacher_tokenizer_name
+        if teacher_tokenizer_name == "none":
+            teacher_tokenizer_name = await self.teacher_model_path(cfg.teacher_base_url)
+        check_same_tokenizer(self.tokenizer, load_tokenizer(teacher_tokenizer_name),
+                             cfg.tokenizer_name, teacher_tokenizer_name)
+        self.teacher = ServerManager([APIServerConfig(
+            base_url=cfg.teacher_base_url, model_name=cfg.teacher_model_name, api_key=cfg.teacher_api_key,
+            server_type=cfg.teacher_server_type, health_check=False)])
+        self.token_ids = text_to_id(self.tokenizer)
+        self.teacher_failures = 0
+
+    @staticmethod
+    async def teacher_model_path(base_url: str) -> str:
+        root = base_url.rstrip("/").removesuffix("/v1")
+        try:
+            async with httpx.AsyncClient(timeout=30) as client:
+                path = (await client.get(f"{root}/health")).json().get("model_path")
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ConfigError(f"cannot ask the teacher at {root}/health for its model ({exc!r}); "
+                              "set --env.teacher_tokenizer_name") from None
+        if not path:
+            raise ConfigError("the teacher does not report a model_path; set --env.teacher_tokenizer_name")
+        return path
+
+    async def teacher_top_k(self, tokens: List[int], masks: List[int]):
+        """Per position: the teacher's top-k (ids, logprobs) for the token there; empty when not trained."""
+        ids: List[List[int]] = [[] for _ in tokens]
+        logprobs: List[List[float]] = [[] for _ in tokens]
+        positions = positions_to_score(masks)
+        step = self.config.teacher_batch_size
+        for start in range(0, len(positions), step):
+            chunk = positions[start:start + step]
+            completion = await self.teacher.completion(
+                prompt=[tokens[:p] for p in chunk], max_tokens=1, temperature=0.0,
+                logprobs=self.config.teacher_top_k)
+            for p, choice in zip(chunk, sorted(completion.choices, key=lambda c: c.index)):
+                top = choice.logprobs.top_logprobs[0]
+                ids[p], logprobs[p] = top_k_entry(top, self.token_ids, self.config.teacher_top_k)
+        return ids, logprobs
+
+    async def postprocess_histories(
+        self, trajectories: Union[Optional[ScoredDataGroup], List[Optional[ScoredDataGroup]]]
+    ) -> Union[Optional[ScoredDataGroup], List[Optional[ScoredDataGroup]]]:
+        for group in trajectories if isinstance(trajectories, list) else [trajectories]:
+            if group is None:
+                continue
+            try:
+                fetched = [await self.teacher_top_k(t, m) for t, m in zip(group["tokens"], group["masks"])]
+            except InferenceError as exc:  # the group stays valid for RL; it just carries no teacher signal
+                self.teacher_failures += 1
+                logger.warning("teacher failed (%s); sending the group without distillation arrays", exc)
+                continue
+            group["distill_token_ids"] = [f[0] for f in fetched]
+            group["distill_logprobs"] = [f[1] for f in fetched]
+        return trajectories
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        await super().wandb_log({**(wandb_metrics or {}), "train/teacher_failures": self.teacher_failures})
+
+
+if __name__ == "__main__":
+    TeacherDistillationEnv.cli()

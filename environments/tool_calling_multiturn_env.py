@@ -1,0 +1,103 @@
+"""Multi-turn tool calling: the model's Hermes tool calls are executed and the results fed back.
+
+Each episode: the system prompt lists the tools; the user asks something that needs two calls (a
+city's temperature, then a unit conversion). Every assistant turn is parsed: well-formed calls run
+against the built-in tool box and come back as a ``tool`` message holding ``<tool_response>...``;
+the episode ends when the model writes ``<answer>...</answer>``, after ``max_turns``, or at the first
+malformed call (score 0, the reason kept as a ``grader`` note and counted). Tool errors (unknown tool,
+bad arguments) are fed back to the model as the tool's response, like a real API would.
+
+Token-exact tracking: the whole episode runs inside one ``managed_server`` context, so the final node's
+tokens are exactly what was generated plus the tool/user turns in between; only generated tokens are
+trained on (tool output is masked). Reward per episode: 1.0 for the right number (within 0.01), else 0.
+
+    python environments/tool_calling_multiturn_env.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2
+"""
+
+import random
+from typing import List, Optional, Tuple
+
+from envkit.chat import chat
+from envkit.text_tasks import extract_answer_tag
+from envkit.tool_calls import TOOLBOX, execute_call, hermes_system_prompt, multi_turn_task, parse_tool_calls
+from pydantic import Field
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataItem
+from atroposlib.type_definitions import Item
+
+
+class MultiTurnToolConfig(BaseEnvConfig):
+    max_turns: int = Field(default=4, ge=1, description="Assistant turns before the episode is cut.")
+    max_tokens_per_turn: int = Field(default=512, ge=1, description="Completion budget of one turn.")
+    seed: int = Field(default=0, description="Seed of the task generator.")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+class MultiTurnToolEnv(BaseEnv):
+    name = "tool_calling_multiturn"
+    env_config_cls = MultiTurnToolConfig
+
+    @classmethod
+    def config_init(cls) -> Tuple[MultiTurnToolConfig, List[APIServerConfig]]:
+        env_config = MultiTurnToolConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                         group_size=8, max_token_length=4096, total_steps=1000, batch_size=16,
+                                         wandb_name="tool_calling_multiturn")
+        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        return env_config, [server]
+
+    async def setup(self) -> None:
+        self.rng = random.Random(self.config.seed)
+        self.system = hermes_system_prompt(list(TOOLBOX.values()))
+        self.malformed = 0
+
+    async def get_next_item(self) -> Item:
+        return multi_turn_task(self.rng)
+
+    async def collect_trajectory(self, item: Item) -> Tuple[Optional[ScoredDataItem], List[Item]]:
+        """One episode (the default ``collect_trajectories`` runs ``group_size`` of them concurrently)."""
+        messages = chat(self.system, item["question"])
+        score, note = 0.0, f"no <answer> after {self.config.max_turns} turns"
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            for _ in range(self.config.max_turns):
+                completion = await managed.chat_completion(
+                    messages=messages, n=1, max_tokens=self.config.max_tokens_per_turn,
+                    temperature=self.config.temperature)
+                reply = completion.choices[0].message.content or ""
+                messages.append({"role": "assistant", "content": reply})
+                parsed = parse_tool_calls(reply)
+                if parsed.errors:
+                    self.malformed += len(parsed.errors)
+                    note = "malformed tool call: " + "; ".join(parsed.errors)
+                    break
+                if not parsed.calls:
+                    answer = extract_answer_tag(reply)
+                    ok = answer is not None and _close(answer, item["answer"])
+                    score, note = (1.0, "correct") if ok else (0.0, f"answer {answer!r}, expected {item['answer']}")
+                    break
+                responses = [execute_call(call)[1] for call in parsed.calls]
+                messages.append({"role": "tool", "content": "\n".join(
+                    f"<tool_response>{r}</tool_response>" for r in responses)})
+                if len(managed.get_state()["nodes"][0].tokens) >= self.config.max_token_length:
+                    note = "episode reached max_token_length"
+                    break
+            node = managed.get_state()["nodes"][0]
+        scored: ScoredDataItem = {"tokens": node.tokens, "masks": node.masked_tokens, "scores": score,
+                                  "inference_logprobs": node.logprobs,
+                                  "messages": messages + [{"role": "grader", "content": note}]}
+        return scored, []
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        await super().wandb_log({**(wandb_metrics or {}), "train/malformed_tool_calls": self.malformed})
+
+
+def _close(text: str, expected: float) -> bool:
+    try:
+        return abs(float(text) - expected) <= 0.01
+    except ValueError:
+        return False
+
+
+if __name__ == "__main__":
+    MultiTurnToolEnv.cli()

@@ -1,0 +1,86 @@
+"""Single-turn tool calling in the Hermes format, compared with a reference call (Atropos's tool_calling_server).
+
+The system prompt lists the tools as JSON schemas inside ``<tools></tools>``; the model must answer with
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``. The calls are parsed and compared with the
+item's reference calls (order-free; ``10`` equals ``10.0``, whitespace inside strings is ignored).
+
+A malformed call (bad JSON, no name, unclosed tag, arguments not an object) is a failure with a visible
+reason: the score is 0 and the reason is kept in the group's messages as a ``grader`` note and counted
+in ``train/malformed_tool_calls``. Nothing is dropped silently.
+
+Data: Atropos trains on a hub dataset of Hermes function-calling conversations; offline we generate
+tasks over a built-in tool box (weather lookup, unit conversion, calculator), each with its exact
+reference call. Reward: the share of reference calls matched (1.0 = exact), 0 for malformed output.
+
+    python environments/tool_calling_server.py process --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2
+"""
+
+import random
+from typing import List, Optional, Tuple
+
+from envkit.chat import chat, completion_budget
+from envkit.tool_calls import TOOLBOX, compare_tool_calls, hermes_system_prompt, parse_tool_calls, single_turn_task
+from pydantic import Field
+
+from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.type_definitions import Item
+
+
+class ToolCallingConfig(BaseEnvConfig):
+    seed: int = Field(default=0, description="Seed of the task generator.")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+class ToolCallingEnv(BaseEnv):
+    name = "tool_calling"
+    env_config_cls = ToolCallingConfig
+
+    @classmethod
+    def config_init(cls) -> Tuple[ToolCallingConfig, List[APIServerConfig]]:
+        env_config = ToolCallingConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                       group_size=8, max_token_length=2048, total_steps=1000, batch_size=16,
+                                       wandb_name="tool_calling")
+        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        return env_config, [server]
+
+    async def setup(self) -> None:
+        self.rng = random.Random(self.config.seed)
+        self.system = hermes_system_prompt(list(TOOLBOX.values()))
+        self.scores_buffer: List[float] = []
+        self.malformed = 0
+
+    async def get_next_item(self) -> Item:
+        return single_turn_task(self.rng)
+
+    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+        messages = chat(self.system, item["question"])
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.chat_completion(
+                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
+                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
+            )
+            nodes = managed.get_state()["nodes"]
+        group = self.group_builder()
+        for choice, node in zip(completion.choices, nodes):
+            answer = choice.message.content or ""
+            parsed = parse_tool_calls(answer)
+            score, reason = compare_tool_calls(parsed, item["reference"])
+            self.malformed += len(parsed.errors)
+            self.scores_buffer.append(score)
+            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer},
+                                                            {"role": "grader", "content": reason}])
+        return group.build(), []
+
+    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
+        metrics = dict(wandb_metrics or {})
+        if self.scores_buffer:
+            metrics["train/mean_score"] = sum(self.scores_buffer) / len(self.scores_buffer)
+        metrics["train/malformed_tool_calls"] = self.malformed
+        self.scores_buffer = []
+        await super().wandb_log(metrics)
+
+
+if __name__ == "__main__":
+    ToolCallingEnv.cli()

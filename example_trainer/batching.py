@@ -1,0 +1,179 @@
+"""From an API batch (a list of scored groups) to padded training tensors.
+
+``flatten_batch`` turns groups into ``Sequence`` records (advantages computed, masked-out groups
+dropped and counted); ``split_micro_batches`` sorts them by length and cuts them into micro-batches
+(a fixed count, or a padded-token budget); ``collate`` pads one micro-batch into tensors aligned on
+*target* positions: row t of every tensor describes the prediction of token t+1 from tokens <= t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from atroposlib.type_definitions import MASK_IGNORE
+
+from .losses import group_advantages, shuffled_scores
+
+
+@dataclass
+class Sequence:
+    """One trainable sequence, every per-token list aligned with ``tokens``."""
+
+    tokens: List[int]
+    trained: List[bool]
+    advantages: List[float]
+    score: float
+    inf_logprobs: Optional[List[float]] = None
+    ref_logprobs: Optional[List[float]] = None
+    distill_ids: Optional[List[List[int]]] = None
+    distill_logprobs: Optional[List[List[float]]] = None
+
+
+@dataclass
+class FlatBatch:
+    sequences: List[Sequence]
+    group_scores: List[float] = field(default_factory=list)  # mean score of each trained group
+    masked_groups: int = 0  # reward_status == "unavailable"
+    advantages_from_env: int = 0
+    policy_versions: List[int] = field(default_factory=list)
+    truncated: int = 0
+
+
+def flatten_batch(
+    groups: List[Dict[str, Any]],
+    *,
+    seq_len: int,
+    advantage_mode: str = "grpo",
+    shuffle_generator: Optional[torch.Generator] = None,
+) -> FlatBatch:
+    """Flatten groups into sequences; ``shuffle_generator`` set = the shuffled-reward control."""
+    out = FlatBatch(sequences=[])
+    for g in groups:
+        if g.get("reward_status") == "unavailable":
+            out.masked_groups += 1
+            continue
+        scores = [float(s) for s in g["scores"]]
+        out.group_scores.append(sum(scores) / max(len(scores), 1))
+        if g.get("policy_version") is not None:
+            out.policy_versions.append(int(g["policy_version"]))
+        env_adv = g.get("advantages")
+        if env_adv is not None:
+            out.advantages_from_env += 1
+        else:
+            train_scores = shuffled_scores(scores, shuffle_generator) if shuffle_generator else scores
+            seq_adv = group_advantages(train_scores, advantage_mode)
+        for i, toks in enumerate(g["tokens"]):
+            n = min(len(toks), seq_len)
+            out.truncated += int(len(toks) > seq_len)
+            masks = g["masks"][i][:n]
+            adv = [float(a) for a in env_adv[i][:n]] if env_adv is not None else [seq_adv[i]] * n
+
+            def per_token(key: str) -> Optional[List[Any]]:
+                rows = g.get(key)
+                return None if rows is None else rows[i][:n]
+
+            out.sequences.append(
+                Sequence(
+                    tokens=[int(t) for t in toks[:n]],
+                    trained=[m != MASK_IGNORE for m in masks],
+                    advantages=adv,
+                    score=scores[i],
+                    inf_logprobs=per_token("inference_logprobs"),
+                    ref_logprobs=per_token("ref_logprobs"),
+                    distill_ids=per_token("distill_token_ids"),
+                    distill_logprobs=per_token("distill_logprobs"),
+                )
+            )
+    return out
+
+
+def split_micro_batches(
+    sequences: List[Sequence], *, num_micro_batches: int = 1, max_tokens: int = 0
+) -> List[List[Sequence]]:
+    """Sort by length and cut into ``num_micro_batches`` (or by a padded-token budget ``max_tokens``)."""
+    ordered = sorted(sequences, key=lambda s: len(s.tokens))
+    if not ordered:
+        return []
+    if max_tokens > 0:
+        chunks: List[List[Sequence]] = [[]]
+        for s in ordered:
+            cur = chunks[-1]
+            longest = max([len(x.tokens) for x in cur] + [len(s.tokens)])
+            if cur and longest * (len(cur) + 1) > max_tokens:
+                chunks.append([s])
+            else:
+                cur.append(s)
+        return chunks
+    k = max(1, min(num_micro_batches, len(ordered)))
+    size = -(-len(ordered) // k)
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+@dataclass
+class MicroBatch:
+    input_ids: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    targets: torch.Tensor  # [B, T]
+    mask: torch.Tensor  # [B, T] float, 1 where the target token is trained
+    advantages: torch.Tensor  # [B, T]
+    inf_logprobs: Optional[torch.Tensor]  # [B, T] or None when any sequence lacks them
+    ref_logprobs: Optional[torch.Tensor]
+    distill_ids: Optional[torch.Tensor]  # [B, T, K]
+    distill_logprobs: Optional[torch.Tensor]
+
+    def to(self, device: torch.device) -> "MicroBatch":
+        def mv(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+            return None if t is None else t.to(device, non_blocking=True)
+
+        return MicroBatch(*(mv(getattr(self, f)) for f in self.__dataclass_fields__))
+
+
+def _pad_rows(rows: List[List[Any]], width: int, fill: Any, dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows], dtype=dtype)
+
+
+def collate(seqs: List[Sequence], pad_id: int = 0) -> MicroBatch:
+    """Right-pad a micro-batch; every tensor is over target positions 1..n-1 of each sequence."""
+    width = max(len(s.tokens) for s in seqs) - 1
+    width = max(width, 1)
+    inputs = [s.tokens[:-1] for s in seqs]
+    targets = [s.tokens[1:] for s in seqs]
+    trained = [[1.0 if m else 0.0 for m in s.trained[1:]] for s in seqs]
+    adv = [s.advantages[1:] for s in seqs]
+    attn = [[1] * len(r) for r in inputs]
+
+    def opt(name: str, fill: float) -> Optional[torch.Tensor]:
+        rows = [getattr(s, name) for s in seqs]
+        if any(r is None for r in rows):
+            return None
+        return _pad_rows([r[1:] for r in rows], width, fill, torch.float32)
+
+    distill_ids = distill_lps = None
+    if all(s.distill_ids is not None for s in seqs):
+        k = max((len(x) for s in seqs for x in s.distill_ids), default=1) or 1
+
+        def pad_k(rows: List[List[Any]], fill: Any) -> List[List[Any]]:
+            return [list(r) + [fill] * (k - len(r)) for r in rows]
+
+        distill_ids = torch.tensor(
+            [pad_k(s.distill_ids[1:], -1) + [[-1] * k] * (width - len(s.tokens) + 1) for s in seqs],
+            dtype=torch.long,
+        )
+        distill_lps = torch.tensor(
+            [pad_k(s.distill_logprobs[1:], 0.0) + [[0.0] * k] * (width - len(s.tokens) + 1) for s in seqs],
+            dtype=torch.float32,
+        )
+    return MicroBatch(
+        input_ids=_pad_rows(inputs, width, pad_id, torch.long),
+        attention_mask=_pad_rows(attn, width, 0, torch.long),
+        targets=_pad_rows(targets, width, pad_id, torch.long),
+        mask=_pad_rows(trained, width, 0.0, torch.float32),
+        advantages=_pad_rows(adv, width, 0.0, torch.float32),
+        inf_logprobs=opt("inf_logprobs", 0.0),
+        ref_logprobs=opt("ref_logprobs", 0.0),
+        distill_ids=distill_ids,
+        distill_logprobs=distill_lps,
+    )

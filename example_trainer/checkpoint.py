@@ -1,0 +1,115 @@
+"""Resumable checkpoints: model (HF folder), optimizer, scheduler, RNG states and step.
+
+Layout under ``<save_path>/checkpoints/``: one ``step_NNNNNNN/`` folder per checkpoint holding the model
+(``save_pretrained``), the tokenizer and ``trainer_state.pt``; ``latest`` names the newest complete one
+(written last, atomically, so a crash mid-save never points at a half-written folder).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+
+
+def rng_state() -> Dict[str, Any]:
+    state: Dict[str, Any] = {"python": random.getstate(), "torch": torch.random.get_rng_state()}
+    try:
+        import numpy as np
+
+        state["numpy"] = np.random.get_state()
+    except ImportError:  # numpy is optional for the trainer
+        pass
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.random.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy as np
+
+        np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_model_folder(
+    model: Any, tokenizer: Any, out: Path, state_dict: Optional[Dict[str, Any]] = None
+) -> Path:
+    """``save_pretrained`` of model (+ tokenizer) into ``out`` via a temporary folder and a rename.
+
+    ``state_dict``: a gathered full state dict (FSDP); by default the model's own."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    if state_dict is not None:
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
+    else:
+        model.save_pretrained(tmp, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    step: int
+    state: Dict[str, Any]
+
+
+def save_checkpoint(
+    save_path: Path,
+    step: int,
+    *,
+    model: Any,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    extra: Optional[Dict[str, Any]] = None,
+    keep: int = 2,
+) -> Path:
+    root = Path(save_path) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = save_model_folder(model, tokenizer, root / f"step_{step:07d}")
+    state = {
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "rng": rng_state(),
+        "extra": extra or {},
+    }
+    torch.save(state, folder / "trainer_state.pt")
+    tmp = root / "latest.tmp"
+    tmp.write_text(folder.name)
+    os.replace(tmp, root / "latest")
+    old = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+    for p in old[:-keep]:
+        shutil.rmtree(p, ignore_errors=True)
+    return folder
+
+
+def load_latest(save_path: Path) -> Optional[Checkpoint]:
+    """The newest complete checkpoint under ``save_path`` or None."""
+    root = Path(save_path) / "checkpoints"
+    pointer = root / "latest"
+    if not pointer.exists():
+        return None
+    folder = root / pointer.read_text().strip()
+    state_file = folder / "trainer_state.pt"
+    if not state_file.exists():
+        return None
+    state = torch.load(state_file, map_location="cpu", weights_only=False)
+    return Checkpoint(path=folder, step=int(state["step"]), state=state)

@@ -1,0 +1,244 @@
+"""The trainer's one typed config, and the command line generated from it.
+
+``TrainingConfig`` lists every knob once (Atropos's field names where they exist). ``build_parser``
+turns its fields into ``--kebab-case`` flags (help text = the field's description and default);
+``parse_config`` applies defaults < YAML file (``--config``) < flags and validates with pydantic, so a
+bad value raises ``ConfigError`` naming the field. Unknown flags are refused by argparse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Sequence
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from atroposlib.errors import ConfigError
+
+LossType = Literal["grpo", "gspo", "cispo"]
+Aggregation = Literal["token", "sequence", "constant"]
+AdvantageMode = Literal["grpo", "mean_only"]
+RefreshMode = Literal["restart", "reload", "lora", "none"]
+ControlMode = Literal["none", "shuffled"]
+
+
+class TrainingConfig(BaseModel):
+    """Everything the GRPO trainer needs; see docs/training.md for how the pieces fit."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # --- model and optimisation -------------------------------------------------------------
+    model_name: str = Field(description="HF model id or local model folder to train.")
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    adam_betas: List[float] = Field([0.9, 0.99], description="AdamW betas (two numbers).")
+    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up steps.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping threshold (global L2 norm).")
+    training_steps: int = Field(10, gt=0, description="Optimizer steps to run (one batch per step).")
+    batch_size: int = Field(
+        32, gt=0, description="Sequences per batch (registered with the API, which packs batches)."
+    )
+    seq_len: int = Field(2048, gt=1, description="Longest sequence accepted; longer ones are truncated.")
+    gradient_accumulation_steps: int = Field(
+        1, gt=0, description="Micro-batches per optimizer step (the batch is split into this many)."
+    )
+    micro_batch_tokens: int = Field(
+        0,
+        ge=0,
+        description="If > 0, split the batch into length-sorted micro-batches of at most this many "
+        "padded tokens (overrides gradient_accumulation_steps).",
+    )
+    device: str = Field("auto", description="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available).")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="Training dtype (bfloat16 only makes sense on GPU)."
+    )
+    torch_threads: int = Field(0, ge=0, description="torch.set_num_threads on CPU (0 = torch default).")
+    seed: int = Field(0, description="Seed for torch, Python and NumPy RNGs.")
+
+    # --- loss ------------------------------------------------------------------------------
+    loss_type: LossType = Field(
+        "grpo", description="grpo (token ratio, clipped), gspo (sequence ratio) or cispo (clipped IS weight)."
+    )
+    aggregation: Aggregation = Field(
+        "token",
+        description="token: mean over all trained tokens; sequence: mean per sequence then over "
+        "sequences; constant: sum / (sequences x seq_len) (Dr. GRPO).",
+    )
+    advantage_mode: AdvantageMode = Field(
+        "grpo",
+        description="When the env sends no advantages: grpo = (score - group mean) / group std; "
+        "mean_only = score - group mean (Dr. GRPO).",
+    )
+    eps_low: float = Field(0.2, ge=0, description="Lower clip: ratio >= 1 - eps_low.")
+    eps_high: float = Field(0.28, ge=0, description="Upper clip: ratio <= 1 + eps_high (clip-higher).")
+    tis_cap: float = Field(
+        2.0,
+        ge=0,
+        description="Truncated importance sampling: cap on the train/inference ratio weight (0 = off).",
+    )
+    use_inference_logprobs: bool = Field(
+        True,
+        description="Take the ratio against the inference logprobs carried in the batch (else on-policy).",
+    )
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL to a reference policy (0 = off).")
+    ref_model_name: Optional[str] = Field(
+        None, description="Reference model for the KL term (default: a frozen copy of model_name)."
+    )
+    distill_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of the top-k distillation term when batches carry distill_token_ids/logprobs.",
+    )
+    control: ControlMode = Field(
+        "none",
+        description="Control experiment: 'shuffled' permutes scores within each group before "
+        "computing advantages (the reward then carries no signal).",
+    )
+
+    # --- API ------------------------------------------------------------------------------
+    api_url: str = Field("http://localhost:8000", description="Trajectory API base URL.")
+    api_token: Optional[str] = Field(None, description="Bearer token for the trajectory API.")
+    wandb_project: str = Field("atropos-grpo", description="wandb project (when use_wandb).")
+    wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
+    use_wandb: bool = Field(False, description="Log to wandb as well as to metrics.jsonl.")
+    batch_poll_interval: float = Field(0.05, gt=0, description="Seconds between /batch polls.")
+    batch_wait_timeout: float = Field(
+        600.0, gt=0, description="Give up if no batch arrives for this many seconds."
+    )
+
+    # --- checkpoints and weight refresh -----------------------------------------------------
+    save_path: str = Field("trained_model_checkpoints", description="Folder for checkpoints and metrics.")
+    checkpoint_interval: int = Field(
+        0, ge=0, description="Save a resumable checkpoint every N steps (0 = only at the end)."
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="Resumable checkpoints kept on disk.")
+    resume: bool = Field(False, description="Continue from the latest checkpoint in save_path.")
+    weight_refresh: RefreshMode = Field(
+        "restart",
+        description="How inference servers get new weights: restart (relaunch the server process), "
+        "reload (POST /update_weights_from_disk), lora (hot-load a peft adapter), none.",
+    )
+    vllm_restart_interval: int = Field(
+        3, gt=0, description="Refresh the inference weights every N steps (all refresh modes)."
+    )
+    vllm_port: int = Field(9001, gt=0, lt=65536, description="Port of the inference server.")
+    inference_urls: List[str] = Field(
+        [], description="Inference server base URLs (default: http://127.0.0.1:<vllm_port>)."
+    )
+    inference_command: Optional[str] = Field(
+        None,
+        description="restart mode: command launching the server, with {model_path} and {port} "
+        "placeholders (default: vLLM's OpenAI server).",
+    )
+    inference_startup_timeout: float = Field(
+        300.0, gt=0, description="Seconds to wait for a (re)started inference server to answer /health."
+    )
+    lora_rank: int = Field(16, gt=0, description="lora mode: adapter rank.")
+    lora_alpha: int = Field(32, gt=0, description="lora mode: adapter alpha.")
+    lora_target_modules: List[str] = Field(
+        ["q_proj", "v_proj"], description="lora mode: module names the adapter wraps."
+    )
+
+    # --- distributed ---------------------------------------------------------------------
+    parallel: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="Under torchrun: DDP (gloo on CPU, NCCL on GPU) or FSDP (GPU)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainingConfig":
+        if len(self.adam_betas) != 2:
+            raise ValueError("adam_betas must be two numbers")
+        if self.eps_low >= 1:
+            raise ValueError("eps_low must be < 1 (the lower clip bound 1 - eps_low must stay positive)")
+        return self
+
+    def resolved_inference_urls(self) -> List[str]:
+        return list(self.inference_urls) or [f"http://127.0.0.1:{self.vllm_port}"]
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI generated from the fields
+# ----------------------------------------------------------------------------------------------
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    """Add one flag per field of ``model``; values stay strings/lists and pydantic converts them."""
+    for name, field in model.model_fields.items():
+        ann = _unwrap_optional(field.annotation)
+        required = field.is_required()
+        default_txt = "required" if required else f"default: {field.default!r}"
+        help_txt = f"{field.description or ''} ({default_txt})".replace("%", "%%")
+        kwargs: Dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_txt}
+        if ann is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(ann) in (list, List):
+            kwargs["nargs"] = "*"
+            kwargs["metavar"] = "VALUE"
+        elif typing.get_origin(ann) is Literal:
+            kwargs["choices"] = [str(c) for c in typing.get_args(ann)]
+        else:
+            kwargs["metavar"] = getattr(ann, "__name__", "VALUE").upper()
+        parser.add_argument(_flag(name), **kwargs)
+
+
+def build_parser(prog: str = "atropos-grpo", description: Optional[str] = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description or "GRPO trainer for atroposlib (reads batches from the trajectory API).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, default=None, help="YAML file of TrainingConfig fields.")
+    add_model_arguments(parser, TrainingConfig)
+    return parser
+
+
+def config_from_sources(
+    model: type[BaseModel], yaml_path: Optional[Path], overrides: Dict[str, Any]
+) -> Any:
+    """defaults < YAML < overrides, validated; raises ``ConfigError`` naming the bad field."""
+    values: Dict[str, Any] = {}
+    if yaml_path is not None:
+        if not yaml_path.is_file():
+            raise ConfigError(f"--config: file not found: {yaml_path}")
+        try:
+            loaded = yaml.safe_load(yaml_path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--config: {yaml_path} is not valid YAML: {e}") from e
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"--config: {yaml_path} must hold a mapping of field: value")
+        values.update(loaded)
+    values.update(overrides)
+    try:
+        return model.model_validate(values)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e)) from e
+
+
+def format_validation_error(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        parts.append(f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if loc != "config" else ""))
+    return "invalid config: " + "; ".join(parts)
+
+
+def parse_config(argv: Optional[Sequence[str]] = None) -> TrainingConfig:
+    """Parse ``argv`` (flags, optionally ``--config FILE``) into a validated ``TrainingConfig``."""
+    args = vars(build_parser().parse_args(argv))
+    yaml_path = args.pop("config", None)
+    return config_from_sources(TrainingConfig, yaml_path, args)

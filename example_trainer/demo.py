@@ -1,0 +1,294 @@
+"""The end-to-end CPU demo: a tiny model learns single-digit addition through the real RL loop.
+
+One command (``bash scripts/demo.sh``, or ``python -m example_trainer.demo``) does, on loopback:
+
+1. builds a tiny Llama (~0.9M parameters, its own byte-level tokenizer) from nothing, in seconds;
+2. **warm-up phase**: a few seconds of supervised training on gold demonstrations drawn from the task's
+   own generator (a random model never samples a right answer, so RL would see only zero rewards);
+3. starts, as separate processes: ``run-api`` (trajectory API), the CPU inference engine serving the
+   warmed-up model, the arithmetic environment (``environments/arithmetic_server.py serve``, or with
+   ``--env minimal`` a bare env process over plain HTTP) and the GRPO trainer, which pulls batches from
+   the API, trains, and pushes its weights to the engine after every step (``--weight-refresh reload``);
+4. prints a live line (step, reward, tokens/s) and finally writes the report folder: ``metrics.jsonl``
+   (one object per trainer step, with ``step`` and ``reward_mean``), ``reward_curve.png``,
+   ``rollouts.html`` (sampled groups early and late in the run) and ``summary.txt``.
+
+``--control shuffled`` runs the same thing with each group's rewards shuffled inside the trainer: the
+reward then carries no information, and the curve must stay flat. Both runs print the mean reward of
+the first and the last 50 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from atroposlib.utils.net import free_port, wait_for_http
+
+REPO = Path(__file__).resolve().parent.parent
+ENV_FILE = REPO / "environments" / "arithmetic_server.py"
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="atropos-demo", description="End-to-end CPU RL demo (see README).")
+    p.add_argument("--out", type=Path, default=REPO / "runs" / "demo",
+                   help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).")
+    p.add_argument("--steps", type=int, default=300, help="GRPO steps (default 300).")
+    p.add_argument("--prompts-per-step", type=int, default=16, help="Groups per batch (default 16).")
+    p.add_argument("--group-size", type=int, default=8, help="Samples per prompt (default 8).")
+    p.add_argument("--lr", type=float, default=5e-4, help="GRPO learning rate (default 5e-4).")
+    p.add_argument("--warmup-sft-steps", type=int, default=100,
+                   help="Supervised warm-up steps on gold demonstrations (default 100).")
+    p.add_argument("--control", choices=["none", "shuffled"], default="none",
+                   help="'shuffled': shuffle rewards within each group (the no-signal control).")
+    p.add_argument("--env", choices=["runtime", "minimal"], default="runtime",
+                   help="runtime: environments/arithmetic_server.py serve; minimal: a bare HTTP env process.")
+    p.add_argument("--seed", type=int, default=0, help="Seed for model, warm-up, env and trainer.")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1).")
+    return p.parse_args(argv)
+
+
+class Services:
+    """The child processes of the demo; all are stopped (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.procs: Dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, cmd: List[str], env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+        fh = open(self.logs / f"{name}.log", "ab")
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        fh.close()
+        self.procs[name] = proc
+        return proc
+
+    def dead(self) -> Optional[str]:
+        for name, p in self.procs.items():
+            if p.poll() is not None:
+                return name
+        return None
+
+    def tail(self, name: str, n: int = 15) -> str:
+        path = self.logs / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
+
+    def stop(self, name: str) -> None:
+        p = self.procs.pop(name, None)
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs)[::-1]:
+            self.stop(name)
+
+
+def _child_env(threads: int) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
+               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), TRANSFORMERS_VERBOSITY="error",
+               PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    return env
+
+
+def prepare_model(out: Path, args: argparse.Namespace) -> Dict[str, Any]:
+    """Build the tiny model and run the supervised warm-up; returns the paths and greedy accuracy."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from atroposlib.inference.tiny_model import build_tiny_model
+    from example_trainer.arithmetic_task import all_problems, make_problem, score_completion
+    from example_trainer.warmup import greedy_accuracy, sft_warmup
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    torch.set_num_threads(max(1, args.threads))
+    base = build_tiny_model(out / "model" / "base", seed=args.seed)
+
+    def gold(rng: random.Random, n: int):
+        return [(p.prompt, p.answer) for p in (make_problem(rng) for _ in range(n))]
+
+    t0 = time.perf_counter()
+    warm = sft_warmup(base, out / "model" / "warm", gold, steps=args.warmup_sft_steps, seed=args.seed)
+    acc = greedy_accuracy(warm, all_problems(), score_completion)
+    from safetensors import safe_open
+
+    with safe_open(str(warm / "model.safetensors"), "pt") as f:
+        n_params = sum(_prod(f.get_slice(k).get_shape()) for k in f.keys())
+    return {"base": base, "warm": warm, "warm_acc": acc, "warm_s": time.perf_counter() - t0,
+            "n_params": n_params}
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def env_command(args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path) -> List[str]:
+    if args.env == "minimal":
+        return [sys.executable, "-m", "example_trainer.demo_env", "--api-url", api_url,
+                "--inference-url", engine_url, "--group-size", str(args.group_size),
+                "--max-queued-groups", str(args.prompts_per_step), "--seed", str(args.seed)]
+    return [sys.executable, str(ENV_FILE), "serve", "--env.tokenizer_name", str(model_dir),
+            "--env.rollout_server_url", api_url, "--env.group_size", str(args.group_size),
+            "--env.max_batches_offpolicy", "1", "--env.total_steps", str(args.steps),
+            "--env.seed", str(args.seed), "--env.spool_dir", str(out / "spool"),
+            "--env.max_num_workers", str(args.prompts_per_step // 2),
+            "--openai.base_url", engine_url + "/v1", "--openai.api_key", "x",
+            "--openai.model_name", "policy", "--openai.server_type", "vllm"]
+
+
+def first_last(values: List[float], k: int = 50) -> tuple[float, float]:
+    k = max(1, min(k, len(values) // 2 or 1))
+    return sum(values[:k]) / k, sum(values[-k:]) / k
+
+
+def run(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    if args.control == "shuffled" and out == REPO / "runs" / "demo":
+        out = REPO / "runs" / "demo-control"
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "logs").mkdir(parents=True)
+    t_start = time.perf_counter()
+    print(f"[demo] report folder: {out}", flush=True)
+    print("[demo] building a tiny model and warming it up on gold demonstrations ...", flush=True)
+    prep = prepare_model(out, args)
+    print(f"[demo] warm-up done in {prep['warm_s']:.1f}s: greedy accuracy {prep['warm_acc']:.2f}", flush=True)
+
+    svc = Services(out / "logs")
+    env = _child_env(args.threads)
+    api_port, engine_port = free_port(), free_port()
+    api_url, engine_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{engine_port}"
+    trainer_dir = out / "trainer"
+    try:
+        svc.start("run-api", [sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1",
+                              "--port", str(api_port), "--data-dir", str(out / "api-data")], env)
+        svc.start("engine", [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(prep["warm"]),
+                             "--host", "127.0.0.1", "--port", str(engine_port), "--served-model-name", "policy",
+                             "--torch-threads", str(args.threads), "--batch-window-ms", "10"], env)
+        wait_for_http(api_url + "/health", timeout=120, proc=svc.procs["run-api"])
+        wait_for_http(engine_url + "/health", timeout=120, proc=svc.procs["engine"])
+        svc.start("trainer", [
+            sys.executable, "-m", "example_trainer.grpo", "--model-name", str(prep["warm"]),
+            "--api-url", api_url, "--inference-urls", engine_url, "--weight-refresh", "reload",
+            "--vllm-restart-interval", "1", "--training-steps", str(args.steps),
+            "--batch-size", str(args.prompts_per_step * args.group_size), "--seq-len", "64",
+            "--lr", str(args.lr), "--save-path", str(trainer_dir), "--torch-threads", str(args.threads),
+            "--control", args.control, "--seed", str(args.seed), "--device", "cpu",
+        ], env)
+        svc.start("env", env_command(args, api_url, engine_url, prep["warm"], out), env)
+        t_loop = time.perf_counter()
+        rows = follow(svc, trainer_dir / "metrics.jsonl", args.steps)
+        loop_s = time.perf_counter() - t_loop
+        early = _peek(api_url, after=0)
+        late = _peek(api_url, after=None)
+    finally:
+        svc.stop_all()
+    return write_report(out, args, prep, rows, early, late, loop_s, time.perf_counter() - t_start)
+
+
+def follow(svc: Services, metrics_path: Path, steps: int) -> List[Dict[str, Any]]:
+    """Re-print the trainer's progress until it finishes; abort if any service dies."""
+    from example_trainer.metrics import read_metrics
+
+    tty = sys.stdout.isatty()
+    shown = 0
+    while True:
+        time.sleep(0.5)
+        rows = read_metrics(metrics_path)
+        if rows and rows[-1]["step"] != shown:
+            m = rows[-1]
+            shown = m["step"]
+            line = (f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
+                    f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}")
+            if tty:
+                print("\r" + line, end="", flush=True)
+            elif shown % 25 == 0 or shown == steps:
+                print(line, flush=True)
+        trainer = svc.procs["trainer"]
+        if trainer.poll() is not None:
+            if tty:
+                print(flush=True)
+            if trainer.returncode != 0:
+                raise SystemExit(f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}")
+            return read_metrics(metrics_path)
+        dead = svc.dead()
+        if dead:
+            raise SystemExit(f"[demo] {dead} exited unexpectedly:\n{svc.tail(dead)}")
+
+
+def _peek(api_url: str, after: Optional[int]) -> List[Dict[str, Any]]:
+    from atroposlib.api.client import TrajectoryClient
+
+    try:
+        with TrajectoryClient(api_url, retries=2) as c:
+            return [g.group for g in c.peek(limit=24, after=after).groups]
+    except Exception as e:  # the report still gets written, without samples
+        print(f"[demo] could not read sample rollouts: {e!r}", file=sys.stderr)
+        return []
+
+
+def write_report(out: Path, args, prep, rows, early, late, loop_s: float, total_s: float) -> int:
+    from example_trainer.arithmetic_task import all_problems, score_completion
+    from example_trainer.report import plot_curve, write_rollouts
+    from example_trainer.warmup import greedy_accuracy
+
+    with open(out / "metrics.jsonl", "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+    rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
+    first, last = first_last(rewards)
+    final_dir = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
+    final_acc = greedy_accuracy(final_dir, all_problems(), score_completion)
+    plot_curve(rows, out / "reward_curve.png", title=f"GRPO on single-digit addition (control={args.control})")
+    write_rollouts(early, late, out / "rollouts.html")
+    gain = last - first
+    verdict = "improved" if gain >= 0.15 else "did not improve by 0.15"
+    summary = (
+        f"A {prep['n_params'] / 1e6:.2f}M-parameter Llama built from scratch was warmed up with "
+        f"{args.warmup_sft_steps} supervised steps on gold answers (greedy accuracy {prep['warm_acc']:.2f}) "
+        f"and then trained for {len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} "
+        f"samples, lr {args.lr}) through the real loop: run-api, the CPU inference engine (weights reloaded "
+        f"after every step), the arithmetic environment ({args.env}) and the trainer as separate processes. "
+        f"Control: {args.control}. Mean reward over the first 50 steps was {first:.3f} and over the last 50 "
+        f"steps {last:.3f} (change {gain:+.3f}: {verdict}); greedy accuracy on all 100 problems went from "
+        f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
+    )
+    (out / "summary.txt").write_text(summary + "\n")
+    print(f"[demo] reward first-50 mean {first:.3f}  last-50 mean {last:.3f}  change {gain:+.3f}", flush=True)
+    print(f"[demo] greedy accuracy {prep['warm_acc']:.2f} -> {final_acc:.2f}; RL loop {loop_s:.0f}s, "
+          f"total {total_s:.0f}s", flush=True)
+    print(f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html", flush=True)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.env == "runtime" and not ENV_FILE.exists():
+        print(f"atropos-demo: error: {ENV_FILE} is missing; use --env minimal", file=sys.stderr)
+        return 2
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""GRPO trainer for atroposlib: pulls scored groups from the trajectory API and trains the policy.
+
+The algorithm, one optimizer step per API batch:
+
+1. Rank 0 pulls a batch (``GET /batch``: a list of scored groups, ``batch_size`` sequences in all) and
+   broadcasts it to every rank (``torchrun``; a single process needs nothing).
+2. Advantages: the env's per-token ``advantages`` when the group carries them, otherwise group-relative
+   scores, A_i = (s_i - mean(s)) / std(s) (``advantage_mode=mean_only``: s_i - mean(s), Dr. GRPO),
+   broadcast over the sequence's trained tokens. Groups with ``reward_status="unavailable"`` (the
+   grader failed, not the policy) are dropped, never trained as 0. ``--control shuffled`` permutes the
+   scores inside each group first: the control run in which the reward carries no signal.
+3. Loss (``losses.py``): the ratio r = pi_theta / mu against the *inference* logprobs mu carried in the
+   batch (the policy that sampled, a step or two stale, with the engine's numerics), PPO clipping with
+   asymmetric bounds [1 - eps_low, 1 + eps_high] (clip-higher) and truncated importance sampling (the
+   unclipped branch's weight is capped at ``tis_cap``); token-level aggregation over the whole batch.
+   Variants: GSPO (sequence-level ratio), CISPO (clipped, detached IS weight). Optional k3 KL to a
+   reference model (off by default) and a top-k distillation term when the batch carries a teacher's
+   ``distill_token_ids/distill_logprobs``.
+4. Gradient accumulation over length-sorted micro-batches (each normalised by the *whole* batch's
+   token count, so accumulation and data parallelism do not change the objective), grad-norm clipping,
+   AdamW step, learning-rate schedule.
+5. Every ``vllm_restart_interval`` steps rank 0 publishes the weights to the inference servers
+   (``weight_refresh.py``: restart | reload | lora | none); every ``checkpoint_interval`` steps it writes
+   a resumable checkpoint (model, optimizer, scheduler, RNG, step); then it acknowledges the batch
+   (``POST /batch/ack``: never redelivered; an unacknowledged one is, so a crash loses no batch) and
+   logs the step (``metrics.jsonl``, wandb if enabled). ``--resume`` continues from the checkpoint and
+   registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
+   retrained. With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
+
+Run: ``atropos-grpo --model-name DIR --api-url http://127.0.0.1:8000 ...`` (``--help`` lists every field of
+``TrainingConfig``), or ``torchrun --nproc-per-node 2 -m example_trainer.grpo ...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from atroposlib.errors import APIUnavailable, AtroposError
+from atroposlib.type_definitions import Registration
+from example_trainer.batching import FlatBatch, collate, flatten_batch, split_micro_batches
+from example_trainer.checkpoint import load_latest, save_checkpoint, set_rng_state
+from example_trainer.config import TrainingConfig, parse_config
+from example_trainer.distributed import (
+    DistInfo,
+    all_reduce_sums,
+    broadcast_object,
+    init_distributed,
+    shutdown,
+    unwrap,
+    wrap_model,
+)
+from example_trainer.losses import (
+    distill_loss,
+    kl_k3,
+    normaliser_for,
+    policy_loss,
+    sequence_weights,
+    token_logprobs,
+)
+from example_trainer.metrics import MetricsLogger, format_step_line
+from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
+
+log = logging.getLogger("atropos-grpo")
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup
+# ----------------------------------------------------------------------------------------------
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def load_policy(path: str, dtype: str, device: torch.device):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainingConfig):
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
+    warm = cfg.warmup_steps
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+    return opt, sched
+
+
+def register(client, cfg: TrainingConfig, step: int) -> None:
+    client.register(
+        Registration(
+            wandb_group=cfg.wandb_group, wandb_project=cfg.wandb_project, batch_size=cfg.batch_size,
+            max_token_len=cfg.seq_len, checkpoint_dir=str(Path(cfg.save_path).resolve()),
+            save_checkpoint_interval=cfg.checkpoint_interval, starting_step=step,
+            num_steps=cfg.training_steps,
+        )
+    )
+
+
+def wait_for_batch(client, cfg: TrainingConfig) -> Tuple[List[Dict[str, Any]], Optional[str], Optional[int]]:
+    """Poll ``GET /batch`` until a batch is ready; the API being briefly unreachable is retried."""
+    deadline = time.monotonic() + cfg.batch_wait_timeout
+    while True:
+        try:
+            resp = client.get_batch()
+            if resp.batch:
+                return resp.batch, resp.batch_id, resp.step
+        except APIUnavailable as e:
+            log.warning("trajectory API unavailable, retrying: %s", e)
+        if time.monotonic() > deadline:
+            raise AtroposError(f"no batch from {cfg.api_url} for {cfg.batch_wait_timeout:.0f}s; is an env running?")
+        time.sleep(cfg.batch_poll_interval)
+
+
+# ----------------------------------------------------------------------------------------------
+# One optimizer step
+# ----------------------------------------------------------------------------------------------
+def train_step(
+    model: torch.nn.Module,
+    ref_model: Optional[torch.nn.Module],
+    flat: FlatBatch,
+    cfg: TrainingConfig,
+    info: DistInfo,
+    device: torch.device,
+    pad_id: int,
+) -> Dict[str, float]:
+    """Forward/backward over every micro-batch of this rank's shard; returns summed statistics."""
+    seqs = flat.sequences
+    n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
+    norm = normaliser_for(cfg.aggregation, n_tokens, len(seqs), cfg.seq_len)
+    # the same global micro-batches on every rank (DDP needs equal counts), each split across ranks
+    micro = split_micro_batches(
+        seqs, num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
+        max_tokens=cfg.micro_batch_tokens * info.world_size,
+    )
+    stats: Dict[str, float] = {"loss": 0.0, "kl": 0.0, "distill": 0.0, "tokens": 0.0, "clipped": 0.0,
+                               "ratio_sum": 0.0, "abs_delta_sum": 0.0, "mismatch_kl_sum": 0.0,
+                               "ratio_max": 0.0, "ratio_min": float("inf"), "seq_tokens": 0.0}
+    for i, global_mb in enumerate(micro):
+        local = global_mb[info.rank :: info.world_size]
+        sync = i == len(micro) - 1
+        ctx = model.no_sync() if (info.enabled and not sync and hasattr(model, "no_sync")) else _nullctx()
+        with ctx:
+            if not local:  # keep collective ops in step: a zero loss touching every parameter
+                loss = sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+                loss.backward()
+                continue
+            mb = collate(local, pad_id=pad_id).to(device)
+            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+            lp = token_logprobs(logits, mb.targets)
+            weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
+            parts = policy_loss(
+                lp, mb.inf_logprobs if cfg.use_inference_logprobs else None, mb.advantages, mb.mask,
+                loss_type=cfg.loss_type, eps_low=cfg.eps_low, eps_high=cfg.eps_high, tis_cap=cfg.tis_cap,
+                weights=weights,
+            )
+            loss = parts.loss_sum
+            if cfg.kl_coef > 0:
+                ref = mb.ref_logprobs
+                if ref is None:
+                    with torch.no_grad():
+                        ref_logits = ref_model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+                        ref = token_logprobs(ref_logits, mb.targets)
+                kl = kl_k3(lp, ref, mb.mask)
+                loss = loss + cfg.kl_coef * kl
+                stats["kl"] += float(kl)
+            if cfg.distill_coef > 0 and mb.distill_ids is not None:
+                d = distill_loss(logits, mb.distill_ids, mb.distill_logprobs, mb.mask)
+                loss = loss + cfg.distill_coef * d
+                stats["distill"] += float(d)
+            # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
+            (loss * info.world_size / norm).backward()
+            stats["loss"] += float(loss.detach()) / norm
+            stats["seq_tokens"] += float(mb.attention_mask.sum())
+            for k in ("tokens", "clipped", "ratio_sum", "abs_delta_sum", "mismatch_kl_sum"):
+                stats[k] += parts.stats[k]
+            stats["ratio_max"] = max(stats["ratio_max"], parts.stats["ratio_max"])
+            stats["ratio_min"] = min(stats["ratio_min"], parts.stats["ratio_min"])
+    return all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
+
+
+class _nullctx:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def step_metrics(step: int, flat: FlatBatch, s: Dict[str, float], grad_norm: float, lr: float,
+                 step_time: float, wait_time: float) -> Dict[str, Any]:
+    tok = max(s["tokens"], 1.0)
+    advs = [a for q in flat.sequences for a, m in zip(q.advantages, q.trained) if m]
+    adv_t = torch.tensor(advs) if advs else torch.zeros(1)
+    scores = [q.score for q in flat.sequences]
+    lag = (step - 1 - sum(flat.policy_versions) / len(flat.policy_versions)) if flat.policy_versions else None
+    return {
+        "step": step,
+        "reward_mean": sum(flat.group_scores) / len(flat.group_scores) if flat.group_scores else None,
+        "reward_std": float(torch.tensor(scores).std(unbiased=False)) if scores else None,
+        "loss": s["loss"], "kl": s["kl"], "distill": s["distill"],
+        "adv_mean": float(adv_t.mean()), "adv_std": float(adv_t.std(unbiased=False)),
+        "adv_abs_mean": float(adv_t.abs().mean()),
+        "clip_frac": s["clipped"] / tok, "ratio_mean": s["ratio_sum"] / tok,
+        "ratio_max": s["ratio_max"], "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,
+        "mismatch_abs_delta": s["abs_delta_sum"] / tok, "mismatch_kl": s["mismatch_kl_sum"] / tok,
+        "grad_norm": grad_norm, "lr": lr, "trained_tokens": int(s["tokens"]),
+        "tokens_per_s": s["seq_tokens"] / max(step_time, 1e-9), "step_time_s": step_time,
+        "batch_wait_s": wait_time, "sequences": len(flat.sequences), "groups": len(flat.group_scores),
+        "masked_groups": flat.masked_groups, "policy_lag": lag, "time": time.time(),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop
+# ----------------------------------------------------------------------------------------------
+def train(cfg: TrainingConfig) -> int:
+    """Run the trainer to ``cfg.training_steps``; returns the final step."""
+    from atroposlib.api.client import TrajectoryClient
+
+    device = resolve_device(cfg.device)
+    info = init_distributed(device)
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    random.seed(cfg.seed + info.rank)
+    torch.manual_seed(cfg.seed)
+    save_path = Path(cfg.save_path)
+    save_path.mkdir(parents=True, exist_ok=True)
+
+    ckpt = load_latest(save_path) if cfg.resume else None
+    start_from = str(ckpt.path) if ckpt else cfg.model_name
+    model, tokenizer = load_policy(start_from, cfg.dtype, device)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ref_model = None
+    if cfg.kl_coef > 0:
+        ref_model, _ = load_policy(cfg.ref_model_name or cfg.model_name, cfg.dtype, device)
+        ref_model.eval().requires_grad_(False)
+    refresher: WeightRefresh = make_weight_refresh(cfg)
+    model = refresher.prepare_model(model)
+    model.train()
+    model = wrap_model(model, info, cfg.parallel, device)
+    optimizer, scheduler = make_optimizer(model, cfg)
+    step = 0
+    if ckpt is not None:
+        step = ckpt.step
+        optimizer.load_state_dict(ckpt.state["optimizer"])
+        if ckpt.state.get("scheduler"):
+            scheduler.load_state_dict(ckpt.state["scheduler"])
+        set_rng_state(ckpt.state["rng"])
+        log.info("resumed from %s at step %d", ckpt.path, step)
+    shuffle_gen = torch.Generator().manual_seed(cfg.seed + 7919 * step) if cfg.control == "shuffled" else None
+
+    client = metrics = None
+    if info.is_main:
+        client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
+        register(client, cfg, step)
+        refresher.start(str(Path(start_from).resolve()) if Path(start_from).exists() else start_from)
+        metrics = MetricsLogger(
+            save_path / "metrics.jsonl", use_wandb=cfg.use_wandb, wandb_project=cfg.wandb_project,
+            wandb_group=cfg.wandb_group, config=cfg.model_dump(),
+        )
+    try:
+        while step < cfg.training_steps:
+            t_wait = time.perf_counter()
+            batch = batch_id = batch_step = None
+            if info.is_main:
+                batch, batch_id, batch_step = wait_for_batch(client, cfg)
+            batch, batch_id, batch_step = broadcast_object((batch, batch_id, batch_step), info)
+            if batch_step is not None and batch_step <= step:
+                # redelivered after a crash between checkpoint and ack: its update is already in the
+                # weights we resumed from, so acknowledge it without training it twice
+                log.info("batch of step %d is already in the checkpoint (step %d); acking it", batch_step, step)
+                if info.is_main:
+                    client.ack_batch(batch_id)
+                continue
+            t0 = time.perf_counter()
+            flat = flatten_batch(batch, seq_len=cfg.seq_len, advantage_mode=cfg.advantage_mode,
+                                 shuffle_generator=shuffle_gen)
+            optimizer.zero_grad(set_to_none=True)
+            stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            if math.isfinite(grad_norm):
+                optimizer.step()
+            else:
+                log.error("step %d: non-finite gradient norm; update skipped", step + 1)
+            scheduler.step()
+            step += 1
+            step_time = time.perf_counter() - t0
+            extra: Dict[str, Any] = {}
+            if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
+                extra = publish(refresher, model, tokenizer, step, cfg, info)
+            if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
+                checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
+            if info.is_main and batch_id:  # after the update (and its checkpoint): never redelivered
+                client.ack_batch(batch_id)
+            if info.is_main:
+                m = step_metrics(step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time,
+                                 t0 - t_wait)
+                m.update(extra)
+                metrics.log(m)
+                print(format_step_line(m, cfg.training_steps), flush=True)
+        if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
+            checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
+    finally:
+        if info.is_main:
+            refresher.close()
+            if metrics is not None:
+                metrics.close()
+            if client is not None:
+                client.close()
+        shutdown(info)
+    return step
+
+
+def _full_state_dict(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo):
+    """FSDP: gather the full state dict (a collective every rank joins); otherwise None."""
+    if not (info.enabled and cfg.parallel == "fsdp"):
+        return None
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def publish(refresher: WeightRefresh, model, tokenizer, step: int, cfg: TrainingConfig, info: DistInfo):
+    sd = _full_state_dict(model, cfg, info)
+    out: Dict[str, Any] = {}
+    if info.is_main:
+        out = refresher.refresh(step, unwrap(model), tokenizer, state_dict=sd)
+    return out
+
+
+def checkpoint(model, tokenizer, optimizer, scheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
+    _full_state_dict(model, cfg, info)  # keep FSDP ranks in step; DDP/one process: no-op
+    if info.is_main:
+        save_checkpoint(Path(cfg.save_path), step, model=unwrap(model), tokenizer=tokenizer,
+                        optimizer=optimizer, scheduler=scheduler, extra={"config": cfg.model_dump()},
+                        keep=cfg.keep_checkpoints)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        cfg = parse_config(argv)
+        train(cfg)
+    except AtroposError as e:
+        print(f"atropos-grpo: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Per-step metrics: always a JSONL file (one object per step), wandb when enabled (null object if not)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+log = logging.getLogger(__name__)
+
+
+class _NullSink:
+    """Stands in for wandb when it is disabled: every call does nothing."""
+
+    def log(self, metrics: Dict[str, Any], step: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class _WandbSink:
+    def __init__(self, project: str, group: str, config: Dict[str, Any]) -> None:
+        import wandb
+
+        self._wandb = wandb
+        self._run = wandb.init(project=project, group=group or None, config=config)
+
+    def log(self, metrics: Dict[str, Any], step: int) -> None:
+        self._run.log({f"train/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class MetricsLogger:
+    """Appends one JSON object per step to ``path``; mirrors to wandb when ``use_wandb``."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        use_wandb: bool = False,
+        wandb_project: str = "",
+        wandb_group: str = "",
+        config: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", buffering=1)
+        self._sink = _WandbSink(wandb_project, wandb_group, config or {}) if use_wandb else _NullSink()
+
+    def log(self, metrics: Dict[str, Any]) -> None:
+        row = {k: _clean(v) for k, v in metrics.items()}
+        self._fh.write(json.dumps(row) + "\n")
+        self._sink.log(metrics, step=int(metrics.get("step", 0)))
+
+    def close(self) -> None:
+        self._fh.close()
+        self._sink.close()
+
+
+def read_metrics(path: Path) -> List[Dict[str, Any]]:
+    """All rows of a metrics file; for a resumed run the last row of each step wins."""
+    rows: Dict[int, Dict[str, Any]] = {}
+    p = Path(path)
+    if not p.exists():
+        return []
+    for line in p.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            rows[int(r["step"])] = r
+    return [rows[k] for k in sorted(rows)]
+
+
+def format_step_line(m: Dict[str, Any], total: int) -> str:
+    """The compact progress line printed by the trainer (and re-printed by the demo)."""
+    return (
+        f"step {m['step']:>4}/{total} reward {m.get('reward_mean', float('nan')):.3f} "
+        f"loss {m.get('loss', 0.0):+.4f} tok/s {m.get('tokens_per_s', 0.0):7.0f} "
+        f"lag {m.get('policy_lag', float('nan')):.1f} clip {m.get('clip_frac', 0.0):.3f}"
+    )

@@ -1,0 +1,55 @@
+"""The demo's report artefacts: the reward curve (PNG, matplotlib) and the HTML page of rollouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+
+def moving_average(values: List[float], window: int) -> List[float]:
+    out, acc = [], 0.0
+    for i, v in enumerate(values):
+        acc += v
+        if i >= window:
+            acc -= values[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def plot_curve(rows: List[Dict[str, Any]], out_path: Path, title: str) -> Path:
+    """Per-step mean reward (thin) and its 20-step moving average (thick) against the trainer step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(r["step"], r["reward_mean"]) for r in rows if r.get("reward_mean") is not None]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if pts:
+        steps, rewards = zip(*pts)
+        ax.plot(steps, rewards, lw=0.7, alpha=0.45, label="mean reward of the batch")
+        ax.plot(steps, moving_average(list(rewards), 20), lw=2.0, label="20-step moving average")
+    ax.set_xlabel("trainer step")
+    ax.set_ylabel("mean reward (fraction correct)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return Path(out_path)
+
+
+def write_rollouts(early: List[Dict[str, Any]], late: List[Dict[str, Any]], out_path: Path) -> Path:
+    """One HTML page: groups sampled early in the run, then groups sampled at the end."""
+    from atroposlib.frontend.report import write_html_report
+
+    groups = []
+    for label, gs in (("early", early), ("late", late)):
+        for g in gs:
+            g = dict(g)
+            g.setdefault("group_overrides", {})
+            g["group_overrides"] = {**(g["group_overrides"] or {}), "demo_phase": label}
+            groups.append(g)
+    return write_html_report(groups, out_path, title="Demo rollouts: early (first groups) and late (last groups)")

@@ -1,0 +1,108 @@
+"""RLAIF with a judge server, the SFT loader, and teacher distillation against the real CPU engine."""
+
+import json
+import re
+
+import pytest
+
+from atroposlib.envs.testing import FakeOpenAIServer, check_env
+from atroposlib.errors import ConfigError, TokenizerMismatch
+
+
+def _judge_single(prompt_text: str, body: dict) -> str:
+    # The judge reads the answer inside its prompt: "GOOD" answers get 9, others 2.
+    answer = prompt_text.split("[Answer]", 1)[-1]
+    return "Fine. Score: 9" if "GOOD" in answer else "Weak. Score: 2"
+
+
+def _judge_pairwise(prompt_text: str, body: dict) -> str:
+    a = prompt_text.split("[Answer A]", 1)[-1].split("[Answer B]", 1)[0]
+    return "[[A]]" if "GOOD" in a else "[[B]]"
+
+
+def _policy(prompt_text: str, body: dict) -> str:
+    return "GOOD answer" if body["choice_index"] % 2 == 0 else "meh"
+
+
+def test_rlaif_single_and_pairwise_and_unreadable_judge():
+    from rlaif_server import RLAIFEnv
+
+    with FakeOpenAIServer(responder=_judge_single) as judge:
+        groups = check_env(RLAIFEnv, responder=_policy, items=1,
+                           env_overrides={"group_size": 4, "judge_base_url": judge.base_url})
+        assert groups[0]["scores"] == [pytest.approx(8 / 9), pytest.approx(1 / 9)] * 2
+        assert "reward_status" not in groups[0]
+        assert len(judge.requests) == 4
+    with FakeOpenAIServer(responder=_judge_pairwise) as judge:
+        groups = check_env(RLAIFEnv, responder=_policy, items=1,
+                           env_overrides={"group_size": 4, "judge_base_url": judge.base_url,
+                                          "judge_mode": "pairwise"})
+        assert groups[0]["scores"] == [1.0, 0.0, 1.0, 0.0]  # GOOD wins all 4 of its comparisons
+        assert len(judge.requests) == 8
+    with FakeOpenAIServer(responses=["I refuse to grade."]) as judge:
+        groups = check_env(RLAIFEnv, responder=_policy, items=1,
+                           env_overrides={"group_size": 2, "judge_base_url": judge.base_url})
+        assert groups[0]["reward_status"] == "unavailable"
+
+
+def test_sft_loader_formats(tmp_path):
+    from sft_loader_server import SFTLoaderEnv
+
+    chats = tmp_path / "chats.jsonl"
+    rows = [{"messages": [{"role": "user", "content": f"Q{i}?"}, {"role": "assistant", "content": f"A{i}."},
+                          {"role": "user", "content": "more?"}, {"role": "assistant", "content": "done."}]}
+            for i in range(3)]
+    chats.write_text("\n".join(json.dumps(r) for r in rows))
+    groups = check_env(SFTLoaderEnv, items=2, env_overrides={"dataset": str(chats), "group_size": 2})
+    from transformers import AutoTokenizer
+    from atroposlib.envs.testing import tiny_tokenizer_dir
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir()))
+    first = groups[0]
+    assert first["scores"] == [1.0, 1.0] and first["group_overrides"] == {"sft": True}
+    trained = tok.decode([t for t in first["masks"][0] if t != -100], skip_special_tokens=True)
+    assert "A0." in trained and "done." in trained and "Q0?" not in trained
+    assert all(a == (1.0 if m != -100 else 0.0) for a, m in zip(first["advantages"][0], first["masks"][0]))
+    assert groups[1]["messages"][1][0]["content"] == "Q0?"  # wrapped around the 3 rows
+
+    pc = tmp_path / "pc.jsonl"
+    pc.write_text(json.dumps({"prompt": "2+2?", "completion": "4"}) + "\n")
+    group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(pc), "group_size": 1,
+                                                             "dataset_format": "prompt_completion"})[0]
+    assert tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip() == "4"
+    with pytest.raises(ConfigError, match="file not found"):
+        check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(tmp_path / "missing.jsonl")})
+
+
+def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, cpu_engine):
+    import torch
+    from teacher_distillation_env import TeacherDistillationEnv
+    from transformers import AutoModelForCausalLM
+
+    overrides = {"group_size": 2, "data_source": "procedural", "offline_train_size": 5, "eval_size": 2,
+                 "max_token_length": 400, "teacher_base_url": cpu_engine, "teacher_top_k": 3}
+    with FakeOpenAIServer(tokenizer=str(tiny_model_dir), responses=["<think>hm</think> \\boxed{7}", "no idea"]) as fake:
+        groups = check_env(TeacherDistillationEnv, server=fake, tokenizer=str(tiny_model_dir), items=1,
+                           env_overrides=overrides)
+    group = groups[0]
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
+    for tokens, masks, ids, lps in zip(group["tokens"], group["masks"], group["distill_token_ids"],
+                                       group["distill_logprobs"]):
+        assert len(ids) == len(tokens) == len(lps)
+        trained = [p for p, m in enumerate(masks) if m != -100]
+        assert all(ids[p] == [] for p in range(len(tokens)) if p not in trained)
+        with torch.no_grad():
+            logits = model(torch.tensor([tokens])).logits[0].float().log_softmax(-1)
+        for p in trained:
+            assert 1 <= len(ids[p]) <= 3 and lps[p] == sorted(lps[p], reverse=True)
+            assert ids[p][0] == int(logits[p - 1].argmax())  # the teacher's most likely next token
+            assert lps[p][0] == pytest.approx(float(logits[p - 1].max()), abs=1e-3)
+
+
+def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_engine):
+    from teacher_distillation_env import TeacherDistillationEnv
+
+    # The student uses check_env's default tiny tokenizer (384 tokens); the teacher serves the tiny model (512).
+    with pytest.raises(TokenizerMismatch, match=re.escape("differs from the student's")):
+        check_env(TeacherDistillationEnv, responses=["x"], env_overrides={
+            "data_source": "procedural", "offline_train_size": 5, "eval_size": 2, "teacher_base_url": cpu_engine})

@@ -1,0 +1,39 @@
+"""Fixtures of the env-runtime tests: a tiny local tokenizer and a fake inference server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+
+ANSWERS = ["The answer is 7.", "I think 3", "It is 12", "no idea"]
+
+
+def answer_responder(prompt_text: str, body: dict) -> str:
+    """Different answers per choice, so groups have different scores."""
+    return ANSWERS[body.get("choice_index", 0) % len(ANSWERS)]
+
+
+@pytest.fixture(scope="session")
+def tok_dir() -> Path:
+    return tiny_tokenizer_dir()
+
+
+@pytest.fixture
+def fake_server(tok_dir: Path) -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(tokenizer=tok_dir, responder=answer_responder) as fake:
+        yield fake
+
+
+@pytest.fixture
+def slow_fake_server(tok_dir: Path) -> Iterator[FakeOpenAIServer]:
+    def slow(prompt_text: str, body: dict) -> str:
+        time.sleep(0.3)
+        return answer_responder(prompt_text, body)
+
+    with FakeOpenAIServer(tokenizer=tok_dir, responder=slow) as fake:
+        yield fake

@@ -1,0 +1,97 @@
+"""`serve` as a subprocess against a real `run-api`: feeds the trainer, survives an API outage."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from atroposlib.api.client import TrajectoryClient
+from atroposlib.envs.testing import FakeOpenAIServer
+from tests.envs.conftest import answer_responder
+from tests.envs.helpers import FakeTrainer, start_env, wait_until
+
+
+def _jsonl_group_ids(path: Path) -> list:
+    if not path.exists():
+        return []
+    return [json.loads(line)["group_id"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _api_groups(url: str) -> list:
+    with TrajectoryClient(url, retries=3) as c:
+        return [p.group for p in c.peek(limit=1000).groups]
+
+
+def _serve_args(api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: str) -> list:
+    return ["--env.rollout_server_url", api_url, "--openai.base_url", fake_url, "--env.tokenizer_name", str(tok_dir),
+            "--env.data_path_to_save_groups", str(tmp / "sent.jsonl"), "--env.spool_dir", str(tmp / "spool"),
+            "--env.ensure_scores_are_not_same", "false", *extra]
+
+
+def test_serve_feeds_trainer_and_stamps_groups(run_api, fake_server, tok_dir, tmp_path):
+    api = run_api()
+    trainer = FakeTrainer(api.url, batch_size=8, num_steps=3)
+    proc = start_env("serve", *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "3"),
+                     log=tmp_path / "env.log")
+    trainer.start()
+    try:
+        rc = proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "env.log").read_text()
+    assert rc == 0, log[-3000:]
+    assert trainer.done.wait(30) or len(trainer.batches) >= 2
+    written = _jsonl_group_ids(tmp_path / "sent.jsonl")
+    received = _api_groups(api.url)
+    assert written and set(written) == {g["group_id"] for g in received}
+    for g in received:
+        assert g["env_id"] == 0 and g["policy_version"] >= 0 and len(g["tokens"]) == 4
+        assert all(len(m) == len(t) for m, t in zip(g["masks"], g["tokens"], strict=True))
+        assert len(g["inference_logprobs"][0]) == len(g["tokens"][0])
+    assert "disconnect" not in log.lower() or "could not /disconnect-env" not in log
+
+
+def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tmp_path):
+    gate = threading.Event()
+    gate.set()
+
+    def gated(prompt_text: str, body: dict) -> str:
+        gate.wait(60)
+        return answer_responder(prompt_text, body)
+
+    api = run_api()
+    trainer = FakeTrainer(api.url, batch_size=8, num_steps=6, pause=0.2)
+    with FakeOpenAIServer(tokenizer=tok_dir, responder=gated) as fake:
+        proc = start_env("serve", *_serve_args(api.url, fake.base_url, tok_dir, tmp_path,
+                                               "--env.total_steps", "6", "--env.max_num_workers", "2"),
+                         log=tmp_path / "env.log")
+        trainer.start()
+        sent = tmp_path / "sent.jsonl"
+        try:
+            wait_until(lambda: len(_jsonl_group_ids(sent)) >= 2, 60, "first groups", proc)
+            gate.clear()  # hold the next generation in flight
+            seen = len(fake.requests)
+            wait_until(lambda: len(fake.requests) > seen, 30, "a generation in flight", proc)
+            api.kill()
+            before = len(_jsonl_group_ids(sent))
+            gate.set()  # the in-flight item now finishes while the API is down
+            wait_until(lambda: len(_jsonl_group_ids(sent)) > before, 30, "a group finished during the outage", proc)
+            spooled = (tmp_path / "spool" / "groups.jsonl").read_text().count("\n")
+            assert spooled >= 1
+            time.sleep(2.0)
+            api2 = run_api(data_dir=api.data_dir, port=api.port)
+            rc = proc.wait(120)
+        finally:
+            gate.set()
+            trainer.halt.set()
+            if proc.poll() is None:
+                proc.kill()
+    log = (tmp_path / "env.log").read_text()
+    assert rc == 0, log[-3000:]
+    written = _jsonl_group_ids(sent)
+    received = {g["group_id"] for g in _api_groups(api2.url)}
+    assert set(written) <= received, f"lost {len(set(written) - received)} of {len(written)} groups"
+    assert "trajectory API unreachable" in log

@@ -1,0 +1,166 @@
+"""SFT / DPO selection rules: top-n, negative scores, min diff, pairs, formats and rule counts."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from atroposlib.frontend.selection import (
+    RULE_MIN_DIFF,
+    RULE_NO_MESSAGES,
+    RULE_NO_PAIR,
+    RULE_NON_POSITIVE,
+    RULE_PAIR_LIMIT,
+    RULE_TOO_LONG,
+    RULE_TOP_N,
+    RULE_UNAVAILABLE,
+    DpoOptions,
+    SftOptions,
+    find_common_prefix,
+    select_dpo,
+    select_sft,
+    split_prefix,
+)
+
+PROMPT = "Q: 2+2? A:"
+
+
+def decode(ids):
+    return bytes(ids).decode("utf-8")
+
+
+def group(completions, scores, with_messages=True, **extra):
+    g = {
+        "tokens": [list((PROMPT + c).encode()) for c in completions],
+        "masks": [[-100] * len(PROMPT) + list(c.encode()) for c in completions],
+        "scores": list(scores),
+        **extra,
+    }
+    if with_messages:
+        g["messages"] = [[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": c}]
+                         for c in completions]
+    return g
+
+
+def total(sel) -> int:
+    return sum(sel.rejected.values())
+
+
+def test_common_prefix_and_split():
+    assert find_common_prefix(["abcd", "abxy", "abz"]) == "ab"
+    assert find_common_prefix(["same", "same"]) == "same"
+    assert find_common_prefix([]) == ""
+    assert find_common_prefix(["x", "y"]) == ""
+    # a prefix that occurs again later must not cut the completion (str.split would)
+    assert split_prefix(["ab-ab-1", "ab-ab-2"]) == ("ab-ab-", ["1", "2"])
+    assert split_prefix(["only one"]) == ("", ["only one"])
+
+
+def test_sft_top_n_sorted_best_first_in_prefix_format():
+    g = group([" 3", " 4", " four", " 5"], [0.1, 1.0, 0.7, 0.2], with_messages=False)
+    sel = select_sft(g, SftOptions(save_top_n_per_group=2), decode)
+    assert sel.records == [
+        {"prefix": PROMPT + " ", "completion": "4", "score": 1.0},
+        {"prefix": PROMPT + " ", "completion": "four", "score": 0.7},
+    ]
+    assert sel.rejected == {RULE_TOP_N: 2}
+
+
+def test_sft_drops_non_positive_unless_allowed():
+    g = group(["a", "b", "c"], [1.0, 0.0, -1.0])
+    sel = select_sft(g, SftOptions(save_messages=True), None)
+    assert [r["score"] for r in sel.records] == [1.0]
+    assert sel.rejected[RULE_NON_POSITIVE] == 2
+    sel = select_sft(g, SftOptions(save_messages=True, allow_negative_scores=True), None)
+    assert [r["score"] for r in sel.records] == [1.0, 0.0, -1.0]
+    assert sel.records[0] == {"messages": g["messages"][0], "score": 1.0}
+    assert total(sel) == 0
+
+
+def test_sft_minimum_score_diff_is_relative_to_group_min():
+    g = group(["a", "b", "c", "d"], [-1.0, -0.2, 0.4, 1.0])
+    opts = SftOptions(save_messages=True, allow_negative_scores=True, minimum_score_diff_max_min=1.0,
+                      save_top_n_per_group=10)
+    sel = select_sft(g, opts)
+    # kept: score - (-1.0) > 1.0  ->  0.4 and 1.0; -0.2 (diff 0.8) and -1.0 (diff 0) fail
+    assert [r["score"] for r in sel.records] == [1.0, 0.4]
+    assert sel.rejected == {RULE_MIN_DIFF: 2}
+    # a group whose scores are all equal gives nothing once a min diff is asked for
+    flat = select_sft(group(["a", "b"], [1.0, 1.0]), opts)
+    assert flat.records == [] and flat.rejected[RULE_MIN_DIFF] == 2
+
+
+def test_sft_rules_account_for_every_sequence():
+    g = group(["aa", "b", "c", "d", "e"], [2.0, 1.5, 1.0, -3.0, 0.0])
+    g["tokens"][0] = list(range(200))  # too long
+    sel = select_sft(g, SftOptions(save_messages=True, save_top_n_per_group=1, max_token_len=50))
+    assert len(sel.records) + total(sel) == 5
+    assert sel.rejected == {RULE_TOO_LONG: 1, RULE_TOP_N: 1, RULE_NON_POSITIVE: 2}
+    assert sel.records[0]["score"] == 1.5
+
+
+def test_sft_needs_messages_for_message_format_and_skips_unavailable_rewards():
+    no_msgs = group(["a", "b"], [1.0, 0.5], with_messages=False)
+    sel = select_sft(no_msgs, SftOptions(save_messages=True))
+    assert sel.records == [] and sel.rejected == {RULE_NO_MESSAGES: 2}
+    down = group(["a", "b"], [1.0, 0.5], reward_status="unavailable")
+    sel = select_sft(down, SftOptions(save_messages=True))
+    assert sel.records == [] and sel.rejected == {RULE_UNAVAILABLE: 2}
+
+
+def test_sft_text_format_requires_a_decoder():
+    with pytest.raises(ValueError, match="tokenizer"):
+        select_sft(group(["a", "b"], [1.0, 0.5]), SftOptions(save_messages=False), None)
+
+
+def test_options_refuse_bad_values():
+    with pytest.raises(ValidationError):
+        SftOptions(save_top_n_per_group=-1)
+    with pytest.raises(ValidationError):
+        DpoOptions(minimum_score_diff_max_min=-0.1)
+
+
+def test_dpo_pairs_best_with_worst_distinct_partners():
+    g = group([" w", " x", " y", " z"], [1.0, 0.9, 0.1, 0.0], with_messages=False)
+    sel = select_dpo(g, DpoOptions(save_n_pairs_per_group=3, minimum_score_diff_max_min=0.5), decode)
+    assert sel.records == [
+        {"prefix": PROMPT + " ", "pos": "w", "neg": "z", "score": 1.0, "neg_score": 0.0},
+        {"prefix": PROMPT + " ", "pos": "x", "neg": "y", "score": 0.9, "neg_score": 0.1},
+    ]
+    assert total(sel) == 0
+
+
+def test_dpo_min_diff_blocks_close_pairs():
+    g = group(["a", "b", "c"], [1.0, 0.8, 0.6])
+    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.5))
+    assert sel.records == []
+    assert sel.rejected == {RULE_NO_PAIR: 3}
+    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.3))
+    assert [(r["score"], r["neg_score"]) for r in sel.records] == [(1.0, 0.6)]
+    assert sel.records[0]["pos"] == g["messages"][0] and sel.records[0]["neg"] == g["messages"][2]
+
+
+def test_dpo_chosen_must_be_positive_unless_allowed():
+    g = group(["a", "b", "c", "d"], [-0.1, -0.5, -1.0, -2.0])
+    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.5))
+    assert sel.records == [] and sel.rejected[RULE_NON_POSITIVE] == 4
+    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.4,
+                                   allow_negative_scores=True))
+    assert [(r["score"], r["neg_score"]) for r in sel.records] == [(-0.1, -2.0), (-0.5, -1.0)]
+    # the difference must be strictly larger than the minimum (as in Atropos): -1.0 vs -0.5 at 0.5
+    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.5,
+                                   allow_negative_scores=True))
+    assert [(r["score"], r["neg_score"]) for r in sel.records] == [(-0.1, -2.0)]
+
+
+def test_dpo_pair_limit_and_rejected_pool():
+    g = group(list("abcdef"), [1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    sel = select_dpo(g, DpoOptions(save_messages=True, save_n_pairs_per_group=1))
+    assert len(sel.records) == 1
+    assert sel.rejected == {RULE_PAIR_LIMIT: 4}  # 2 unpaired winners + 2 unused losers
+    assert len(sel.records) * 2 + total(sel) == 6
+    sel = select_dpo(g, DpoOptions(save_messages=True, save_n_pairs_per_group=5))
+    assert len(sel.records) == 3 and total(sel) == 0
+    # each rejected sequence is used at most once
+    negs = [id(r["neg"]) for r in sel.records]
+    assert len(set(negs)) == 3

@@ -1,0 +1,67 @@
+"""Helpers of the trainer tests: a scripted producer and trainer processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+from atroposlib.api.client import TrajectoryClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def scripted_groups(n_groups: int, group_size: int = 4, seed: int = 0, vocab: int = 300) -> List[Dict]:
+    """Deterministic groups as an env would build them: prompt masked, inference logprobs, 0/1 scores."""
+    rng = random.Random(seed)
+    groups = []
+    for g in range(n_groups):
+        prompt = [rng.randrange(3, vocab) for _ in range(4)]
+        toks, masks, lps, scores = [], [], [], []
+        for i in range(group_size):
+            comp = [rng.randrange(3, vocab) for _ in range(rng.randint(2, 5))]
+            toks.append(prompt + comp)
+            masks.append([-100] * len(prompt) + comp)
+            lps.append([1.0] * len(prompt) + [-rng.uniform(4.0, 7.0) for _ in comp])
+            scores.append(float(i % 2))
+        groups.append({"tokens": toks, "masks": masks, "scores": scores, "inference_logprobs": lps,
+                       "group_id": f"g{seed}-{g}", "policy_version": 0})
+    return groups
+
+
+def post_groups(api_url: str, groups: List[Dict]) -> None:
+    with TrajectoryClient(api_url) as c:
+        for g in groups:
+            c.post_scored_data(g)
+
+
+def child_env() -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    return env
+
+
+def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) -> List[str]:
+    return [sys.executable, "-m", "example_trainer.grpo", "--model-name", str(model), "--api-url", api_url,
+            "--save-path", str(save), "--training-steps", str(steps), "--batch-size", "8", "--seq-len", "32",
+            "--lr", "1e-2", "--torch-threads", "1", "--device", "cpu", "--batch-poll-interval", "0.02",
+            "--batch-wait-timeout", "40", *extra]
+
+
+def start(cmd: List[str], log: Path) -> subprocess.Popen:
+    fh = open(log, "ab")
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO)
+    fh.close()
+    return proc
+
+
+def metrics_steps(save: Path) -> List[int]:
+    path = save / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,69 @@
+"""From API groups to padded tensors: advantages, masking of unavailable rewards, target alignment."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from example_trainer.batching import collate, flatten_batch, split_micro_batches
+
+
+def _group(scores, **extra):
+    n = len(scores)
+    g = {"tokens": [[5, 6, 7 + i, 9] for i in range(n)], "masks": [[-100, -100, 7 + i, 9] for i in range(n)],
+         "scores": list(scores), "inference_logprobs": [[1.0, 1.0, -0.5, -0.25] for _ in range(n)]}
+    g.update(extra)
+    return g
+
+
+def test_unavailable_groups_are_dropped_and_counted():
+    flat = flatten_batch([_group([1, 0]), _group([0, 0], reward_status="unavailable")], seq_len=16)
+    assert flat.masked_groups == 1 and len(flat.sequences) == 2 and flat.group_scores == [0.5]
+
+
+def test_env_advantages_win_over_scores():
+    adv = [[0.0, 0.0, 3.0, 3.0], [0.0, 0.0, -3.0, -3.0]]
+    flat = flatten_batch([_group([1, 0], advantages=adv)], seq_len=16)
+    assert flat.advantages_from_env == 1 and flat.sequences[0].advantages == [0.0, 0.0, 3.0, 3.0]
+    flat = flatten_batch([_group([1, 0])], seq_len=16)
+    assert flat.sequences[0].advantages == pytest.approx([1.0] * 4, abs=1e-5)
+    assert flat.sequences[1].advantages == pytest.approx([-1.0] * 4, abs=1e-5)
+
+
+def test_shuffled_control_keeps_scores_but_permutes_advantages():
+    scores = [1, 0, 0, 0, 0, 0, 0, 0]
+    moved = 0
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        flat = flatten_batch([_group(scores)], seq_len=16, shuffle_generator=g)
+        assert [s.score for s in flat.sequences] == scores  # reported reward is the real one
+        moved += flat.sequences[0].advantages[0] < 0
+    assert moved >= 1
+
+
+def test_collate_aligns_targets_masks_and_logprobs():
+    flat = flatten_batch([_group([1, 0])], seq_len=16)
+    mb = collate(flat.sequences[:1], pad_id=0)
+    assert mb.input_ids.tolist() == [[5, 6, 7]]
+    assert mb.targets.tolist() == [[6, 7, 9]]
+    assert mb.mask.tolist() == [[0.0, 1.0, 1.0]]
+    assert mb.inf_logprobs.tolist() == [[1.0, -0.5, -0.25]]
+
+
+def test_padding_and_truncation():
+    g = _group([1, 0])
+    g["tokens"][1] = [5, 6, 8, 9, 9, 9]
+    g["masks"][1] = [-100, -100, 8, 9, 9, 9]
+    g["inference_logprobs"][1] = [1.0, 1.0, -0.1, -0.1, -0.1, -0.1]
+    flat = flatten_batch([g], seq_len=5)
+    assert flat.truncated == 1 and len(flat.sequences[1].tokens) == 5
+    mb = collate(flat.sequences, pad_id=0)
+    assert mb.input_ids.shape == (2, 4)
+    assert mb.mask[0].tolist() == [0.0, 1.0, 1.0, 0.0] and mb.attention_mask[0].tolist() == [1, 1, 1, 0]
+
+
+def test_micro_batches_by_count_and_by_token_budget():
+    flat = flatten_batch([_group([1, 0, 1, 0, 1])], seq_len=16)
+    assert [len(m) for m in split_micro_batches(flat.sequences, num_micro_batches=2)] == [3, 2]
+    chunks = split_micro_batches(flat.sequences, max_tokens=8)  # 4 tokens each: two per chunk
+    assert [len(m) for m in chunks] == [2, 2, 1]

@@ -1,0 +1,59 @@
+"""TrainingConfig and the CLI generated from it: one list of fields, validated, unknown flags refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from atroposlib.errors import ConfigError
+from example_trainer.config import TrainingConfig, build_parser, parse_config
+
+
+def test_every_field_has_a_flag_with_its_description():
+    help_text = build_parser().format_help()
+    for name, field in TrainingConfig.model_fields.items():
+        assert "--" + name.replace("_", "-") in help_text
+        assert field.description, f"{name} has no description"
+
+
+def test_flags_are_converted_and_validated():
+    cfg = parse_config(["--model-name", "m", "--lr", "5e-4", "--training-steps", "7", "--no-use-inference-logprobs",
+                        "--inference-urls", "http://a:1", "http://b:2", "--weight-refresh", "reload"])
+    assert cfg.lr == 5e-4 and cfg.training_steps == 7 and cfg.use_inference_logprobs is False
+    assert cfg.inference_urls == ["http://a:1", "http://b:2"] and cfg.weight_refresh == "reload"
+    assert cfg.resolved_inference_urls() == ["http://a:1", "http://b:2"]
+    assert parse_config(["--model-name", "m"]).resolved_inference_urls() == ["http://127.0.0.1:9001"]
+
+
+def test_bad_values_name_the_field():
+    with pytest.raises(ConfigError, match="lr"):
+        parse_config(["--model-name", "m", "--lr", "-1"])
+    with pytest.raises(ConfigError, match="batch_size"):
+        parse_config(["--model-name", "m", "--batch-size", "many"])
+    with pytest.raises(ConfigError, match="model_name"):
+        parse_config([])
+    with pytest.raises(ConfigError, match="adam_betas"):
+        parse_config(["--model-name", "m", "--adam-betas", "0.9"])
+
+
+def test_yaml_is_layered_under_flags(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("model_name: from-yaml\nlr: 0.001\nbatch_size: 8\n")
+    cfg = parse_config(["--config", str(f), "--lr", "0.002"])
+    assert (cfg.model_name, cfg.lr, cfg.batch_size) == ("from-yaml", 0.002, 8)
+    f.write_text("model_name: m\nlearning_rate: 1\n")
+    with pytest.raises(ConfigError, match="learning_rate"):
+        parse_config(["--config", str(f)])
+
+
+def test_cli_errors_are_one_line_without_traceback(capsys):
+    from example_trainer.grpo import main
+
+    assert main(["--model-name", "m", "--eps-low", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "eps_low" in err and "Traceback" not in err
+    unknown = subprocess.run([sys.executable, "-m", "example_trainer.grpo", "--model-name", "m", "--bogus", "1"],
+                             capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
