@@ -15,7 +15,7 @@ Run it against the trajectory API and an inference server (the demo does this fo
 from __future__ import annotations
 
 import random
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from pydantic import Field
 
@@ -36,7 +36,7 @@ class ArithmeticEnv(BaseEnv):
     env_config_cls = ArithmeticEnvConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[ArithmeticEnvConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[ArithmeticEnvConfig, list[APIServerConfig]]:
         env = ArithmeticEnvConfig(
             group_size=8, max_token_length=64, batch_size=128, max_batches_offpolicy=1,
             ensure_scores_are_not_same=False, include_messages=True, use_wandb=False,
@@ -48,12 +48,12 @@ class ArithmeticEnv(BaseEnv):
 
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)
-        self.correct: List[float] = []
+        self.correct: list[float] = []
 
     async def get_next_item(self) -> Item:
         return make_problem(self.rng, self.config.max_operand)
 
-    async def collect_trajectories(self, item: Problem) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Problem) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             await managed.completion(
                 prompt=item.prompt, n=self.config.group_size, max_tokens=self.config.max_completion_tokens,

@@ -16,7 +16,7 @@ itself fails (cannot start an interpreter, fork failure), the group is sent with
 
 import asyncio
 import random
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from envkit.chat import chat, completion_budget, system_prompt
 from envkit.humaneval import build_program, load_problems
@@ -46,7 +46,7 @@ class CodeExecutionEnv(BaseEnv):
     env_config_cls = CodeExecutionConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[CodeExecutionConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[CodeExecutionConfig, list[APIServerConfig]]:
         env_config = CodeExecutionConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
                                          group_size=8, max_token_length=4096, total_steps=1000, batch_size=16,
                                          wandb_name="humaneval")
@@ -63,7 +63,7 @@ class CodeExecutionEnv(BaseEnv):
                                     require_network_isolation=self.config.require_network_isolation)
         self.sandbox_slots = asyncio.Semaphore(self.config.max_parallel_runs)
         self.iter = 0
-        self.pass_buffer: List[float] = []
+        self.pass_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         problem = self.train[self.iter % len(self.train)]
@@ -74,7 +74,7 @@ class CodeExecutionEnv(BaseEnv):
         async with self.sandbox_slots:
             return await asyncio.to_thread(run_python, build_program(problem, completion), self.limits)
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, f"```python\n{item['prompt']}```")
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -85,7 +85,7 @@ class CodeExecutionEnv(BaseEnv):
         answers = [choice.message.content or "" for choice in completion.choices]
         results = await asyncio.gather(*[self.run_tests(item, answer) for answer in answers])
         group = self.group_builder()
-        for answer, node, result in zip(answers, nodes, results):
+        for answer, node, result in zip(answers, nodes, results, strict=True):
             unavailable = result.status == "unavailable"
             score = 1.0 if result.status == "passed" else -1.0
             if not unavailable:

@@ -21,7 +21,7 @@ Try it (tiny local model, see environments/README.md)::
 """
 
 import time
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from envkit.chat import chat, completion_budget, system_prompt
 from envkit.data_sources import DataSource, load_gsm8k
@@ -51,7 +51,7 @@ class GSM8kEnv(BaseEnv):
     env_config_cls = GSM8kConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[GSM8kConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[GSM8kConfig, list[APIServerConfig]]:
         env_config = GSM8kConfig(
             tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8, use_wandb=True,
             total_steps=1000, batch_size=12, steps_per_eval=100, max_token_length=2048, wandb_name="gsm8k",
@@ -66,14 +66,14 @@ class GSM8kEnv(BaseEnv):
         self.test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
-        self.percent_correct_buffer: List[float] = []
+        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         row = self.train[self.iter % len(self.train)]
         self.iter += 1
         return row
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         budget = completion_budget(self.tokenizer, messages, self.config.max_token_length)
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
@@ -89,7 +89,7 @@ class GSM8kEnv(BaseEnv):
         scores = length_penalised_scores(correct, [len(n.tokens) for n in nodes], self.config.max_token_length)
         self.percent_correct_buffer.extend(1.0 if ok else 0.0 for ok in correct)
         group = self.group_builder()
-        for answer, node, score in zip(answers, nodes, scores):
+        for answer, node, score in zip(answers, nodes, scores, strict=True):
             group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
         return group.build(), []
 

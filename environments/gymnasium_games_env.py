@@ -14,7 +14,7 @@ move ends the episode with ``invalid_move_penalty`` added, and the reason is kep
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.game taxi
 """
 
-from typing import List, Literal, Optional, Tuple
+from typing import Literal, Optional
 
 from envkit.games import GAMES
 from pydantic import Field
@@ -38,7 +38,7 @@ class GymGameEnv(BaseEnv):
     env_config_cls = GymGameConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[GymGameConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[GymGameConfig, list[APIServerConfig]]:
         env_config = GymGameConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
                                    group_size=8, max_token_length=8192, total_steps=1000, batch_size=16,
                                    wandb_name="gymnasium_games")
@@ -48,13 +48,13 @@ class GymGameEnv(BaseEnv):
 
     async def setup(self) -> None:
         self.next_seed = self.config.seed
-        self.episode_rewards: List[float] = []
+        self.episode_rewards: list[float] = []
 
     async def get_next_item(self) -> Item:
         self.next_seed += 1
         return {"seed": self.next_seed - 1}
 
-    async def collect_trajectory(self, item: Item) -> Tuple[Optional[ScoredDataItem], List[Item]]:
+    async def collect_trajectory(self, item: Item) -> tuple[Optional[ScoredDataItem], list[Item]]:
         cfg = self.config
         game = GAMES[cfg.game]()
         messages = [{"role": "system", "content": game.rules},

@@ -11,7 +11,7 @@ Reward: 1.0 for the exact count, 0.0 otherwise (a missing tag is 0.0 too).
 """
 
 import random
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from envkit.chat import chat, completion_budget, system_prompt
 from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
@@ -39,7 +39,7 @@ class LetterCountingEnv(BaseEnv):
         return letter_counting_item(rng, self.config.max_words)
 
     @classmethod
-    def config_init(cls) -> Tuple[TextTaskConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[TextTaskConfig, list[APIServerConfig]]:
         env_config = TextTaskConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
                                     group_size=8, max_token_length=1024, total_steps=1000, batch_size=16,
                                     wandb_name=cls.name)
@@ -52,7 +52,7 @@ class LetterCountingEnv(BaseEnv):
         eval_rng = random.Random(self.config.seed + 1)
         self.test = [self.make_item(eval_rng) for _ in range(self.config.eval_size)]
         self.system = system_prompt(self.instruction, thinking=self.config.thinking_mode)
-        self.percent_correct_buffer: List[float] = []
+        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         return self.make_item(self.rng)
@@ -60,7 +60,7 @@ class LetterCountingEnv(BaseEnv):
     def score(self, response: str, item: Item) -> float:
         return 1.0 if extract_answer_tag(response) == item["answer"] else 0.0
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -69,7 +69,7 @@ class LetterCountingEnv(BaseEnv):
             )
             nodes = managed.get_state()["nodes"]
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes):
+        for choice, node in zip(completion.choices, nodes, strict=True):
             answer = choice.message.content or ""
             score = self.score(answer, item)
             self.percent_correct_buffer.append(score)

@@ -14,7 +14,7 @@ is right. A group whose gold answer math-verify cannot parse is skipped (never t
 """
 
 import time
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from envkit.chat import chat, completion_budget, system_prompt
 from envkit.data_sources import DataSource, load_math
@@ -42,7 +42,7 @@ class MathEnv(BaseEnv):
     env_config_cls = MathConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[MathConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[MathConfig, list[APIServerConfig]]:
         env_config = MathConfig(
             tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8, total_steps=1000,
             batch_size=12, steps_per_eval=100, max_token_length=4096, wandb_name="math",
@@ -62,14 +62,14 @@ class MathEnv(BaseEnv):
         self.test = load("test", max(cfg.eval_size, 4))[: cfg.eval_size]
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
-        self.percent_correct_buffer: List[float] = []
+        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         row = self.train[self.iter % len(self.train)]
         self.iter += 1
         return row
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -84,7 +84,7 @@ class MathEnv(BaseEnv):
         scores = length_penalised_scores(correct, [len(n.tokens) for n in nodes], self.config.max_token_length)
         self.percent_correct_buffer.extend(1.0 if ok else 0.0 for ok in correct)
         group = self.group_builder()
-        for answer, node, score in zip(answers, nodes, scores):
+        for answer, node, score in zip(answers, nodes, scores, strict=True):
             group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
         return group.build(), []
 

@@ -15,7 +15,7 @@ Reward: 1 for the right letter, 0 otherwise.
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source sample
 """
 
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from envkit.chat import chat, completion_budget, system_prompt
 from envkit.data_sources import DataSource, load_mcqa, split_rows
@@ -43,7 +43,7 @@ class MCQAEnv(BaseEnv):
     env_config_cls = MCQAConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[MCQAConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[MCQAConfig, list[APIServerConfig]]:
         env_config = MCQAConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8,
                                 max_token_length=2048, total_steps=1000, batch_size=12, wandb_name="mcqa")
         server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
@@ -56,21 +56,21 @@ class MCQAEnv(BaseEnv):
         self.train, self.test = split_rows(rows, cfg.eval_size)
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
-        self.percent_correct_buffer: List[float] = []
+        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         row = self.train[self.iter % len(self.train)]
         self.iter += 1
         return row
 
-    def grade(self, response: str, row: Item) -> Tuple[float, str]:
+    def grade(self, response: str, row: Item) -> tuple[float, str]:
         extraction = extract_letter(response, len(row["choices"]), self.config.require_think)
         if extraction.letter is None:
             return 0.0, extraction.reason
         right = LETTERS[row["answer_index"]]
         return (1.0, "correct") if extraction.letter == right else (0.0, f"chose {extraction.letter}, not {right}")
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, format_question(item["question"], item["choices"]))
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -79,7 +79,7 @@ class MCQAEnv(BaseEnv):
             )
             nodes = managed.get_state()["nodes"]
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes):
+        for choice, node in zip(completion.choices, nodes, strict=True):
             answer = choice.message.content or ""
             score, reason = self.grade(answer, item)
             self.percent_correct_buffer.append(score)

@@ -13,7 +13,7 @@ The model answers inside ``<answer></answer>`` after an optional thinking block;
 """
 
 import difflib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 import reasoning_gym
 from envkit.chat import chat, completion_budget, system_prompt
@@ -31,14 +31,14 @@ ANSWER_FORMAT = "Give your final answer, and nothing else, inside <answer></answ
 
 class ReasoningGymConfig(BaseEnvConfig):
     task: str = Field(default="basic_arithmetic", description="reasoning-gym task name, or a comma list.")
-    task_config: Dict[str, Any] = Field(default_factory=dict, description="Settings passed to the task.")
+    task_config: dict[str, Any] = Field(default_factory=dict, description="Settings passed to the task.")
     dataset_size: int = Field(default=10000, ge=1, description="Problems generated for training.")
     eval_size: int = Field(default=50, ge=1, description="Problems generated (other seed) for evaluate().")
     seed: int = Field(default=0, description="Seed of the training problems; evaluation uses seed + 1.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
-def build_dataset(task: str, task_config: Dict[str, Any], size: int, seed: int):
+def build_dataset(task: str, task_config: dict[str, Any], size: int, seed: int):
     """A reasoning-gym dataset for one task or a comma list (an unknown name is a ConfigError)."""
     names = [name.strip() for name in task.split(",") if name.strip()]
     for name in names:
@@ -56,7 +56,7 @@ class ReasoningGymEnv(BaseEnv):
     env_config_cls = ReasoningGymConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[ReasoningGymConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[ReasoningGymConfig, list[APIServerConfig]]:
         env_config = ReasoningGymConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
                                         group_size=8, max_token_length=2048, total_steps=1000, batch_size=16,
                                         wandb_name="reasoning_gym")
@@ -70,7 +70,7 @@ class ReasoningGymEnv(BaseEnv):
         self.test = build_dataset(cfg.task, cfg.task_config, cfg.eval_size, cfg.seed + 1)
         self.system = system_prompt(ANSWER_FORMAT, thinking=cfg.thinking_mode)
         self.iter = 0
-        self.percent_correct_buffer: List[float] = []
+        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         entry = self.train[self.iter % len(self.train)]
@@ -81,7 +81,7 @@ class ReasoningGymEnv(BaseEnv):
         answer = extract_answer_tag(response)
         return 0.0 if answer is None else float(dataset.score_answer(answer, entry))
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -90,7 +90,7 @@ class ReasoningGymEnv(BaseEnv):
             )
             nodes = managed.get_state()["nodes"]
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes):
+        for choice, node in zip(completion.choices, nodes, strict=True):
             answer = choice.message.content or ""
             score = self.score(self.train, answer, item)
             self.percent_correct_buffer.append(score)

@@ -21,15 +21,27 @@ offline, open-ended instructions built from templates x topics.
 
 import asyncio
 import logging
-from typing import List, Literal, Optional, Tuple
+from typing import Literal, Optional
 
 from envkit.chat import chat, completion_budget
 from envkit.data_sources import load_hub_rows
-from envkit.judge import (JUDGE_SYSTEM, offline_prompts, pairwise_judge_prompt, parse_preference,
-                          parse_score, single_judge_prompt)
+from envkit.judge import (
+    JUDGE_SYSTEM,
+    offline_prompts,
+    pairwise_judge_prompt,
+    parse_preference,
+    parse_score,
+    single_judge_prompt,
+)
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup, ServerManager
+from atroposlib.envs.base import (
+    APIServerConfig,
+    BaseEnv,
+    BaseEnvConfig,
+    ScoredDataGroup,
+    ServerManager,
+)
 from atroposlib.errors import InferenceError
 from atroposlib.type_definitions import Item
 
@@ -56,7 +68,7 @@ class RLAIFEnv(BaseEnv):
     env_config_cls = RLAIFConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[RLAIFConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[RLAIFConfig, list[APIServerConfig]]:
         env_config = RLAIFConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=4,
                                  max_token_length=2048, total_steps=1000, batch_size=16, wandb_name="rlaif")
         server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
@@ -85,7 +97,7 @@ class RLAIFEnv(BaseEnv):
             messages=chat(JUDGE_SYSTEM, prompt), n=1, temperature=0.0, max_tokens=self.config.judge_max_tokens)
         return completion.choices[0].message.content or ""
 
-    async def judge_group(self, question: str, answers: List[str]) -> Optional[List[float]]:
+    async def judge_group(self, question: str, answers: list[str]) -> Optional[list[float]]:
         """Rewards for ``answers``, or None when the judge failed (unreachable or unreadable)."""
         try:
             if self.config.judge_mode == "single":
@@ -97,7 +109,7 @@ class RLAIFEnv(BaseEnv):
             ordered = [(a, b) for i, j in pairs for a, b in ((i, j), (j, i))]
             verdicts = await asyncio.gather(*[
                 self.ask_judge(pairwise_judge_prompt(question, answers[a], answers[b])) for a, b in ordered])
-            for (a, b), verdict in zip(ordered, verdicts):
+            for (a, b), verdict in zip(ordered, verdicts, strict=True):
                 preferred = parse_preference(verdict)
                 if preferred is None:
                     return None
@@ -107,7 +119,7 @@ class RLAIFEnv(BaseEnv):
             logger.warning("judge request failed: %s", exc)
             return None
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = [{"role": "user", "content": item["prompt"]}]
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -119,7 +131,7 @@ class RLAIFEnv(BaseEnv):
         unavailable = scores is None
         self.judge_failures += unavailable
         group = self.group_builder()
-        for answer, node, score in zip(answers, nodes, scores or [0.0] * len(answers)):
+        for answer, node, score in zip(answers, nodes, scores or [0.0] * len(answers), strict=True):
             group.add_node(node, score, reward_unavailable=unavailable,
                            messages=messages + [{"role": "assistant", "content": answer}])
         return group.build(), []

@@ -19,7 +19,7 @@ or a hub dataset name. ``--env.dataset_format``:
 """
 
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Tuple
+from typing import Literal, Optional
 
 from envkit.data_sources import load_hub_rows
 from pydantic import Field
@@ -47,7 +47,7 @@ class SFTLoaderEnv(BaseEnv):
     env_config_cls = SFTConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[SFTConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[SFTConfig, list[APIServerConfig]]:
         env_config = SFTConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8,
                                max_token_length=2048, total_steps=1000, batch_size=16, wandb_name="sft",
                                ensure_scores_are_not_same=False, inference_weight=-1)
@@ -74,7 +74,7 @@ class SFTLoaderEnv(BaseEnv):
         self.iter += self.config.group_size
         return [self.rows[i % len(self.rows)] for i in range(start, start + self.config.group_size)]
 
-    def to_messages(self, row: Dict) -> List[Dict[str, str]]:
+    def to_messages(self, row: dict) -> list[dict[str, str]]:
         fmt, col = self.config.dataset_format, self.config.column
         if fmt == "messages":
             return [{"role": m["role"], "content": m["content"]} for m in row[col]]
@@ -82,7 +82,7 @@ class SFTLoaderEnv(BaseEnv):
             return [{"role": _SHAREGPT_ROLES[m["from"]], "content": m["value"]} for m in row[col]]
         return [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["completion"]}]
 
-    def tokenize(self, row: Dict) -> Dict:
+    def tokenize(self, row: dict) -> dict:
         if self.config.dataset_format == "text":
             tokens = list(self.tokenizer.encode(row[self.config.column], add_special_tokens=True))
             return {"tokens": tokens, "masks": list(tokens), "messages": [{"role": "text",
@@ -92,7 +92,7 @@ class SFTLoaderEnv(BaseEnv):
                                    train_on_all_assistant_turns=self.config.train_on_all_assistant_turns)
         return out
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         group = self.group_builder(group_overrides={"sft": True})
         for row in item:
             example = self.tokenize(row)

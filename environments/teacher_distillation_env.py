@@ -20,7 +20,7 @@ compute; vLLM's ``prompt_logprobs`` would be O(length) and is the natural next s
 """
 
 import logging
-from typing import List, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
 import httpx
 from envkit.distill import check_same_tokenizer, positions_to_score, text_to_id, top_k_entry
@@ -82,10 +82,10 @@ class TeacherDistillationEnv(GSM8kEnv):
             raise ConfigError("the teacher does not report a model_path; set --env.teacher_tokenizer_name")
         return path
 
-    async def teacher_top_k(self, tokens: List[int], masks: List[int]):
+    async def teacher_top_k(self, tokens: list[int], masks: list[int]):
         """Per position: the teacher's top-k (ids, logprobs) for the token there; empty when not trained."""
-        ids: List[List[int]] = [[] for _ in tokens]
-        logprobs: List[List[float]] = [[] for _ in tokens]
+        ids: list[list[int]] = [[] for _ in tokens]
+        logprobs: list[list[float]] = [[] for _ in tokens]
         positions = positions_to_score(masks)
         step = self.config.teacher_batch_size
         for start in range(0, len(positions), step):
@@ -93,19 +93,19 @@ class TeacherDistillationEnv(GSM8kEnv):
             completion = await self.teacher.completion(
                 prompt=[tokens[:p] for p in chunk], max_tokens=1, temperature=0.0,
                 logprobs=self.config.teacher_top_k)
-            for p, choice in zip(chunk, sorted(completion.choices, key=lambda c: c.index)):
+            for p, choice in zip(chunk, sorted(completion.choices, key=lambda c: c.index), strict=True):
                 top = choice.logprobs.top_logprobs[0]
                 ids[p], logprobs[p] = top_k_entry(top, self.token_ids, self.config.teacher_top_k)
         return ids, logprobs
 
     async def postprocess_histories(
-        self, trajectories: Union[Optional[ScoredDataGroup], List[Optional[ScoredDataGroup]]]
-    ) -> Union[Optional[ScoredDataGroup], List[Optional[ScoredDataGroup]]]:
+        self, trajectories: Union[Optional[ScoredDataGroup], list[Optional[ScoredDataGroup]]]
+    ) -> Union[Optional[ScoredDataGroup], list[Optional[ScoredDataGroup]]]:
         for group in trajectories if isinstance(trajectories, list) else [trajectories]:
             if group is None:
                 continue
             try:
-                fetched = [await self.teacher_top_k(t, m) for t, m in zip(group["tokens"], group["masks"])]
+                fetched = [await self.teacher_top_k(t, m) for t, m in zip(group["tokens"], group["masks"], strict=True)]
             except InferenceError as exc:  # the group stays valid for RL; it just carries no teacher signal
                 self.teacher_failures += 1
                 logger.warning("teacher failed (%s); sending the group without distillation arrays", exc)

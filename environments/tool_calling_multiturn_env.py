@@ -16,11 +16,17 @@ trained on (tool output is masked). Reward per episode: 1.0 for the right number
 """
 
 import random
-from typing import List, Optional, Tuple
+from typing import Optional
 
-from envkit.chat import chat
+from envkit.chat import chat, require_room
 from envkit.text_tasks import extract_answer_tag
-from envkit.tool_calls import TOOLBOX, execute_call, hermes_system_prompt, multi_turn_task, parse_tool_calls
+from envkit.tool_calls import (
+    TOOLBOX,
+    execute_call,
+    hermes_system_prompt,
+    multi_turn_task,
+    parse_tool_calls,
+)
 from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataItem
@@ -39,7 +45,7 @@ class MultiTurnToolEnv(BaseEnv):
     env_config_cls = MultiTurnToolConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[MultiTurnToolConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[MultiTurnToolConfig, list[APIServerConfig]]:
         env_config = MultiTurnToolConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
                                          group_size=8, max_token_length=4096, total_steps=1000, batch_size=16,
                                          wandb_name="tool_calling_multiturn")
@@ -50,12 +56,13 @@ class MultiTurnToolEnv(BaseEnv):
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)
         self.system = hermes_system_prompt(list(TOOLBOX.values()))
+        require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
         self.malformed = 0
 
     async def get_next_item(self) -> Item:
         return multi_turn_task(self.rng)
 
-    async def collect_trajectory(self, item: Item) -> Tuple[Optional[ScoredDataItem], List[Item]]:
+    async def collect_trajectory(self, item: Item) -> tuple[Optional[ScoredDataItem], list[Item]]:
         """One episode (the default ``collect_trajectories`` runs ``group_size`` of them concurrently)."""
         messages = chat(self.system, item["question"])
         score, note = 0.0, f"no <answer> after {self.config.max_turns} turns"

@@ -17,10 +17,16 @@ reference call. Reward: the share of reference calls matched (1.0 = exact), 0 fo
 """
 
 import random
-from typing import List, Optional, Tuple
+from typing import Optional
 
-from envkit.chat import chat, completion_budget
-from envkit.tool_calls import TOOLBOX, compare_tool_calls, hermes_system_prompt, parse_tool_calls, single_turn_task
+from envkit.chat import chat, completion_budget, require_room
+from envkit.tool_calls import (
+    TOOLBOX,
+    compare_tool_calls,
+    hermes_system_prompt,
+    parse_tool_calls,
+    single_turn_task,
+)
 from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
@@ -37,7 +43,7 @@ class ToolCallingEnv(BaseEnv):
     env_config_cls = ToolCallingConfig
 
     @classmethod
-    def config_init(cls) -> Tuple[ToolCallingConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[ToolCallingConfig, list[APIServerConfig]]:
         env_config = ToolCallingConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
                                        group_size=8, max_token_length=2048, total_steps=1000, batch_size=16,
                                        wandb_name="tool_calling")
@@ -48,13 +54,14 @@ class ToolCallingEnv(BaseEnv):
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)
         self.system = hermes_system_prompt(list(TOOLBOX.values()))
-        self.scores_buffer: List[float] = []
+        require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
+        self.scores_buffer: list[float] = []
         self.malformed = 0
 
     async def get_next_item(self) -> Item:
         return single_turn_task(self.rng)
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.chat_completion(
@@ -63,7 +70,7 @@ class ToolCallingEnv(BaseEnv):
             )
             nodes = managed.get_state()["nodes"]
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes):
+        for choice, node in zip(completion.choices, nodes, strict=True):
             answer = choice.message.content or ""
             parsed = parse_tool_calls(answer)
             score, reason = compare_tool_calls(parsed, item["reference"])

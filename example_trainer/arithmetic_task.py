@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import List
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def make_problem(rng: random.Random, max_operand: int = 9) -> Problem:
     return Problem(rng.randint(0, max_operand), rng.randint(0, max_operand))
 
 
-def all_problems(max_operand: int = 9) -> List[Problem]:
+def all_problems(max_operand: int = 9) -> list[Problem]:
     return [Problem(a, b) for a in range(max_operand + 1) for b in range(max_operand + 1)]
 
 

@@ -9,7 +9,7 @@ dropped and counted); ``split_micro_batches`` sorts them by length and cuts them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -22,28 +22,33 @@ from .losses import group_advantages, shuffled_scores
 class Sequence:
     """One trainable sequence, every per-token list aligned with ``tokens``."""
 
-    tokens: List[int]
-    trained: List[bool]
-    advantages: List[float]
+    tokens: list[int]
+    trained: list[bool]
+    advantages: list[float]
     score: float
-    inf_logprobs: Optional[List[float]] = None
-    ref_logprobs: Optional[List[float]] = None
-    distill_ids: Optional[List[List[int]]] = None
-    distill_logprobs: Optional[List[List[float]]] = None
+    inf_logprobs: Optional[list[float]] = None
+    ref_logprobs: Optional[list[float]] = None
+    distill_ids: Optional[list[list[int]]] = None
+    distill_logprobs: Optional[list[list[float]]] = None
 
 
 @dataclass
 class FlatBatch:
-    sequences: List[Sequence]
-    group_scores: List[float] = field(default_factory=list)  # mean score of each trained group
+    sequences: list[Sequence]
+    group_scores: list[float] = field(default_factory=list)  # mean score of each trained group
     masked_groups: int = 0  # reward_status == "unavailable"
     advantages_from_env: int = 0
-    policy_versions: List[int] = field(default_factory=list)
+    policy_versions: list[int] = field(default_factory=list)
     truncated: int = 0
 
 
+def _row(group: dict[str, Any], key: str, i: int, n: int) -> Optional[list[Any]]:
+    rows = group.get(key)
+    return None if rows is None else rows[i][:n]
+
+
 def flatten_batch(
-    groups: List[Dict[str, Any]],
+    groups: list[dict[str, Any]],
     *,
     seq_len: int,
     advantage_mode: str = "grpo",
@@ -71,34 +76,30 @@ def flatten_batch(
             masks = g["masks"][i][:n]
             adv = [float(a) for a in env_adv[i][:n]] if env_adv is not None else [seq_adv[i]] * n
 
-            def per_token(key: str) -> Optional[List[Any]]:
-                rows = g.get(key)
-                return None if rows is None else rows[i][:n]
-
             out.sequences.append(
                 Sequence(
                     tokens=[int(t) for t in toks[:n]],
                     trained=[m != MASK_IGNORE for m in masks],
                     advantages=adv,
                     score=scores[i],
-                    inf_logprobs=per_token("inference_logprobs"),
-                    ref_logprobs=per_token("ref_logprobs"),
-                    distill_ids=per_token("distill_token_ids"),
-                    distill_logprobs=per_token("distill_logprobs"),
+                    inf_logprobs=_row(g, "inference_logprobs", i, n),
+                    ref_logprobs=_row(g, "ref_logprobs", i, n),
+                    distill_ids=_row(g, "distill_token_ids", i, n),
+                    distill_logprobs=_row(g, "distill_logprobs", i, n),
                 )
             )
     return out
 
 
 def split_micro_batches(
-    sequences: List[Sequence], *, num_micro_batches: int = 1, max_tokens: int = 0
-) -> List[List[Sequence]]:
+    sequences: list[Sequence], *, num_micro_batches: int = 1, max_tokens: int = 0
+) -> list[list[Sequence]]:
     """Sort by length and cut into ``num_micro_batches`` (or by a padded-token budget ``max_tokens``)."""
     ordered = sorted(sequences, key=lambda s: len(s.tokens))
     if not ordered:
         return []
     if max_tokens > 0:
-        chunks: List[List[Sequence]] = [[]]
+        chunks: list[list[Sequence]] = [[]]
         for s in ordered:
             cur = chunks[-1]
             longest = max([len(x.tokens) for x in cur] + [len(s.tokens)])
@@ -124,18 +125,18 @@ class MicroBatch:
     distill_ids: Optional[torch.Tensor]  # [B, T, K]
     distill_logprobs: Optional[torch.Tensor]
 
-    def to(self, device: torch.device) -> "MicroBatch":
+    def to(self, device: torch.device) -> MicroBatch:
         def mv(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
             return None if t is None else t.to(device, non_blocking=True)
 
         return MicroBatch(*(mv(getattr(self, f)) for f in self.__dataclass_fields__))
 
 
-def _pad_rows(rows: List[List[Any]], width: int, fill: Any, dtype: torch.dtype) -> torch.Tensor:
+def _pad_rows(rows: list[list[Any]], width: int, fill: Any, dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows], dtype=dtype)
 
 
-def collate(seqs: List[Sequence], pad_id: int = 0) -> MicroBatch:
+def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
     """Right-pad a micro-batch; every tensor is over target positions 1..n-1 of each sequence."""
     width = max(len(s.tokens) for s in seqs) - 1
     width = max(width, 1)
@@ -155,7 +156,7 @@ def collate(seqs: List[Sequence], pad_id: int = 0) -> MicroBatch:
     if all(s.distill_ids is not None for s in seqs):
         k = max((len(x) for s in seqs for x in s.distill_ids), default=1) or 1
 
-        def pad_k(rows: List[List[Any]], fill: Any) -> List[List[Any]]:
+        def pad_k(rows: list[list[Any]], fill: Any) -> list[list[Any]]:
             return [list(r) + [fill] * (k - len(r)) for r in rows]
 
         distill_ids = torch.tensor(

@@ -12,13 +12,13 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 import torch
 
 
-def rng_state() -> Dict[str, Any]:
-    state: Dict[str, Any] = {"python": random.getstate(), "torch": torch.random.get_rng_state()}
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.random.get_rng_state()}
     try:
         import numpy as np
 
@@ -30,7 +30,7 @@ def rng_state() -> Dict[str, Any]:
     return state
 
 
-def set_rng_state(state: Dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     torch.random.set_rng_state(state["torch"])
     if "numpy" in state:
@@ -42,7 +42,7 @@ def set_rng_state(state: Dict[str, Any]) -> None:
 
 
 def save_model_folder(
-    model: Any, tokenizer: Any, out: Path, state_dict: Optional[Dict[str, Any]] = None
+    model: Any, tokenizer: Any, out: Path, state_dict: Optional[dict[str, Any]] = None
 ) -> Path:
     """``save_pretrained`` of model (+ tokenizer) into ``out`` via a temporary folder and a rename.
 
@@ -67,7 +67,7 @@ def save_model_folder(
 class Checkpoint:
     path: Path
     step: int
-    state: Dict[str, Any]
+    state: dict[str, Any]
 
 
 def save_checkpoint(
@@ -78,12 +78,13 @@ def save_checkpoint(
     tokenizer: Any,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
-    extra: Optional[Dict[str, Any]] = None,
+    extra: Optional[dict[str, Any]] = None,
     keep: int = 2,
+    state_dict: Optional[dict[str, Any]] = None,
 ) -> Path:
     root = Path(save_path) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
-    folder = save_model_folder(model, tokenizer, root / f"step_{step:07d}")
+    folder = save_model_folder(model, tokenizer, root / f"step_{step:07d}", state_dict)
     state = {
         "step": step,
         "optimizer": optimizer.state_dict(),

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Sequence
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -35,7 +36,7 @@ class TrainingConfig(BaseModel):
     model_name: str = Field(description="HF model id or local model folder to train.")
     lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    adam_betas: List[float] = Field([0.9, 0.99], description="AdamW betas (two numbers).")
+    adam_betas: list[float] = Field([0.9, 0.99], description="AdamW betas (two numbers).")
     warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up steps.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping threshold (global L2 norm).")
     training_steps: int = Field(10, gt=0, description="Optimizer steps to run (one batch per step).")
@@ -125,8 +126,13 @@ class TrainingConfig(BaseModel):
     vllm_restart_interval: int = Field(
         3, gt=0, description="Refresh the inference weights every N steps (all refresh modes)."
     )
+    async_refresh: bool = Field(
+        True,
+        description="reload mode: send the reload requests in the background while the next step trains "
+        "(the save itself is synchronous).",
+    )
     vllm_port: int = Field(9001, gt=0, lt=65536, description="Port of the inference server.")
-    inference_urls: List[str] = Field(
+    inference_urls: list[str] = Field(
         [], description="Inference server base URLs (default: http://127.0.0.1:<vllm_port>)."
     )
     inference_command: Optional[str] = Field(
@@ -139,7 +145,7 @@ class TrainingConfig(BaseModel):
     )
     lora_rank: int = Field(16, gt=0, description="lora mode: adapter rank.")
     lora_alpha: int = Field(32, gt=0, description="lora mode: adapter alpha.")
-    lora_target_modules: List[str] = Field(
+    lora_target_modules: list[str] = Field(
         ["q_proj", "v_proj"], description="lora mode: module names the adapter wraps."
     )
 
@@ -149,14 +155,14 @@ class TrainingConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "TrainingConfig":
+    def _check(self) -> TrainingConfig:
         if len(self.adam_betas) != 2:
             raise ValueError("adam_betas must be two numbers")
         if self.eps_low >= 1:
             raise ValueError("eps_low must be < 1 (the lower clip bound 1 - eps_low must stay positive)")
         return self
 
-    def resolved_inference_urls(self) -> List[str]:
+    def resolved_inference_urls(self) -> list[str]:
         return list(self.inference_urls) or [f"http://127.0.0.1:{self.vllm_port}"]
 
 
@@ -183,10 +189,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, model: type[BaseModel])
         required = field.is_required()
         default_txt = "required" if required else f"default: {field.default!r}"
         help_txt = f"{field.description or ''} ({default_txt})".replace("%", "%%")
-        kwargs: Dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_txt}
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_txt}
         if ann is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
-        elif typing.get_origin(ann) in (list, List):
+        elif typing.get_origin(ann) in (list, list):
             kwargs["nargs"] = "*"
             kwargs["metavar"] = "VALUE"
         elif typing.get_origin(ann) is Literal:
@@ -208,10 +214,10 @@ def build_parser(prog: str = "atropos-grpo", description: Optional[str] = None) 
 
 
 def config_from_sources(
-    model: type[BaseModel], yaml_path: Optional[Path], overrides: Dict[str, Any]
+    model: type[BaseModel], yaml_path: Optional[Path], overrides: dict[str, Any]
 ) -> Any:
     """defaults < YAML < overrides, validated; raises ``ConfigError`` naming the bad field."""
-    values: Dict[str, Any] = {}
+    values: dict[str, Any] = {}
     if yaml_path is not None:
         if not yaml_path.is_file():
             raise ConfigError(f"--config: file not found: {yaml_path}")

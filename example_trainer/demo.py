@@ -29,8 +29,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 from atroposlib.utils.net import free_port, wait_for_http
 
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="atropos-demo", description="End-to-end CPU RL demo (see README).")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "demo",
                    help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).")
@@ -62,9 +63,9 @@ class Services:
 
     def __init__(self, logs: Path) -> None:
         self.logs = logs
-        self.procs: Dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, cmd: List[str], env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+    def start(self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None) -> subprocess.Popen:
         fh = open(self.logs / f"{name}.log", "ab")
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         fh.close()
@@ -72,8 +73,9 @@ class Services:
         return proc
 
     def dead(self) -> Optional[str]:
+        """A service that exited with an error (an env finishing its total_steps exits with 0)."""
         for name, p in self.procs.items():
-            if p.poll() is not None:
+            if p.poll() is not None and (p.returncode != 0 or name != "env"):
                 return name
         return None
 
@@ -97,7 +99,7 @@ class Services:
             self.stop(name)
 
 
-def _child_env(threads: int) -> Dict[str, str]:
+def _child_env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
                TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), TRANSFORMERS_VERBOSITY="error",
@@ -105,7 +107,7 @@ def _child_env(threads: int) -> Dict[str, str]:
     return env
 
 
-def prepare_model(out: Path, args: argparse.Namespace) -> Dict[str, Any]:
+def prepare_model(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Build the tiny model and run the supervised warm-up; returns the paths and greedy accuracy."""
     import torch
     from transformers.utils import logging as hf_logging
@@ -140,7 +142,7 @@ def _prod(shape) -> int:
     return n
 
 
-def env_command(args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path) -> List[str]:
+def env_command(args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path) -> list[str]:
     if args.env == "minimal":
         return [sys.executable, "-m", "example_trainer.demo_env", "--api-url", api_url,
                 "--inference-url", engine_url, "--group-size", str(args.group_size),
@@ -154,7 +156,7 @@ def env_command(args: argparse.Namespace, api_url: str, engine_url: str, model_d
             "--openai.model_name", "policy", "--openai.server_type", "vllm"]
 
 
-def first_last(values: List[float], k: int = 50) -> tuple[float, float]:
+def first_last(values: list[float], k: int = 50) -> tuple[float, float]:
     k = max(1, min(k, len(values) // 2 or 1))
     return sum(values[:k]) / k, sum(values[-k:]) / k
 
@@ -195,32 +197,42 @@ def run(args: argparse.Namespace) -> int:
         ], env)
         svc.start("env", env_command(args, api_url, engine_url, prep["warm"], out), env)
         t_loop = time.perf_counter()
-        rows = follow(svc, trainer_dir / "metrics.jsonl", args.steps)
+        early: list[dict[str, Any]] = []
+
+        def snapshot_early(step: int) -> None:  # the API keeps only recent groups: read early ones now
+            if not early and step >= 3:
+                early.extend(_peek(api_url, after=0))
+
+        rows = follow(svc, trainer_dir / "metrics.jsonl", args.steps, on_step=snapshot_early)
         loop_s = time.perf_counter() - t_loop
-        early = _peek(api_url, after=0)
         late = _peek(api_url, after=None)
     finally:
         svc.stop_all()
     return write_report(out, args, prep, rows, early, late, loop_s, time.perf_counter() - t_start)
 
 
-def follow(svc: Services, metrics_path: Path, steps: int) -> List[Dict[str, Any]]:
+def follow(
+    svc: Services, metrics_path: Path, steps: int, on_step: Optional[Callable[[int], None]] = None
+) -> list[dict[str, Any]]:
     """Re-print the trainer's progress until it finishes; abort if any service dies."""
     from example_trainer.metrics import read_metrics
 
     tty = sys.stdout.isatty()
-    shown = 0
+    shown = printed_bucket = 0
     while True:
         time.sleep(0.5)
         rows = read_metrics(metrics_path)
         if rows and rows[-1]["step"] != shown:
             m = rows[-1]
             shown = m["step"]
+            if on_step is not None:
+                on_step(shown)
             line = (f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
                     f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}")
             if tty:
                 print("\r" + line, end="", flush=True)
-            elif shown % 25 == 0 or shown == steps:
+            elif shown // 25 > printed_bucket or shown == steps:  # a plain log: one line per 25 steps
+                printed_bucket = shown // 25
                 print(line, flush=True)
         trainer = svc.procs["trainer"]
         if trainer.poll() is not None:
@@ -234,13 +246,14 @@ def follow(svc: Services, metrics_path: Path, steps: int) -> List[Dict[str, Any]
             raise SystemExit(f"[demo] {dead} exited unexpectedly:\n{svc.tail(dead)}")
 
 
-def _peek(api_url: str, after: Optional[int]) -> List[Dict[str, Any]]:
+def _peek(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
     from atroposlib.api.client import TrajectoryClient
+    from atroposlib.errors import AtroposError
 
     try:
         with TrajectoryClient(api_url, retries=2) as c:
             return [g.group for g in c.peek(limit=24, after=after).groups]
-    except Exception as e:  # the report still gets written, without samples
+    except AtroposError as e:  # the report still gets written, without these samples
         print(f"[demo] could not read sample rollouts: {e!r}", file=sys.stderr)
         return []
 
@@ -279,7 +292,7 @@ def write_report(out: Path, args, prep, rows, early, late, loop_s: float, total_
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     if args.env == "runtime" and not ENV_FILE.exists():
         print(f"atropos-demo: error: {ENV_FILE} is missing; use --env minimal", file=sys.stderr)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import random
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import httpx
 
@@ -29,7 +29,7 @@ from example_trainer.arithmetic_task import Problem, make_problem, score_complet
 log = logging.getLogger("demo-env")
 
 
-def build_group(problem: Problem, resp: Dict[str, Any], policy_version: int) -> Dict[str, Any]:
+def build_group(problem: Problem, resp: dict[str, Any], policy_version: int) -> dict[str, Any]:
     """One ``ScoredDataGroup`` from a ``/v1/completions`` answer with ``n`` choices."""
     tokens, masks, inf_lps, scores, messages = [], [], [], [], []
     for ch in resp["choices"]:
@@ -108,7 +108,7 @@ class DemoEnv:
         await asyncio.gather(*tasks)
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="demo-env", description=__doc__.splitlines()[0])
     p.add_argument("--api-url", required=True, help="Trajectory API base URL.")
     p.add_argument("--api-token", default=None, help="Bearer token for the API.")
@@ -121,7 +121,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -47,17 +47,17 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
     """Rank 0's ``obj`` on every rank."""
     if not info.enabled:
         return obj
-    box: List[Any] = [obj if info.is_main else None]
+    box: list[Any] = [obj if info.is_main else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
-def all_reduce_sums(values: Dict[str, float], info: DistInfo, maxima: tuple = (), minima: tuple = ()) -> Dict[str, float]:
+def all_reduce_sums(values: dict[str, float], info: DistInfo, maxima: tuple = (), minima: tuple = ()) -> dict[str, float]:
     """Sum (or max/min for the named keys) scalar statistics over ranks."""
     if not info.enabled or not values:
         return values
     keys = sorted(values)
-    out: Dict[str, float] = {}
+    out: dict[str, float] = {}
     for op, selected in (
         (dist.ReduceOp.SUM, [k for k in keys if k not in maxima and k not in minima]),
         (dist.ReduceOp.MAX, [k for k in keys if k in maxima]),
@@ -67,7 +67,7 @@ def all_reduce_sums(values: Dict[str, float], info: DistInfo, maxima: tuple = ()
             continue
         t = torch.tensor([float(values[k]) for k in selected], dtype=torch.float64)
         dist.all_reduce(t, op=op)
-        out.update({k: float(v) for k, v in zip(selected, t.tolist())})
+        out.update({k: float(v) for k, v in zip(selected, t.tolist(), strict=False)})
     return out
 
 

@@ -38,8 +38,9 @@ import math
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 import torch
 
@@ -108,7 +109,7 @@ def register(client, cfg: TrainingConfig, step: int) -> None:
     )
 
 
-def wait_for_batch(client, cfg: TrainingConfig) -> Tuple[List[Dict[str, Any]], Optional[str], Optional[int]]:
+def wait_for_batch(client, cfg: TrainingConfig) -> tuple[list[dict[str, Any]], Optional[str], Optional[int]]:
     """Poll ``GET /batch`` until a batch is ready; the API being briefly unreachable is retried."""
     deadline = time.monotonic() + cfg.batch_wait_timeout
     while True:
@@ -134,7 +135,7 @@ def train_step(
     info: DistInfo,
     device: torch.device,
     pad_id: int,
-) -> Dict[str, float]:
+) -> dict[str, float]:
     """Forward/backward over every micro-batch of this rank's shard; returns summed statistics."""
     seqs = flat.sequences
     n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
@@ -144,7 +145,7 @@ def train_step(
         seqs, num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
         max_tokens=cfg.micro_batch_tokens * info.world_size,
     )
-    stats: Dict[str, float] = {"loss": 0.0, "kl": 0.0, "distill": 0.0, "tokens": 0.0, "clipped": 0.0,
+    stats: dict[str, float] = {"loss": 0.0, "kl": 0.0, "distill": 0.0, "tokens": 0.0, "clipped": 0.0,
                                "ratio_sum": 0.0, "abs_delta_sum": 0.0, "mismatch_kl_sum": 0.0,
                                "ratio_max": 0.0, "ratio_min": float("inf"), "seq_tokens": 0.0}
     for i, global_mb in enumerate(micro):
@@ -174,11 +175,11 @@ def train_step(
                         ref = token_logprobs(ref_logits, mb.targets)
                 kl = kl_k3(lp, ref, mb.mask)
                 loss = loss + cfg.kl_coef * kl
-                stats["kl"] += float(kl)
+                stats["kl"] += float(kl.detach())
             if cfg.distill_coef > 0 and mb.distill_ids is not None:
                 d = distill_loss(logits, mb.distill_ids, mb.distill_logprobs, mb.mask)
                 loss = loss + cfg.distill_coef * d
-                stats["distill"] += float(d)
+                stats["distill"] += float(d.detach())
             # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
             (loss * info.world_size / norm).backward()
             stats["loss"] += float(loss.detach()) / norm
@@ -198,10 +199,10 @@ class _nullctx:
         return None
 
 
-def step_metrics(step: int, flat: FlatBatch, s: Dict[str, float], grad_norm: float, lr: float,
-                 step_time: float, wait_time: float) -> Dict[str, Any]:
+def step_metrics(step: int, flat: FlatBatch, s: dict[str, float], grad_norm: float, lr: float,
+                 step_time: float, wait_time: float) -> dict[str, Any]:
     tok = max(s["tokens"], 1.0)
-    advs = [a for q in flat.sequences for a, m in zip(q.advantages, q.trained) if m]
+    advs = [a for q in flat.sequences for a, m in zip(q.advantages, q.trained, strict=False) if m]
     adv_t = torch.tensor(advs) if advs else torch.zeros(1)
     scores = [q.score for q in flat.sequences]
     lag = (step - 1 - sum(flat.policy_versions) / len(flat.policy_versions)) if flat.policy_versions else None
@@ -240,21 +241,25 @@ def train(cfg: TrainingConfig) -> int:
 
     ckpt = load_latest(save_path) if cfg.resume else None
     start_from = str(ckpt.path) if ckpt else cfg.model_name
-    model, tokenizer = load_policy(start_from, cfg.dtype, device)
+    lora = cfg.weight_refresh == "lora"  # a LoRA checkpoint holds the adapter: load the base, then it
+    model, tokenizer = load_policy(cfg.model_name if lora else start_from, cfg.dtype, device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ref_model = None
     if cfg.kl_coef > 0:
         ref_model, _ = load_policy(cfg.ref_model_name or cfg.model_name, cfg.dtype, device)
         ref_model.eval().requires_grad_(False)
     refresher: WeightRefresh = make_weight_refresh(cfg)
-    model = refresher.prepare_model(model)
+    model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
     model = wrap_model(model, info, cfg.parallel, device)
     optimizer, scheduler = make_optimizer(model, cfg)
     step = 0
     if ckpt is not None:
         step = ckpt.step
-        optimizer.load_state_dict(ckpt.state["optimizer"])
+        if info.enabled and cfg.parallel == "fsdp":
+            log.warning("FSDP resume: optimizer moments are not restored (only rank 0's shard was saved)")
+        else:
+            optimizer.load_state_dict(ckpt.state["optimizer"])
         if ckpt.state.get("scheduler"):
             scheduler.load_state_dict(ckpt.state["scheduler"])
         set_rng_state(ckpt.state["rng"])
@@ -297,7 +302,7 @@ def train(cfg: TrainingConfig) -> int:
             scheduler.step()
             step += 1
             step_time = time.perf_counter() - t0
-            extra: Dict[str, Any] = {}
+            extra: dict[str, Any] = {}
             if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
                 extra = publish(refresher, model, tokenizer, step, cfg, info)
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
@@ -334,18 +339,20 @@ def _full_state_dict(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo
 
 def publish(refresher: WeightRefresh, model, tokenizer, step: int, cfg: TrainingConfig, info: DistInfo):
     sd = _full_state_dict(model, cfg, info)
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     if info.is_main:
         out = refresher.refresh(step, unwrap(model), tokenizer, state_dict=sd)
     return out
 
 
 def checkpoint(model, tokenizer, optimizer, scheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
-    _full_state_dict(model, cfg, info)  # keep FSDP ranks in step; DDP/one process: no-op
+    # FSDP: every rank joins the gather of the full weights (the optimizer state saved is rank 0's shard,
+    # so an FSDP resume restarts the optimizer moments; untested here, see docs/training.md)
+    sd = _full_state_dict(model, cfg, info)
     if info.is_main:
         save_checkpoint(Path(cfg.save_path), step, model=unwrap(model), tokenizer=tokenizer,
                         optimizer=optimizer, scheduler=scheduler, extra={"config": cfg.model_dump()},
-                        keep=cfg.keep_checkpoints)
+                        keep=cfg.keep_checkpoints, state_dict=sd)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

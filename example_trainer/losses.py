@@ -32,8 +32,9 @@ policy against the teacher's renormalised top-k distribution at each trained tok
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -43,7 +44,7 @@ _STD_EPS = 1e-6
 # ----------------------------------------------------------------------------------------------
 # Advantages
 # ----------------------------------------------------------------------------------------------
-def group_advantages(scores: Sequence[float], mode: str = "grpo") -> List[float]:
+def group_advantages(scores: Sequence[float], mode: str = "grpo") -> list[float]:
     """Group-relative advantages of one group's scores.
 
     ``grpo``: (s - mean) / (std + eps) with the population std; a group whose scores are all equal gets
@@ -62,7 +63,7 @@ def group_advantages(scores: Sequence[float], mode: str = "grpo") -> List[float]
     return [float(x) for x in out]
 
 
-def shuffled_scores(scores: Sequence[float], generator: torch.Generator) -> List[float]:
+def shuffled_scores(scores: Sequence[float], generator: torch.Generator) -> list[float]:
     """The control experiment: the same scores, randomly permuted within the group."""
     perm = torch.randperm(len(scores), generator=generator).tolist()
     return [float(scores[i]) for i in perm]
@@ -85,7 +86,7 @@ class LossParts:
     """Summed (not yet normalised) loss and the statistics the trainer logs."""
 
     loss_sum: torch.Tensor  # sum over tokens of the per-token loss (to be divided by a normaliser)
-    stats: Dict[str, float]  # sums over trained tokens: clipped, ratio, |delta|, kl_est, tokens
+    stats: dict[str, float]  # sums over trained tokens: clipped, ratio, |delta|, kl_est, tokens
 
 
 def _truncated(ratio: torch.Tensor, cap: float) -> torch.Tensor:

@@ -6,7 +6,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 log = logging.getLogger(__name__)
 
@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 class _NullSink:
     """Stands in for wandb when it is disabled: every call does nothing."""
 
-    def log(self, metrics: Dict[str, Any], step: int) -> None:
+    def log(self, metrics: dict[str, Any], step: int) -> None:
         return None
 
     def close(self) -> None:
@@ -22,13 +22,13 @@ class _NullSink:
 
 
 class _WandbSink:
-    def __init__(self, project: str, group: str, config: Dict[str, Any]) -> None:
+    def __init__(self, project: str, group: str, config: dict[str, Any]) -> None:
         import wandb
 
         self._wandb = wandb
         self._run = wandb.init(project=project, group=group or None, config=config)
 
-    def log(self, metrics: Dict[str, Any], step: int) -> None:
+    def log(self, metrics: dict[str, Any], step: int) -> None:
         self._run.log({f"train/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
 
     def close(self) -> None:
@@ -51,14 +51,14 @@ class MetricsLogger:
         use_wandb: bool = False,
         wandb_project: str = "",
         wandb_group: str = "",
-        config: Optional[Dict[str, Any]] = None,
+        config: Optional[dict[str, Any]] = None,
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a", buffering=1)
         self._sink = _WandbSink(wandb_project, wandb_group, config or {}) if use_wandb else _NullSink()
 
-    def log(self, metrics: Dict[str, Any]) -> None:
+    def log(self, metrics: dict[str, Any]) -> None:
         row = {k: _clean(v) for k, v in metrics.items()}
         self._fh.write(json.dumps(row) + "\n")
         self._sink.log(metrics, step=int(metrics.get("step", 0)))
@@ -68,9 +68,9 @@ class MetricsLogger:
         self._sink.close()
 
 
-def read_metrics(path: Path) -> List[Dict[str, Any]]:
+def read_metrics(path: Path) -> list[dict[str, Any]]:
     """All rows of a metrics file; for a resumed run the last row of each step wins."""
-    rows: Dict[int, Dict[str, Any]] = {}
+    rows: dict[int, dict[str, Any]] = {}
     p = Path(path)
     if not p.exists():
         return []
@@ -81,7 +81,7 @@ def read_metrics(path: Path) -> List[Dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
-def format_step_line(m: Dict[str, Any], total: int) -> str:
+def format_step_line(m: dict[str, Any], total: int) -> str:
     """The compact progress line printed by the trainer (and re-printed by the demo)."""
     return (
         f"step {m['step']:>4}/{total} reward {m.get('reward_mean', float('nan')):.3f} "

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 
-def moving_average(values: List[float], window: int) -> List[float]:
+def moving_average(values: list[float], window: int) -> list[float]:
     out, acc = [], 0.0
     for i, v in enumerate(values):
         acc += v
@@ -16,7 +16,7 @@ def moving_average(values: List[float], window: int) -> List[float]:
     return out
 
 
-def plot_curve(rows: List[Dict[str, Any]], out_path: Path, title: str) -> Path:
+def plot_curve(rows: list[dict[str, Any]], out_path: Path, title: str) -> Path:
     """Per-step mean reward (thin) and its 20-step moving average (thick) against the trainer step."""
     import matplotlib
 
@@ -26,7 +26,7 @@ def plot_curve(rows: List[Dict[str, Any]], out_path: Path, title: str) -> Path:
     pts = [(r["step"], r["reward_mean"]) for r in rows if r.get("reward_mean") is not None]
     fig, ax = plt.subplots(figsize=(7, 4))
     if pts:
-        steps, rewards = zip(*pts)
+        steps, rewards = zip(*pts, strict=False)
         ax.plot(steps, rewards, lw=0.7, alpha=0.45, label="mean reward of the batch")
         ax.plot(steps, moving_average(list(rewards), 20), lw=2.0, label="20-step moving average")
     ax.set_xlabel("trainer step")
@@ -41,15 +41,13 @@ def plot_curve(rows: List[Dict[str, Any]], out_path: Path, title: str) -> Path:
     return Path(out_path)
 
 
-def write_rollouts(early: List[Dict[str, Any]], late: List[Dict[str, Any]], out_path: Path) -> Path:
+def write_rollouts(early: list[dict[str, Any]], late: list[dict[str, Any]], out_path: Path) -> Path:
     """One HTML page: groups sampled early in the run, then groups sampled at the end."""
     from atroposlib.frontend.report import write_html_report
 
     groups = []
-    for label, gs in (("early", early), ("late", late)):
+    for label, gs in (("early in the run", early), ("late in the run", late)):
         for g in gs:
-            g = dict(g)
-            g.setdefault("group_overrides", {})
-            g["group_overrides"] = {**(g["group_overrides"] or {}), "demo_phase": label}
-            groups.append(g)
+            # the page groups and filters by env name: use it to tell the two phases apart
+            groups.append({**g, "env_name": f"arithmetic, {label}"})
     return write_html_report(groups, out_path, title="Demo rollouts: early (first groups) and late (last groups)")

@@ -9,15 +9,15 @@ stop), until greedy accuracy is roughly 30%; RL takes it from there. ``greedy_ac
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, List, Sequence, Tuple
 
 import torch
 
-Pair = Tuple[str, str]
+Pair = tuple[str, str]
 
 
-def _encode_pairs(tokenizer, pairs: Sequence[Pair]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _encode_pairs(tokenizer, pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     eos = tokenizer.eos_token or ""
     rows, labels = [], []
     for prompt, completion in pairs:
@@ -36,7 +36,7 @@ def _encode_pairs(tokenizer, pairs: Sequence[Pair]) -> Tuple[torch.Tensor, torch
 def sft_warmup(
     model_dir: str | Path,
     out_dir: str | Path,
-    sample_pairs: Callable[[random.Random, int], List[Pair]],
+    sample_pairs: Callable[[random.Random, int], list[Pair]],
     *,
     steps: int = 200,
     batch_size: int = 32,

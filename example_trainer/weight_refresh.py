@@ -21,8 +21,9 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import httpx
 
@@ -51,13 +52,14 @@ class WeightRefresh:
         self.urls = cfg.resolved_inference_urls()
         self.weights_root = Path(cfg.save_path) / "weights"
 
-    def prepare_model(self, model: Any) -> Any:
+    def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
+        """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
         return model
 
     def start(self, model_path: str) -> None:
         """Called once before the first step, with the weights the run starts from."""
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> Dict[str, Any]:
+    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
         return {"policy_version": step}
 
     def close(self) -> None:
@@ -78,19 +80,28 @@ class NoRefresh(WeightRefresh):
 
 
 class ReloadRefresh(WeightRefresh):
-    """Save, then ask every server to load the folder (our engine, SGLang)."""
+    """Save, then ask every server to load the folder (our engine, SGLang).
+
+    With ``async_refresh`` (the default) the save happens at once (the weights are snapshotted before the
+    next optimizer step) and the POSTs run in a background thread while the trainer pulls and trains the
+    next batch; the next refresh (or ``close``) waits for them first, so at most one is in flight and
+    failures surface one step later, never silently.
+    """
 
     mode = "reload"
 
     def __init__(self, cfg: TrainingConfig, timeout: float = 120.0) -> None:
         super().__init__(cfg)
         self._http = httpx.Client(timeout=timeout)
+        self._pool = ThreadPoolExecutor(max_workers=1) if cfg.async_refresh else None
+        self._pending: Optional[Future] = None
+        self._last_version: Any = None
 
     def start(self, model_path: str) -> None:
         if self.cfg.resume:  # the servers may still hold older weights than the checkpoint
             self._push(model_path)
 
-    def _push(self, path: str) -> List[Any]:
+    def _push(self, path: str) -> list[Any]:
         versions = []
         for url in self.urls:
             try:
@@ -105,17 +116,32 @@ class ReloadRefresh(WeightRefresh):
             if r.status_code >= 400 or body.get("success") is False:
                 raise InferenceError(f"reload: {url} refused the weights: {r.status_code} {r.text[:300]}")
             versions.append(body.get("weights_version"))
+        self._last_version = versions[0] if versions else None
         return versions
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> Dict[str, Any]:
+    def _wait_pending(self) -> None:
+        if self._pending is not None:
+            fut, self._pending = self._pending, None
+            fut.result()  # re-raises the background failure here
+
+    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
         t0 = time.perf_counter()
-        path = self._save(step, model, tokenizer, state_dict)
-        versions = self._push(str(path.resolve()))
-        return {"policy_version": step, "weights_version": versions[0] if versions else None,
+        self._wait_pending()
+        path = str(self._save(step, model, tokenizer, state_dict).resolve())
+        if self._pool is not None:
+            self._pending = self._pool.submit(self._push, path)
+        else:
+            self._push(path)
+        return {"policy_version": step, "weights_version": self._last_version,
                 "refresh_s": time.perf_counter() - t0}
 
     def close(self) -> None:
-        self._http.close()
+        try:
+            self._wait_pending()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._http.close()
 
 
 class RestartRefresh(WeightRefresh):
@@ -161,7 +187,7 @@ class RestartRefresh(WeightRefresh):
     def start(self, model_path: str) -> None:
         self._launch(model_path)
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> Dict[str, Any]:
+    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         path = self._save(step, model, tokenizer, state_dict)
         self._stop()
@@ -181,8 +207,11 @@ class LoraRefresh(WeightRefresh):
         super().__init__(cfg)
         self._http = httpx.Client(timeout=120.0)
 
-    def prepare_model(self, model: Any) -> Any:
-        from peft import LoraConfig, get_peft_model
+    def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if resume_from is not None:  # the checkpoint holds the adapter trained so far
+            return PeftModel.from_pretrained(model, resume_from, is_trainable=True)
 
         lcfg = LoraConfig(
             r=self.cfg.lora_rank, lora_alpha=self.cfg.lora_alpha,
@@ -190,7 +219,7 @@ class LoraRefresh(WeightRefresh):
         )
         return get_peft_model(model, lcfg)
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> Dict[str, Any]:
+    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
         path = self._save(step, model, None)  # a PeftModel saves only the adapter
         name = f"step-{step}"
         for url in self.urls:

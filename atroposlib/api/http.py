@@ -13,6 +13,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 logger = logging.getLogger("atroposlib.api")
 
@@ -72,13 +73,16 @@ async def read_body(request: Request) -> bytes:
         )
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > settings.max_body_bytes:
-            raise ApiProblem(
-                413, f"request body exceeds the limit of {settings.max_body_bytes} bytes"
-            )
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                raise ApiProblem(
+                    413, f"request body exceeds the limit of {settings.max_body_bytes} bytes"
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiProblem(400, "client disconnected before sending the whole body") from None
     raw = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if not encoding or encoding == "identity":

@@ -3,7 +3,8 @@
 The packing rule (also in docs/api.md):
 
 * A batch holds **exactly** ``batch_size`` sequences, made of whole groups of any sizes.
-* Groups are considered **oldest first** (by ingest sequence number). At every pick the oldest group
+* Groups are considered **oldest first**, by the order in which they entered the queue (``order``;
+  a group held in a mixed-size buffer enters when it is released). At every pick the oldest group
   is taken whose size still leaves a remainder that the *other* queued groups can fill exactly; a
   group that would make an exact batch impossible is skipped for this batch (it stays queued, in
   order). So a batch is formed whenever *any* subset of the queue sums to ``batch_size``, and the
@@ -40,6 +41,7 @@ class GroupMeta:
     nbytes: int = 0
     group_id: Optional[str] = None
     received_at: float = 0.0
+    order: int = 0  # queue-entry order (FIFO key); assigned when the group enters the queue
 
 
 def reachable_sums(counts: Mapping[int, int], limit: int) -> int:
@@ -114,6 +116,8 @@ class QueueIndex:
     env_sequences: Counter = field(default_factory=Counter)
     env_size_counts: dict[Optional[int], Counter] = field(default_factory=dict)
     total_sequences: int = 0
+    total_bytes: int = 0
+    length_counts: Counter = field(default_factory=Counter)  # groups by length bucket
     _by_size: dict[int, deque[int]] = field(default_factory=dict)
     _by_env_size: dict[Optional[int], dict[int, deque[int]]] = field(default_factory=dict)
     _by_version: list[tuple[int, int]] = field(default_factory=list)
@@ -125,7 +129,7 @@ class QueueIndex:
         return seq in self.groups
 
     def add(self, meta: GroupMeta) -> None:
-        """Queue a group (``seq`` must grow monotonically for FIFO order)."""
+        """Queue a group; ``order`` must grow from one add to the next (FIFO by queue entry)."""
         self.groups[meta.seq] = meta
         self._by_size.setdefault(meta.n, deque()).append(meta.seq)
         self._by_env_size.setdefault(meta.env_id, {}).setdefault(meta.n, deque()).append(meta.seq)
@@ -133,6 +137,8 @@ class QueueIndex:
         self.env_size_counts.setdefault(meta.env_id, Counter())[meta.n] += 1
         self.env_sequences[meta.env_id] += meta.n
         self.total_sequences += meta.n
+        self.total_bytes += meta.nbytes
+        self.length_counts[length_bucket(meta.max_len)] += 1
         if meta.policy_version is not None:
             heapq.heappush(self._by_version, (meta.policy_version, meta.seq))
 
@@ -150,6 +156,11 @@ class QueueIndex:
         if self.env_sequences[meta.env_id] == 0:
             del self.env_sequences[meta.env_id]
         self.total_sequences -= meta.n
+        self.total_bytes -= meta.nbytes
+        bucket = length_bucket(meta.max_len)
+        self.length_counts[bucket] -= 1
+        if self.length_counts[bucket] == 0:
+            del self.length_counts[bucket]
         self._trim(self._by_size.get(meta.n))
         self._trim(self._by_env_size.get(meta.env_id, {}).get(meta.n))
         if len(self._by_version) > 64 and len(self._by_version) > 4 * len(self.groups):
@@ -164,6 +175,15 @@ class QueueIndex:
     def _trim(self, dq: Optional[deque[int]]) -> None:
         while dq and dq[0] not in self.groups:
             dq.popleft()
+
+    def oldest(self, env_id: Optional[int]) -> Optional[GroupMeta]:
+        """The env's longest-queued group (heads of its per-size deques; O(distinct sizes))."""
+        heads = []
+        for dq in self._by_env_size.get(env_id, {}).values():
+            self._trim(dq)
+            if dq:
+                heads.append(self.groups[dq[0]])
+        return min(heads, key=lambda m: (m.order, m.seq), default=None)
 
     def max_group_size(self) -> int:
         return max(self.size_counts, default=1)
@@ -204,7 +224,8 @@ class QueueIndex:
             heads = {size: next(it, None) for size, it in iters.items()}
             while got < need and remaining > 0:
                 pick = None
-                for seq, size in sorted((s, z) for z, s in heads.items() if s is not None):
+                live = [(self.groups[s].order, s, z) for z, s in heads.items() if s is not None]
+                for _, seq, size in sorted(live):
                     if size > remaining:
                         continue
                     counts[size] -= 1

@@ -1,8 +1,9 @@
-"""The run's state and rules (registration, envs, ingest, batches, acks), independent of HTTP.
+"""The run's state and rules (registration, envs, batches, acks), independent of HTTP.
 
 ``RunService`` keeps the working state in memory (a ``QueueIndex``, the envs, the step) and writes
 every change through the store in one atomic ``Mutation`` *before* the route answers, so a 200 means
-committed. On start it rebuilds itself from ``store.load()``. All methods take one lock.
+committed. On start it rebuilds itself from ``store.load()``. All methods take one lock. Ingest
+lives in ``intake.IngestMixin``, the read-only views in ``views.ViewsMixin``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any, Optional
 import orjson
 
 from atroposlib.api.http import ApiProblem
+from atroposlib.api.intake import IncomingGroup, IngestMixin
 from atroposlib.api.metrics import ApiMetrics
-from atroposlib.api.packing import GroupMeta, QueueIndex, length_bucket, pick_exact_subset
+from atroposlib.api.packing import GroupMeta, QueueIndex, length_bucket
 from atroposlib.api.settings import ApiSettings
 from atroposlib.api.store.base import (
     ACKED,
@@ -28,47 +30,16 @@ from atroposlib.api.store.base import (
     DROPPED,
     QUEUED,
     BatchRecord,
-    GroupRow,
     Mutation,
     Store,
 )
+from atroposlib.api.views import EMPTY_EXAMPLE, ViewsMixin
 from atroposlib.type_definitions import RegisterEnv, Registration
 
 logger = logging.getLogger("atroposlib.api")
 
-MIN_ENV_WEIGHT = 0.01
-EMPTY_EXAMPLE = {
-    "tokens": [],
-    "masks": [],
-    "scores": [],
-    "advantages": [],
-    "ref_logprobs": [],
-    "generation_params": [],
-    "inference_logprobs": [],
-    "messages": [],
-    "images": [],
-}
 
-
-class IncomingGroup:
-    """A validated group ready to store: its compact JSON bytes and packing metadata."""
-
-    __slots__ = ("blob", "n", "env_id", "policy_version", "max_len", "group_id")
-
-    def __init__(
-        self,
-        blob: bytes,
-        n: int,
-        env_id: Optional[int],
-        policy_version: Optional[int],
-        max_len: int,
-        group_id: Optional[str],
-    ) -> None:
-        self.blob, self.n, self.env_id = blob, n, env_id
-        self.policy_version, self.max_len, self.group_id = policy_version, max_len, group_id
-
-
-class RunService:
+class RunService(IngestMixin, ViewsMixin):
     def __init__(self, settings: ApiSettings, store: Store, metrics: ApiMetrics) -> None:
         self.settings = settings
         self.store = store
@@ -89,6 +60,7 @@ class RunService:
         self.redeliver = False
         self.group_ids: set = set()
         self.next_seq = 1
+        self.next_order = 1
         self.latest_seq: Optional[int] = None
         self.stale_drops: Counter = Counter()
         self.blocked_by: Optional[str] = None
@@ -104,6 +76,7 @@ class RunService:
         self.envs = snap.envs
         self.group_ids = snap.group_ids
         self.next_seq = snap.max_seq + 1
+        self.next_order = snap.max_order + 1
         pending_seqs = set(snap.pending_batch.seqs) if snap.pending_batch else set()
         for row in snap.live_groups:
             if row.state == BUFFERED and row.meta.env_id is not None:
@@ -332,227 +305,19 @@ class RunService:
                     "error": f"unknown env_id {env_id} ({len(self.envs)} registered)",
                 }
             env = dict(self.envs[env_id], connected=False)
-            self.store.commit(Mutation(envs=[env]))
+            # a disconnected env will not complete its mixed-size buffer: queue what it left there
+            released = self.buffers.pop(env_id, [])
+            m = Mutation(envs=[env], states={g.seq: QUEUED for g in released})
+            for i, meta in enumerate(released):
+                m.orders[meta.seq] = self.next_order + i
+            self.store.commit(m)
             self.envs[env_id] = env
-            return {"status": "success"}
-
-    def ingest(self, groups: list[IncomingGroup]) -> list[dict[str, Any]]:
-        """Commit groups atomically (all or none); one legacy status dict per group."""
-        t0 = time.perf_counter()
-        self._check_room(sum(g.n for g in groups))  # cheap early refusal before any payload I/O
-        # payload I/O happens outside the lock, overlapping with other requests' parsing
-        staged = [
-            None if g.group_id in self.group_ids else self.store.stage(g.blob) for g in groups
-        ]
-        with self.lock:
-            fresh = []
-            seen = set()
-            for g in groups:
-                dup = g.group_id is not None and (
-                    g.group_id in self.group_ids or g.group_id in seen
-                )
-                fresh.append(not dup)
-                if g.group_id is not None:
-                    seen.add(g.group_id)
-            self._check_room(sum(g.n for g, ok in zip(groups, fresh, strict=True) if ok))
-            if self.registration is not None:
-                bs = int(self.registration["batch_size"])
-                for i, g in enumerate(groups):
-                    if g.n > bs:
-                        where = f"[{i}]: " if len(groups) > 1 else ""
-                        raise ApiProblem(
-                            422,
-                            f"{where}group has {g.n} sequences but the trainer's batch_size is {bs}; "
-                            "it could never be delivered",
-                        )
-            m = Mutation()
-            now = time.time()
-            answers: list[dict[str, Any]] = []
-            to_queue: list[GroupMeta] = []
-            buffers = {k: list(v) for k, v in self.buffers.items()}
-            latest = self.latest_seq
-            seq = self.next_seq
-            new_rows: dict[int, GroupRow] = {}
-            for g, ok, handle in zip(groups, fresh, staged, strict=True):
-                if not ok:
-                    self.metrics.duplicates.inc()
-                    answers.append({"status": "received", "duplicate": True})
-                    continue
-                meta = GroupMeta(
-                    seq, g.n, g.env_id, g.policy_version, g.max_len, len(g.blob), g.group_id, now
-                )
-                seq += 1
-                row = GroupRow(meta, QUEUED, self._env_name(g.env_id))
-                m.new_groups.append(
-                    (row, handle if handle is not None else self.store.stage(g.blob))
-                )
-                new_rows[meta.seq] = row
-                env = (
-                    self.envs[g.env_id]
-                    if g.env_id is not None and 0 <= g.env_id < len(self.envs)
-                    else None
-                )
-                if env is not None and g.n < env["group_size"]:
-                    row.state = BUFFERED
-                    buf = buffers.setdefault(g.env_id, [])
-                    buf.append(meta)
-                    for released in self._release_from_buffer(buf, env["group_size"]):
-                        if released.seq in new_rows:
-                            new_rows[released.seq].state = QUEUED
-                        else:
-                            m.states[released.seq] = QUEUED
-                        to_queue.append(released)
-                        latest = released.seq
-                    answers.append({"status": "buffered", "buffer_size": sum(x.n for x in buf)})
-                else:
-                    to_queue.append(meta)
-                    latest = meta.seq
-                    answers.append({"status": "received"})
-            if latest != self.latest_seq:
-                m.meta["latest_seq"] = latest
-            if m.new_groups:
-                self.store.commit(m)
-            self.next_seq = seq
-            self.latest_seq = latest
-            self.buffers = {k: v for k, v in buffers.items() if v}
-            for meta in sorted(to_queue, key=lambda x: x.seq):
+            for meta in released:
+                meta.order = m.orders[meta.seq]
                 self.queue.add(meta)
-            for row, _ in m.new_groups:
-                if row.meta.group_id is not None:
-                    self.group_ids.add(row.meta.group_id)
-                self.metrics.groups_in.labels(row.env_name or "none").inc()
-                self.metrics.bytes_in.inc(row.meta.nbytes)
-                self.metrics.sequences_in.inc(row.meta.n)
+            self.next_order += len(released)
             self._update_gauges()
-        self.metrics.ingest_latency.observe(time.perf_counter() - t0)
-        return answers
-
-    def _check_room(self, incoming: int) -> None:
-        """503 + Retry-After when ``incoming`` more sequences would exceed the bound (a lone group is
-        always accepted into an empty queue, so an oversized group cannot deadlock the run)."""
-        held = self.queue.total_sequences + self.buffered_sequences()
-        if incoming and held > 0 and held + incoming > self.settings.max_queued_sequences:
-            self.metrics.backpressure.inc()
-            raise ApiProblem(
-                503,
-                f"queue is full ({held} sequences held, limit {self.settings.max_queued_sequences}); retry later",
-                headers={"Retry-After": f"{self.settings.retry_after_seconds:g}"},
-            )
-
-    @staticmethod
-    def _release_from_buffer(buf: list[GroupMeta], group_size: int) -> list[GroupMeta]:
-        """Atropos's mixed-size buffer: release the oldest subset summing to the env's group size;
-        if none exists and the buffer holds >= 2x group size sequences, release it all (no stalls)."""
-        idx = pick_exact_subset([g.n for g in buf], group_size)
-        if idx is None:
-            if sum(g.n for g in buf) < 2 * group_size:
-                return []
-            idx = list(range(len(buf)))
-        released = [buf[i] for i in idx]
-        for i in sorted(idx, reverse=True):
-            del buf[i]
-        return released
-
-    def status_env(self, env_id: int) -> dict[str, Any]:
-        """Atropos's /status-env, from the per-env counters (no queue scan)."""
-        with self.lock:
-            if not 0 <= env_id < len(self.envs):
-                raise ApiProblem(404, f"unknown env_id {env_id} ({len(self.envs)} registered)")
-            env = self.envs[env_id]
-            connected = [e for e in self.envs if e["connected"]]
-            total = sum(e["max_context_len"] * max(0.0, e["weight"]) for e in connected)
-            weight = env["max_context_len"] * env["weight"] / total if total > 0 else 0.0
-            weight = max(MIN_ENV_WEIGHT, weight)
-            total_min = sum(
-                e["min_batch_allocation"]
-                for e in connected
-                if e.get("min_batch_allocation") is not None
-            )
-            q = self.queue
-            max_group = q.max_group_size()
-            own_sizes = q.env_size_counts.get(env_id, {})
-            env_group = max([env["group_size"], *own_sizes.keys()])
-            own = q.env_sequences.get(env_id, 0)
-            bs = int(self.registration["batch_size"]) if self.registration else 0
-            mins = {
-                e["env_id"]: int(bs * e["min_batch_allocation"])
-                for e in connected
-                if e.get("min_batch_allocation") is not None
-            }
-            others = 0
-            if max_group > 1:
-                for other, seqs in q.env_sequences.items():
-                    if other == env_id:
-                        continue
-                    packed = -(-seqs // max_group) * max_group
-                    others += max(0, packed - mins.get(other, 0))
-            return {
-                "current_step": self.step,
-                "queue_size": (own + others) // env_group,
-                "unallocated_fraction": 1.0 - min(total_min, 1.0),
-                "self_queue_size": own // env_group,
-                "max_group_size": max_group,
-                "env_weight": weight,
-            }
-
-    # ------------------------------------------------------------------ shared
-    def info(self) -> dict[str, Any]:
-        reg = self.registration
-        if reg is None:
-            return {"batch_size": -1, "max_token_len": -1}
-        return {"batch_size": reg["batch_size"], "max_token_len": reg["max_token_len"]}
-
-    def wandb_info(self) -> dict[str, Any]:
-        reg = self.registration
-        if reg is None:
-            return {"group": None, "project": None}
-        return {"group": reg.get("wandb_group"), "project": reg.get("wandb_project")}
-
-    def status(self) -> dict[str, Any]:
-        with self.lock:
-            drops_by_env: Counter = Counter()
-            drops_by_bucket: Counter = Counter()
-            for (env, bucket), n in self.stale_drops.items():
-                drops_by_env[env] += n
-                drops_by_bucket[bucket] += n
-            return {
-                "current_step": self.step,
-                "queue_size": len(self.queue),
-                "queued_sequences": self.queue.total_sequences,
-                "buffered_sequences": self.buffered_sequences(),
-                "registered": self.registration is not None,
-                "started": self.started,
-                "pending_batch": self.pending.batch_id if self.pending else None,
-                "blocked_by": self.blocked_by,
-                "max_staleness": self.settings.max_staleness,
-                "stale_dropped_by_env": dict(drops_by_env),
-                "stale_dropped_by_length": dict(drops_by_bucket),
-            }
-
-    def latest_example(self) -> bytes:
-        with self.lock:
-            if self.latest_seq is not None:
-                try:
-                    return self.store.get_blobs([self.latest_seq])[0]
-                except KeyError:
-                    pass  # pruned from history: answer like Atropos before any data
-            return orjson.dumps(EMPTY_EXAMPLE)
-
-    def peek(self, limit: int, after: Optional[int], env: Optional[str]) -> bytes:
-        with self.lock:
-            rows = self.store.peek(limit, after, env)
-            pending = set(self.pending.seqs) if self.pending else set()
-        parts = []
-        for r in rows:
-            state = r.state
-            if state == DELIVERED and r.seq not in pending:  # pragma: no cover - defensive
-                state = ACKED
-            head = orjson.dumps(
-                {"seq": r.seq, "received_at": r.received_at, "env_name": r.env_name, "state": state}
-            )
-            parts.append(head[:-1] + b',"group":' + r.blob + b"}")
-        next_seq = rows[-1].seq if rows else (after if after is not None else self.next_seq - 1)
-        return b'{"groups":[' + b",".join(parts) + b'],"next_seq":' + str(next_seq).encode() + b"}"
+            return {"status": "success"}
 
     def reset(self) -> None:
         with self.lock:

@@ -44,6 +44,11 @@ class ApiSettings(BaseModel):
         gt=0,
         description="Bound on queued + buffered sequences; beyond it ingest gets 503.",
     )
+    max_queued_bytes: int = Field(
+        4 * 1024**3,
+        gt=0,
+        description="Bound on the payload bytes of queued + buffered groups; beyond it ingest gets 503.",
+    )
     retry_after_seconds: float = Field(1.0, gt=0, description="Retry-After sent with a 503.")
     max_staleness: Optional[int] = Field(
         None, ge=0, description="Drop groups whose policy_version < current_step - max_staleness."

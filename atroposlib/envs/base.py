@@ -37,23 +37,10 @@ from atroposlib.envs.server_handling.server_manager import (
     ServerBaseline,
     ServerManager,
 )
-from atroposlib.errors import ModelLoadError
 from atroposlib.type_definitions import Item, Message, ScoredDataGroup, ScoredDataItem
+from atroposlib.utils.tokenizer_loading import load_tokenizer
 
 logger = logging.getLogger(__name__)
-
-
-def load_tokenizer(name: str) -> Any:
-    """``AutoTokenizer.from_pretrained(name)`` with a one-line error that says what to change."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(name)
-    except Exception as e:  # transformers raises OSError/ValueError/HTTP errors depending on the cause
-        raise ModelLoadError(
-            f"cannot load tokenizer {name!r} ({type(e).__name__}); set --env.tokenizer_name to a local "
-            "tokenizer directory (or a hub name when online)"
-        ) from None
 
 
 class BaseEnv:
@@ -72,6 +59,7 @@ class BaseEnv:
     ) -> None:
         self.config = config
         self.server = ServerManager(server_configs, server_class=self.server_cls, slurm=slurm, testing=testing)
+        self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
         self.tokenizer = load_tokenizer(config.tokenizer_name)
         self.curr_step = 0
         self.max_token_len = -1
@@ -81,6 +69,8 @@ class BaseEnv:
         self.checkpoint_dir = ""
         self.checkpoint_interval = -1
         self.backlog: list[Item] = []
+        self.workers: set = set()  # Atropos attribute names some envs read; the runner owns the real pool
+        self.eval_workers: set = set()
         self.eval_metrics: list[tuple[str, Any]] = []
         self.rollouts_for_wandb: list[list[tuple[str, float]]] = []
         self.completion_lengths: list[int] = []

@@ -63,6 +63,9 @@ def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
         _fail(str(e))
     except AtroposError as e:
         _fail(str(e), code=1)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
 
 
 __all__ = ["main", "usage"]

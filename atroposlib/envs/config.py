@@ -98,13 +98,15 @@ class BaseEnvConfig(BaseModel):
         default=600, description="Seconds before a rollout worker is cancelled and its item retried; -1: never."
     )
     thinking_mode: bool = Field(
-        default=False, description="Ask the model to reason inside <think></think> before answering."
+        default=False,
+        description="Ask for thinking: chat requests carry chat_template_kwargs.enable_thinking (vllm/sglang, "
+        "managed_server templates); envs may also read it to change their prompts."
     )
     reasoning_effort: Optional[Literal["low", "medium", "high"]] = Field(
-        default=None, description="Reasoning effort hint passed to servers that support it."
+        default=None, description="Sent as reasoning_effort with chat requests to server_type openai."
     )
     max_reasoning_tokens: Optional[int] = Field(
-        default=None, ge=1, description="Token budget for reasoning, for servers that support it."
+        default=None, ge=1, description="Token budget for reasoning; read by envs (not sent to servers by the runtime)."
     )
     spool_dir: Optional[str] = Field(
         default=None,

@@ -265,7 +265,12 @@ def load_config(env_cls: type, subcommand: str, argv: Sequence[str]) -> LoadedCo
 
     cli_env: dict[str, Any] = {}
     cli_openai: dict[str, Any] = {}
-    top: dict[str, Any] = {"slurm": bool(yaml_data.get("slurm", False)), "testing": bool(yaml_data.get("testing", False))}
+    top: dict[str, Any] = {}
+    for key in ("slurm", "testing"):
+        value = yaml_data.get(key, False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"--config {config_path}: {key} must be true or false, got {value!r}")
+        top[key] = value
     for name, raw in flags.items():
         sources[name] = f"--{name}"
         if name.startswith("env."):

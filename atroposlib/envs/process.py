@@ -39,6 +39,7 @@ class ProcessRunner:
         if env.jsonl_writer is None:
             raise ValueError("process needs --env.data_path_to_save_groups")
         self._install_signals()
+        env.process_mode = True
         env.metrics_logger = make_metrics_logger(env.config.use_wandb, project="atropos-process", group=None,
                                                  name=env.config.wandb_name, config=env.config.model_dump(mode="json"))
         try:
@@ -120,12 +121,26 @@ class ProcessRunner:
             for g in written:
                 self.done += 1
                 self.scores.extend(g["scores"])
+            if written:
+                await self._log_metrics()
         except asyncio.CancelledError:
             raise
         except Exception:
             self.hook_errors += 1
             self.failed += 1
             logger.exception("an env hook raised while processing an item")
+
+    async def _log_metrics(self) -> None:
+        """Atropos calls ``wandb_log`` after every processed group, with the group count as step."""
+        env = self.env
+        step, env.curr_step = env.curr_step, self.done
+        try:
+            await env.wandb_log({})
+        except Exception:
+            self.hook_errors += 1
+            logger.exception("wandb_log() raised")
+        finally:
+            env.curr_step = step
 
     def _bar(self):
         if not self.progress:

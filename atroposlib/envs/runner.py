@@ -28,23 +28,12 @@ from atroposlib.api.client import AsyncTrajectoryClient
 from atroposlib.envs.config import EvalHandlingEnum
 from atroposlib.envs.metrics_logger import make_metrics_logger
 from atroposlib.envs.sending import current_policy_version
-from atroposlib.envs.spool import Spool
-from atroposlib.errors import APIError, APIUnavailable, ConfigError
+from atroposlib.envs.spool import Spool, SpoolSink
+from atroposlib.errors import APIError, APIUnavailable, ConfigError, InferenceUnavailable
 from atroposlib.type_definitions import RegisterEnv
 
 logger = logging.getLogger(__name__)
 MAX_ITEM_ATTEMPTS = 3
-
-
-class SpoolSink:
-    """``env.group_sink`` in serve mode: groups go to the durable spool, the sender takes them from there."""
-
-    def __init__(self, spool: Spool, wake: asyncio.Event) -> None:
-        self.spool, self.wake = spool, wake
-
-    async def put(self, group: dict[str, Any]) -> None:
-        self.spool.append(group)
-        self.wake.set()
 
 
 class ServeRunner:
@@ -57,10 +46,12 @@ class ServeRunner:
                                             retries=1, timeout=30.0)
         self.stop = asyncio.Event()
         self.wake = asyncio.Event()
+        self.slot_free = asyncio.Event()  # a worker finished: refill now rather than at the next tick
         self.running: dict[int, dict[str, Any]] = {}
         self.attempts: dict[int, int] = {}
         self.eval_task: Optional[asyncio.Task] = None
-        self.counts = {"groups_sent": 0, "hook_errors": 0, "timeouts": 0, "items_started": 0, "rejected": 0}
+        self.counts = {"groups_sent": 0, "hook_errors": 0, "timeouts": 0, "items_started": 0, "rejected": 0,
+                       "api_errors": 0, "inference_unavailable": 0}
         self.api_ok = True
         self._next_id = 0
         name = self.cfg.wandb_name or env.name or type(env).__name__
@@ -102,7 +93,7 @@ class ServeRunner:
     async def _register(self) -> bool:
         env, cfg = self.env, self.cfg
         req = RegisterEnv(max_token_length=cfg.max_token_length, desired_name=cfg.wandb_name or env.name or type(env).__name__,
-                          weight=max(cfg.inference_weight, 0.0), group_size=cfg.group_size,
+                          weight=cfg.inference_weight if cfg.inference_weight >= 0 else 1.0, group_size=cfg.group_size,
                           min_batch_allocation=cfg.min_batch_allocation)
         last_log = 0.0
         while not self.stop.is_set():
@@ -171,6 +162,14 @@ class ServeRunner:
                 self._reap_timeouts()
                 await self._sleep_or_stop(1.0)
                 continue
+            except APIError as e:
+                self.counts["api_errors"] += 1
+                logger.warning("/status-env failed (%s)%s", e, "; registering again" if e.status_code == 404 else "")
+                self._reap_timeouts()
+                if e.status_code == 404 and not await self._register():
+                    return
+                await self._sleep_or_stop(1.0)
+                continue
             if not self.api_ok:
                 logger.warning("trajectory API is back")
             self.api_ok = True
@@ -183,7 +182,8 @@ class ServeRunner:
                 return
             await self._fill(self._target_in_flight())
             self._reap_timeouts()
-            await self._sleep_or_stop(self.tick_seconds)
+            self.slot_free.clear()
+            await self._sleep_or_stop(self.tick_seconds, also=self.slot_free)
 
     def _done(self, step: int, queue_size: int) -> bool:
         bs = max(self.cfg.batch_size, 1)
@@ -232,7 +232,7 @@ class ServeRunner:
         self._next_id += 1
         task = asyncio.create_task(self._work(item, self.env.curr_step))
         self.running[wid] = {"item": item, "task": task, "start": time.monotonic()}
-        task.add_done_callback(lambda _t, w=wid: self.running.pop(w, None))
+        task.add_done_callback(lambda _t, w=wid: (self.running.pop(w, None), self.slot_free.set()))
         self.counts["items_started"] += 1
 
     async def _work(self, item: Any, step: int) -> None:
@@ -247,6 +247,10 @@ class ServeRunner:
                 await env.handle_send_to_api(groups, item)
         except asyncio.CancelledError:
             raise
+        except InferenceUnavailable as e:
+            self.counts["inference_unavailable"] += 1
+            logger.warning("no inference server could take the item (%s); it goes back to the backlog", e)
+            env.backlog.append(item)
         except Exception:
             self.counts["hook_errors"] += 1
             logger.exception("an env hook raised while handling an item; counted (%d so far)", self.counts["hook_errors"])
@@ -297,7 +301,7 @@ class ServeRunner:
             env.items_sent_this_step = 0
             try:
                 await env.wandb_log({"train/hook_errors": self.counts["hook_errors"],
-                                     "train/worker_timeouts": self.counts["timeouts"],
+                                     "train/timed_out_items": self.counts["timeouts"],
                                      "train/spooled_groups": self.spool.pending()})
             except Exception:
                 self.counts["hook_errors"] += 1
@@ -372,11 +376,15 @@ class ServeRunner:
             self.env.jsonl_writer.close()
         await self.client.aclose()
 
-    async def _sleep_or_stop(self, seconds: float) -> None:
+    async def _sleep_or_stop(self, seconds: float, also: Optional[asyncio.Event] = None) -> None:
+        waits = [asyncio.ensure_future(self.stop.wait())]
+        if also is not None:
+            waits.append(asyncio.ensure_future(also.wait()))
         try:
-            await asyncio.wait_for(self.stop.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
-            pass
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
 
-__all__ = ["ServeRunner", "SpoolSink"]
+__all__ = ["ServeRunner"]

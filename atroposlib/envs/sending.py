@@ -77,7 +77,8 @@ class JsonlGroupWriter:
             self._f.close()
 
 
-def _normalize(group: dict[str, Any]) -> dict[str, Any]:
+def normalize_group(group: dict[str, Any]) -> dict[str, Any]:
+    """Plain lists of plain numbers; drop None values and the empty lists Atropos's builder leaves."""
     g = {k: v for k, v in dict(group).items() if v is not None}
     n = len(g.get("tokens") or [])
     g["tokens"] = [[int(t) for t in seq] for seq in g.get("tokens") or []]
@@ -111,7 +112,7 @@ def prepare_groups(
             drops["not_a_group"] += 1
             logger.error("dropping a %s returned where a ScoredDataGroup was expected", type(raw).__name__)
             continue
-        group = _normalize(raw)
+        group = normalize_group(raw)
         unavailable = group.get("reward_status") == "unavailable"
         expected = (group.get("group_overrides") or {}).get("group_size", env.config.group_size)
         if len(group["tokens"]) != expected:
@@ -129,8 +130,9 @@ def prepare_groups(
             continue
         if env.config.include_messages and "messages" not in group:
             group["messages"] = [[{"role": "text", "content": env.tokenizer.decode(t)}] for t in group["tokens"]]
-        version = current_policy_version.get()
-        group.setdefault("policy_version", version if version is not None else max(0, int(env.curr_step)))
+        if not getattr(env, "process_mode", False):  # `process` trains nothing: no policy version
+            version = current_policy_version.get()
+            group.setdefault("policy_version", version if version is not None else max(0, int(env.curr_step)))
         group.setdefault("group_id", uuid.uuid4().hex)
         if getattr(env, "env_id", None) is not None:
             group["env_id"] = env.env_id
@@ -144,4 +146,4 @@ def prepare_groups(
     return out
 
 
-__all__ = ["GroupSink", "JsonlGroupWriter", "NullSink", "current_policy_version", "prepare_groups"]
+__all__ = ["GroupSink", "JsonlGroupWriter", "NullSink", "current_policy_version", "normalize_group", "prepare_groups"]

@@ -3,23 +3,34 @@
 ``groups.jsonl`` is append-only (one group per line, fsynced); ``sent.offset`` records how far the
 sender got (written atomically). ``peek()`` returns the oldest unsent group, ``ack()`` moves past it;
 when everything is sent the file is truncated. A restarted env resends what a crash left unsent, in
-order; the API drops duplicates by ``group_id``. Groups the API rejects for good (4xx) are moved to
+order; the API drops duplicates by ``group_id``. One process at a time owns a spool (a file lock). Groups the API rejects for good (4xx) are moved to
 ``rejected.jsonl`` next to it (kept, counted, logged) so they never block the queue.
 """
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import orjson
 
+from atroposlib.errors import ConfigError
+
 
 class Spool:
     def __init__(self, directory: Union[str, Path]) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.dir / ".lock", "w")
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise ConfigError(f"spool directory {self.dir} is used by another running env; "
+                              "give each env its own --env.spool_dir") from None
         self.path = self.dir / "groups.jsonl"
         self.offset_path = self.dir / "sent.offset"
         self.rejected_path = self.dir / "rejected.jsonl"
@@ -71,6 +82,19 @@ class Spool:
     def close(self) -> None:
         if not self._f.closed:
             self._f.close()
+        if not self._lock.closed:
+            self._lock.close()
 
 
-__all__ = ["Spool"]
+class SpoolSink:
+    """``env.group_sink`` in serve mode: groups go to the durable spool, the sender takes them from there."""
+
+    def __init__(self, spool: Spool, wake: asyncio.Event) -> None:
+        self.spool, self.wake = spool, wake
+
+    async def put(self, group: dict[str, Any]) -> None:
+        self.spool.append(group)
+        self.wake.set()
+
+
+__all__ = ["Spool", "SpoolSink"]

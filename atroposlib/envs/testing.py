@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from atroposlib.envs.fake_server import FakeOpenAIServer, Responder
 from atroposlib.envs.groups import check_group
-from atroposlib.envs.sending import _normalize
+from atroposlib.envs.sending import normalize_group
 from atroposlib.envs.server_handling.backends import APIServer, _to_openai
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.errors import SchemaError
@@ -109,7 +109,7 @@ async def acheck_env(env_cls: type, *, server: FakeOpenAIServer, items: int = 1,
             for raw in (groups if isinstance(groups, list) else [groups]):
                 if raw is None:
                     continue
-                group = _normalize(raw)
+                group = normalize_group(raw)
                 expected = (group.get("group_overrides") or {}).get("group_size", env.config.group_size)
                 if len(group["tokens"]) != expected:
                     raise AssertionError(f"item {i}: a group has {len(group['tokens'])} sequences, expected {expected}")

@@ -33,8 +33,14 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+MAX_MARKDOWN_CHARS = 100_000
+"""Longer texts are shown as escaped plain text (markdown parsing time grows with length)."""
+
+
 def render_markdown(text: str) -> str:
     """Markdown to HTML with raw HTML shown as text; no links or images are created."""
+    if len(text) > MAX_MARKDOWN_CHARS:
+        return f'<pre class="plain">{esc(text)}</pre>'
     return _md.render(text)
 
 

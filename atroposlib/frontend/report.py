@@ -9,6 +9,7 @@ could not run a script that came from model output. Groups are streamed to the f
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from pathlib import Path
@@ -62,6 +63,7 @@ CARD_CSS = """
 .atv .msg-body p { margin:4px 0; }
 .atv .msg-body pre { background:#111827; color:#e5e7eb; padding:8px; border-radius:6px; overflow-x:auto; }
 .atv .msg-body table { border-collapse:collapse; } .atv .msg-body td, .atv .msg-body th { border:1px solid var(--atv-line); padding:2px 6px; }
+.atv pre.plain { white-space:pre-wrap; word-break:break-word; font-size:12px; }
 .atv pre.ids { white-space:pre-wrap; word-break:break-all; font-size:12px; color:#374151; }
 .atv .tokinfo { color:var(--atv-muted); font-size:12px; }
 .atv details.tokview > summary { cursor:pointer; color:#374151; font-size:12px; }
@@ -76,6 +78,8 @@ CARD_CSS = """
 """
 
 CSS = PAGE_CSS + CARD_CSS
+
+log = logging.getLogger(__name__)
 
 JS = """
 (function () {
@@ -170,6 +174,25 @@ def render_group(
     )
 
 
+def error_card(index: Any, err: Exception) -> str:
+    """A card that says a group could not be shown (the rest of the page still renders)."""
+    return (
+        f'<details class="group" data-env="unreadable" style="--gc:#999"><summary><span class="gtitle">'
+        f"Group {esc(index)}</span><span class=\"pill\">could not be shown: {esc(type(err).__name__)}: "
+        f"{esc(str(err)[:300])}</span></summary></details>\n"
+    )
+
+
+def safe_render_group(group: dict, index: int, *, decode: Any = None, **kwargs: Any) -> str:
+    """``render_group(build_view(group))``; a malformed group becomes an error card, logged with
+    its traceback, instead of breaking the whole page."""
+    try:
+        return render_group(build_view(group, index=index, decode=decode), **kwargs)
+    except Exception as e:  # noqa: BLE001 - one bad group must not hide the others
+        log.exception("group %s could not be rendered", index)
+        return error_card(index, e)
+
+
 def _page_head(title: str, nonce: str) -> str:
     csp = (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
@@ -218,8 +241,8 @@ def write_html_report(
         for i, group in enumerate(iter_groups(groups, stats)):
             if max_groups is not None and count >= max_groups:
                 break
-            view = build_view(group, index=i, decode=decode)
-            fh.write(render_group(view, token_text=token_text, token_view=token_view, open_=(i == 0)))
+            fh.write(safe_render_group(group, i, decode=decode, token_text=token_text,
+                                       token_view=token_view, open_=(i == 0)))
             count += 1
         if count == 0:
             fh.write('<div class="empty">No groups to show.</div>')
@@ -228,4 +251,4 @@ def write_html_report(
     return out
 
 
-__all__ = ["render_group", "write_html_report"]
+__all__ = ["error_card", "render_group", "safe_render_group", "write_html_report"]

@@ -19,12 +19,12 @@ log = logging.getLogger(__name__)
 
 def load_tokenizer(name_or_path: str) -> Any:
     """``AutoTokenizer.from_pretrained(name_or_path)``; raises ``ModelLoadError`` on failure."""
-    from transformers import AutoTokenizer  # lazy: keeps CLI start-up fast when unused
-
     p = Path(name_or_path).expanduser()
     looks_local = p.exists() or name_or_path.startswith((".", "/", "~"))
     if looks_local and not p.is_dir():
         raise ModelLoadError(f"tokenizer directory not found: {name_or_path}")
+    from transformers import AutoTokenizer  # lazy: keeps CLI start-up fast when unused
+
     if not looks_local:
         try:  # a cached hub tokenizer loads without any network round trip
             return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)

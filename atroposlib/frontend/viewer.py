@@ -16,7 +16,7 @@ from typing import Any, Optional
 from atroposlib.errors import AtroposError
 from atroposlib.frontend.groups import Decoder, build_view
 from atroposlib.frontend.render import esc, logprob_color
-from atroposlib.frontend.report import CARD_CSS, render_group
+from atroposlib.frontend.report import CARD_CSS, error_card, render_group
 from atroposlib.frontend.sources import GroupSource
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,13 @@ def render_view(
     budget_left = token_budget
     over_budget = 0
     for i, g in reversed(list(enumerate(groups))):
-        view = build_view(g, index=g.get("seq", i) if isinstance(g.get("seq"), int) else i, decode=decode)
+        index = g.get("seq", i) if isinstance(g.get("seq"), int) else i
+        try:
+            view = build_view(g, index=index, decode=decode)
+        except Exception as e:  # noqa: BLE001 - one malformed group must not hide the others
+            log.exception("group %s could not be rendered", index)
+            cards.append(error_card(index, e))
+            continue
         if env and env != ALL_ENVS and view.env_label != env:
             continue
         mean = view.mean_score
@@ -132,9 +138,12 @@ class ViewerState:
         try:
             groups = self.source.fetch(n)
             status = self.source.status_line()
-        except (AtroposError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
             self.errors += 1
-            log.warning("view-run: fetching from %s failed: %s", self.source.description, e)
+            if isinstance(e, (AtroposError, OSError)):
+                log.warning("view-run: fetching from %s failed: %s", self.source.description, e)
+            else:
+                log.exception("view-run: unexpected error reading %s", self.source.description)
             html, _ = render_view([], banner=f"Could not read {self.source.description}: {e}")
             return html, f"**Source:** {self.source.description} — error", [ALL_ENVS]
         lo, problem_lo = parse_bound(min_score, "min score")

@@ -1,14 +1,19 @@
 """The batching inference engine: a bounded request queue and one generation worker thread.
 
 Requests (each a list of rows: n>1 is n rows) are collected for ``batch_window_ms`` after the first one
-arrives, up to ``max_batch_size`` rows, and generated together by ``generate_batch``. Weight refresh loads
-the new checkpoint beside the running one, then swaps it in between batches (the batch in flight finishes
-on the old weights; the next one uses the new), bumping ``weights_version``.
+arrives, up to ``max_batch_size`` rows, prefilled together and decoded as one ``DecodeBatch``. While that
+batch runs, requests that arrive are admitted between decode steps as long as rows are free (continuous
+batching), so a short request does not wait for the longest one in flight. All rows of one batch use the
+same weights: rows for another LoRA adapter wait until the running batch drains. Weight refresh loads the
+new checkpoint beside the running one, stops admitting rows, lets the batch in flight finish on the old
+weights, swaps, and resumes; ``weights_version`` counts the swaps.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import contextlib
 import logging
 import os
 import queue
@@ -20,7 +25,7 @@ from typing import Optional
 
 from atroposlib.errors import InferenceUnavailable, ModelLoadError
 from atroposlib.inference.config import EngineConfig
-from atroposlib.inference.generation import RowResult, generate_batch
+from atroposlib.inference.generation import DecodeBatch, RowResult
 from atroposlib.inference.loading import LoadedModel, load_causal_lm, load_model_dir
 from atroposlib.inference.metrics import EngineMetrics
 from atroposlib.inference.sampling import RowParams
@@ -47,7 +52,8 @@ class InferenceEngine:
         self.weights_version = 0
         self.metrics.weights_version.set(0)
         self._queue: queue.Queue[_Job] = queue.Queue(maxsize=config.max_queue)
-        self._carry: Optional[_Job] = None
+        self._deferred: collections.deque[_Job] = collections.deque()
+        self._swap_pending = threading.Event()
         self.adapters: dict[str, Path] = {}
         self._swap_lock = threading.Lock()
         self._stop = threading.Event()
@@ -106,13 +112,23 @@ class InferenceEngine:
             raise ModelLoadError(
                 f"model at {model_path} has vocabulary {new_vocab}, the served tokenizer needs {old_vocab}"
             )
-        with self._swap_lock:
+        with self._exclusive():
             self.loaded.model = new_model  # LoRA adapters belonged to the old base: they are dropped
             self.adapters.clear()
             self.loaded.path = Path(model_path).expanduser().resolve()
             self.weights_version += 1
             self.metrics.weights_version.set(self.weights_version)
             return self.weights_version
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """Hold the model between batches: stop admitting rows, wait for the batch in flight to drain."""
+        self._swap_pending.set()
+        try:
+            with self._swap_lock:
+                yield
+        finally:
+            self._swap_pending.clear()
 
     def load_lora(self, name: str, path: str) -> None:
         """Load a peft LoRA adapter; requests whose ``model`` is ``name`` then use it (vLLM semantics)."""
@@ -123,7 +139,7 @@ class InferenceEngine:
             raise ModelLoadError(f"a LoRA adapter named {name!r} is already loaded; unload it first")
         from peft import PeftModel
 
-        with self._swap_lock:
+        with self._exclusive():
             model = self.loaded.model
             try:
                 if isinstance(model, PeftModel):
@@ -137,7 +153,7 @@ class InferenceEngine:
     def unload_lora(self, name: str) -> None:
         if name not in self.adapters:
             raise ModelLoadError(f"no LoRA adapter named {name!r} is loaded")
-        with self._swap_lock:
+        with self._exclusive():
             if len(self.adapters) == 1:  # last one: take the LoRA layers out again (nothing merged)
                 self.loaded.model = self.loaded.model.unload()
             else:
@@ -148,98 +164,125 @@ class InferenceEngine:
         return self._queue.qsize()
 
     # -- worker -------------------------------------------------------------------------------
-    def _next_job(self, timeout: float) -> Optional[_Job]:
-        if self._carry is not None:
-            job, self._carry = self._carry, None
-            return job
+    def _take(self, timeout: Optional[float]) -> Optional[_Job]:
+        if self._deferred:
+            return self._deferred.popleft()
         try:
-            return self._queue.get(timeout=timeout)
+            return self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
         except queue.Empty:
             return None
 
     def _collect(self) -> list[_Job]:
-        first = self._next_job(0.1)
+        """Block briefly for a first request, then gather more for the batch window."""
+        first = self._take(0.1)
         if first is None:
             return []
         jobs, n_rows = [first], len(first.rows)
         deadline = time.monotonic() + self.config.batch_window_ms / 1000.0
         while n_rows < self.config.max_batch_size:
             remaining = deadline - time.monotonic()
-            job = self._next_job(max(remaining, 0.0)) if remaining > 0 else self._poll()
+            job = self._take(remaining if remaining > 0 else None)
             if job is None:
                 break
-            if n_rows + len(job.rows) > self.config.max_batch_size:
-                self._carry = job
+            if n_rows + len(job.rows) > self.config.max_batch_size or _adapter(job) != _adapter(first):
+                self._deferred.appendleft(job)
                 break
             jobs.append(job)
             n_rows += len(job.rows)
         self.metrics.queue_depth.set(self._queue.qsize())
         return jobs
 
-    def _poll(self) -> Optional[_Job]:
-        try:
-            return self._queue.get_nowait()
-        except queue.Empty:
-            return None
+    def _admissible(self, free: int, adapter: Optional[str]) -> list[_Job]:
+        """Jobs that fit into ``free`` rows of a running batch for ``adapter`` (non-blocking)."""
+        jobs: list[_Job] = []
+        while free > 0 and not self._swap_pending.is_set():
+            job = self._take(None)
+            if job is None:
+                break
+            if len(job.rows) > free or _adapter(job) != adapter:
+                self._deferred.appendleft(job)
+                break
+            jobs.append(job)
+            free -= len(job.rows)
+        return jobs
 
     def _worker(self) -> None:
         while not self._stop.is_set():
+            if self._swap_pending.is_set():  # a weight swap is waiting for the lock: let it go first
+                time.sleep(0.002)
+                continue
             jobs = self._collect()
             if not jobs:
                 continue
-            live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
-            rows = [r for j in live for r in j.rows]
-            try:
-                results = self._run_rows(rows)
-            except Exception as e:  # report to every waiting request, keep serving
-                log.exception("generation batch of %d rows failed", len(rows))
-                self.metrics.errors.inc()
-                for j in live:
-                    j.future.set_exception(e)
-                continue
-            pos = 0
-            for j in live:
-                j.future.set_result(results[pos:pos + len(j.rows)])
-                pos += len(j.rows)
+            with self._swap_lock:
+                self._run_batch(jobs)
 
-    def _run_rows(self, rows: list[RowParams]) -> list[RowResult]:
-        # Rows for the same adapter (None = base weights) run together; results go back in row order.
-        out: list[Optional[RowResult]] = [None] * len(rows)
-        groups: dict[Optional[str], list[int]] = {}
-        for i, r in enumerate(rows):
-            groups.setdefault(r.adapter, []).append(i)
-        size = self.config.max_batch_size
-        for adapter, idxs in groups.items():
-            for start in range(0, len(idxs), size):
-                part = idxs[start:start + size]
-                for i, res in zip(part, self._run_chunk([rows[i] for i in part], adapter), strict=True):
-                    out[i] = res
-        return [r for r in out if r is not None]
-
-    def _run_chunk(self, chunk: list[RowParams], adapter: Optional[str]) -> list[RowResult]:
-        import contextlib
-
-        with self._swap_lock:
-            lm = self.loaded
-            model = lm.model
-            ctx: contextlib.AbstractContextManager = contextlib.nullcontext()
+    def _run_batch(self, jobs: list[_Job]) -> None:
+        lm = self.loaded
+        adapter = _adapter(jobs[0])
+        model = lm.model
+        ctx: contextlib.AbstractContextManager = contextlib.nullcontext()
+        live: list[tuple[_Job, list[RowResult]]] = []
+        try:
             if adapter is not None:
                 if adapter not in self.adapters:
-                    raise ModelLoadError(f"LoRA adapter {adapter!r} was unloaded")
+                    raise ModelLoadError(f"LoRA adapter {adapter!r} is not loaded")
                 model.set_adapter(adapter)
             elif self.adapters:
                 ctx = model.disable_adapter()
             t0 = time.perf_counter()
             with ctx:
-                res = generate_batch(model, chunk, pad_id=lm.pad_id, eos_ids=lm.eos_ids, decode=lm.decode)
+                batch = DecodeBatch(model, pad_id=lm.pad_id, eos_ids=lm.eos_ids, decode=lm.decode)
+                merge_ok = True
+                while jobs:
+                    jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+                    rows = [r for j in jobs for r in j.rows]
+                    results = batch.add(rows) if rows else []
+                    pos = 0
+                    for j in jobs:
+                        live.append((j, results[pos:pos + len(j.rows)]))
+                        pos += len(j.rows)
+                    self.metrics.batch_size.observe(len(batch) + sum(r.done for r in results))
+                    self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in rows))
+                    live = self._deliver(live)
+                    merge_ok = merge_ok and batch.can_merge()
+                    jobs = []
+                    while len(batch):
+                        batch.step()
+                        live = self._deliver(live)
+                        if merge_ok and len(batch) < self.config.max_batch_size:
+                            jobs = self._admissible(self.config.max_batch_size - len(batch), adapter)
+                            if jobs:
+                                break
             dt = time.perf_counter() - t0
-        gen = sum(len(r.token_ids) for r in res)
-        self.metrics.batch_size.observe(len(chunk))
-        self.metrics.batch_seconds.observe(dt)
-        self.metrics.generated_tokens.inc(gen)
-        self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in chunk))
-        self.metrics.tokens_per_second.set(gen / dt if dt > 0 else 0.0)
-        return res
+            self.metrics.batch_seconds.observe(dt)
+            self.metrics.generated_tokens.inc(batch.generated)
+            self.metrics.tokens_per_second.set(batch.generated / dt if dt > 0 else 0.0)
+            self._deliver(live)
+        except Exception as e:  # report to every waiting request of this batch, keep serving
+            log.exception("generation batch failed")
+            self.metrics.errors.inc()
+            for j, _ in live:
+                if not j.future.done():
+                    j.future.set_exception(e)
+            for j in jobs:
+                if not j.future.done():
+                    j.future.set_exception(e)
+
+    @staticmethod
+    def _deliver(live: list[tuple[_Job, list[RowResult]]]) -> list[tuple[_Job, list[RowResult]]]:
+        """Resolve the futures of jobs whose rows are all done; return the rest."""
+        rest = []
+        for job, results in live:
+            if all(r.done for r in results):
+                job.future.set_result(results)
+            else:
+                rest.append((job, results))
+        return rest
+
+
+def _adapter(job: _Job) -> Optional[str]:
+    return job.rows[0].adapter if job.rows else None
 
 
 __all__ = ["InferenceEngine"]

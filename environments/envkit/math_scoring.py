@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from latex2sympy2_extended import NormalizationConfig
 from math_verify import LatexExtractionConfig, parse, verify
@@ -89,7 +90,7 @@ def verify_math(response: str, gold: str) -> Optional[bool]:
 
 def length_penalised_scores(
     correct: Sequence[bool], lengths: Sequence[int], max_token_length: int
-) -> List[float]:
+) -> list[float]:
     """+1/-1 per answer; when every answer is correct, long ones lose reward linearly.
 
     No penalty up to half of ``max_token_length``; from there the score falls linearly to 0 at

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Optional
 
 LETTERS = string.ascii_uppercase
 
@@ -51,7 +52,7 @@ def extract_letter(response: str, num_choices: int, require_think: bool = True) 
             return LetterExtraction(None, "more than one thinking block")
     tail = response.rsplit("</think>", 1)[-1]
     for pattern in _PATTERNS:
-        found: List[str] = [m.upper() for m in pattern.findall(tail)]
+        found: list[str] = [m.upper() for m in pattern.findall(tail)]
         found = [m for m in found if m in LETTERS]
         if not found:
             continue

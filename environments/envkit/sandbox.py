@@ -5,8 +5,9 @@ What is enforced, and how:
 * **time** — wall-clock timeout; the whole process group is SIGKILLed when it passes. RLIMIT_CPU backs it.
 * **memory** — RLIMIT_AS (address space) of ``memory_mb``.
 * **processes** — RLIMIT_NPROC of ``max_processes``. The kernel ignores it for root, so when we run as
-  root the child also drops to the ``nobody`` user (if an interpreter it can execute exists); as
-  ``nobody`` it also cannot write outside its temp dir.
+  root the child also drops to an unprivileged uid of its own (a fresh one per run from a high range
+  with no account, so one run's leftover processes never count against the next run's limit), if an
+  interpreter that such a user can execute exists; it then cannot write outside its temp dir either.
 * **files** — a fresh temp dir as working dir and HOME (deleted afterwards); RLIMIT_FSIZE caps each file,
   including the captured stdout/stderr; RLIMIT_NOFILE caps open files; no core dumps.
 * **network** — when the kernel allows it (root, or unprivileged user namespaces), the child gets its
@@ -23,6 +24,7 @@ never ran) — environments turn that into ``reward_status="unavailable"``, neve
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import os
 import resource
@@ -31,18 +33,23 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Literal, Optional
+from typing import Literal, Optional
 
 logger = logging.getLogger(__name__)
 
 SandboxStatus = Literal["passed", "failed", "timeout", "unavailable"]
 _CLONE_NEWNET = 0x40000000
-_NOBODY = 65534
+_SANDBOX_UIDS = itertools.cycle(range(200_000, 260_000))
+_UID_LOCK = threading.Lock()
 _MARKER = ".sandbox-started"
 _OUTPUT_LIMIT = 64 * 1024
+# Resolved once in the parent: after fork() the child must not dlopen() (it could deadlock on a lock
+# another thread of the parent held at fork time).
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 _PRELUDE = f"""\
 import socket as _socket
@@ -82,16 +89,20 @@ class SandboxResult:
 @dataclass(frozen=True)
 class _Plan:
     interpreter: str
-    drop_to_nobody: bool
+    drop_privileges: bool
     new_netns: bool
 
 
-def _preexec(limits: SandboxLimits, plan: _Plan) -> None:
+def _next_uid() -> int:
+    with _UID_LOCK:
+        return next(_SANDBOX_UIDS)
+
+
+def _preexec(limits: SandboxLimits, plan: _Plan, uid: int) -> None:
     """Runs in the forked child before exec: new session, namespace, limits, then drop privileges."""
     os.setsid()
     if plan.new_netns:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(_CLONE_NEWNET) != 0:
+        if _LIBC.unshare(_CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
     cpu = int(limits.timeout_s) + 2
     for limit, value in (
@@ -103,10 +114,10 @@ def _preexec(limits: SandboxLimits, plan: _Plan) -> None:
         (resource.RLIMIT_CORE, 0),
     ):
         resource.setrlimit(limit, (value, value))
-    if plan.drop_to_nobody:
+    if plan.drop_privileges:
         os.setgroups([])
-        os.setgid(_NOBODY)
-        os.setuid(_NOBODY)
+        os.setgid(uid)
+        os.setuid(uid)
 
 
 def _execute(code: str, limits: SandboxLimits, plan: _Plan) -> SandboxResult:
@@ -117,16 +128,17 @@ def _execute(code: str, limits: SandboxLimits, plan: _Plan) -> SandboxResult:
         with open(script, "w", encoding="utf-8") as handle:
             handle.write(_PRELUDE + "\n" + code)
         out_path, err_path = os.path.join(workdir, "stdout"), os.path.join(workdir, "stderr")
-        if plan.drop_to_nobody:
+        uid = _next_uid()
+        if plan.drop_privileges:
             for path in (workdir, script):
-                os.chown(path, _NOBODY, _NOBODY)
+                os.chown(path, uid, uid)
         env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONHASHSEED": "0", "SANDBOX_NO_NETWORK": "1"}
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             try:
                 proc = subprocess.Popen(
                     [plan.interpreter, "-I", script], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                    stdout=out, stderr=err, preexec_fn=lambda: _preexec(limits, plan),
+                    stdout=out, stderr=err, preexec_fn=lambda: _preexec(limits, plan, uid),
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 return SandboxResult("unavailable", None, "", "", time.monotonic() - start,
@@ -139,7 +151,7 @@ def _execute(code: str, limits: SandboxLimits, plan: _Plan) -> SandboxResult:
             finally:
                 try:  # kill the group either way: nothing the code spawned may outlive it
                     os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
+                except ProcessLookupError:  # the group is already gone: nothing left to kill
                     pass
                 proc.wait()
         stdout = _read_capped(out_path)
@@ -165,7 +177,7 @@ def _read_capped(path: str) -> str:
         return handle.read(_OUTPUT_LIMIT).decode("utf-8", errors="replace")
 
 
-def _candidate_interpreters() -> List[str]:
+def _candidate_interpreters() -> list[str]:
     found = [sys.executable]
     for name in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.path.exists(name) and os.path.realpath(name) != os.path.realpath(sys.executable):
@@ -175,7 +187,7 @@ def _candidate_interpreters() -> List[str]:
 
 @lru_cache(maxsize=1)
 def _plan() -> _Plan:
-    """Probe once what this machine allows (network namespace, dropping to nobody) and pick a plan."""
+    """Probe once what this machine allows (network namespace, dropping privileges); pick a plan."""
     probe = SandboxLimits(timeout_s=20)
     is_root = os.geteuid() == 0
     for new_netns in (True, False):
@@ -185,7 +197,7 @@ def _plan() -> _Plan:
                 if _execute("pass", probe, plan).status == "passed":
                     logger.info("sandbox: interpreter %s, network namespace %s, runs as %s",
                                 interpreter, "yes" if new_netns else "NO (socket guard only)",
-                                "nobody" if drop else "the current user")
+                                "a fresh unprivileged uid" if drop else "the current user")
                     return plan
     raise RuntimeError("the sandbox cannot start any Python interpreter on this machine")
 
@@ -194,7 +206,7 @@ def sandbox_capabilities() -> dict:
     """What the sandbox enforces on this machine (for logs, tests and the README)."""
     plan = _plan()
     return {"interpreter": plan.interpreter, "network_namespace": plan.new_netns,
-            "drops_to_nobody": plan.drop_to_nobody, "process_limit_enforced": plan.drop_to_nobody
+            "drops_privileges": plan.drop_privileges, "process_limit_enforced": plan.drop_privileges
             or os.geteuid() != 0}
 
 

@@ -7,27 +7,30 @@ pronounceable strings; either way the items are reproducible from a seed. Answer
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Dict, List, Optional, Tuple
+from typing import Optional
 
 from envkit.math_scoring import strip_thinking
+
+logger = logging.getLogger(__name__)
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
-def word_list() -> Tuple[str, ...]:
+def word_list() -> tuple[str, ...]:
     """Lower-case words of 3-10 letters (reasoning-gym's list, or generated ones as a fallback)."""
     try:
         text = resources.files("reasoning_gym").joinpath("data/words3to10.txt").read_text("utf-8")
         words = tuple(w.strip().lower() for w in text.split() if w.strip().isalpha())
         if words:
             return words
-    except (ModuleNotFoundError, FileNotFoundError):
-        pass
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        logger.warning("reasoning-gym word list unavailable (%s); using generated words", exc)
     rng = random.Random(1234)
     consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
     return tuple(
@@ -42,7 +45,7 @@ def extract_answer_tag(response: str) -> Optional[str]:
     return found[-1].strip() if found else None
 
 
-def letter_counting_item(rng: random.Random, max_words: int = 3) -> Dict[str, str]:
+def letter_counting_item(rng: random.Random, max_words: int = 3) -> dict[str, str]:
     """``{"question", "answer"}``: how often a letter occurs in a short phrase."""
     words = [rng.choice(word_list()) for _ in range(rng.randint(1, max_words))]
     phrase = " ".join(words)
@@ -56,7 +59,7 @@ def letter_counting_item(rng: random.Random, max_words: int = 3) -> Dict[str, st
     return {"question": question, "answer": str(phrase.count(letter))}
 
 
-def text_reversal_item(rng: random.Random, max_words: int = 3) -> Dict[str, str]:
+def text_reversal_item(rng: random.Random, max_words: int = 3) -> dict[str, str]:
     """``{"question", "answer"}``: reverse a short phrase character by character."""
     phrase = " ".join(rng.choice(word_list()) for _ in range(rng.randint(1, max_words)))
     question = (
@@ -72,7 +75,7 @@ def score_exact(response: str, answer: str) -> float:
     return 1.0 if given is not None and given == answer else 0.0
 
 
-def make_items(kind: str, count: int, seed: int) -> List[Dict[str, str]]:
+def make_items(kind: str, count: int, seed: int) -> list[dict[str, str]]:
     """``count`` reproducible items of ``kind`` ("letter_counting" or "text_reversal")."""
     makers = {"letter_counting": letter_counting_item, "text_reversal": text_reversal_item}
     if kind not in makers:

@@ -13,8 +13,9 @@ import json
 import operator
 import random
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any
 
 from envkit.math_scoring import strip_thinking
 
@@ -24,7 +25,7 @@ _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: Dict[str, Any]
+    arguments: dict[str, Any]
 
     def key(self) -> str:
         """Canonical text of the call: argument order, whitespace inside strings and ``10`` vs ``10.0``
@@ -46,8 +47,8 @@ def _canonical(value: Any) -> Any:
 
 @dataclass
 class ToolCallParse:
-    calls: List[ToolCall] = field(default_factory=list)
-    errors: List[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def parse_tool_calls(text: str) -> ToolCallParse:
@@ -84,7 +85,7 @@ def parse_tool_calls(text: str) -> ToolCallParse:
     return result
 
 
-def compare_tool_calls(predicted: ToolCallParse, reference: Sequence[ToolCall]) -> Tuple[float, str]:
+def compare_tool_calls(predicted: ToolCallParse, reference: Sequence[ToolCall]) -> tuple[float, str]:
     """Score in [0, 1] and a reason: the share of reference calls matched (order-free), with extra or
     malformed calls counting against it; 1.0 only for an exact set of well-formed calls."""
     if predicted.errors:
@@ -119,7 +120,7 @@ def _evaluate(node: ast.AST) -> float:
     raise ValueError("only numbers and + - * / are allowed")
 
 
-def calculator(expression: str) -> Dict[str, Any]:
+def calculator(expression: str) -> dict[str, Any]:
     value = _evaluate(ast.parse(expression, mode="eval").body)
     return {"result": round(value, 6)}
 
@@ -127,7 +128,7 @@ def calculator(expression: str) -> Dict[str, Any]:
 WEATHER_C = {"Paris": 18, "Oslo": 4, "Cairo": 31, "Lima": 22, "Tokyo": 15, "Denver": 9}
 
 
-def get_weather(city: str) -> Dict[str, Any]:
+def get_weather(city: str) -> dict[str, Any]:
     if city not in WEATHER_C:
         raise ValueError(f"unknown city {city!r}; known: {', '.join(sorted(WEATHER_C))}")
     return {"city": city, "temperature_c": WEATHER_C[city]}
@@ -138,7 +139,7 @@ _CONVERSIONS = {("km", "mi"): lambda v: v * 0.621371, ("mi", "km"): lambda v: v 
                 ("c", "f"): lambda v: v * 9 / 5 + 32, ("f", "c"): lambda v: (v - 32) * 5 / 9}
 
 
-def convert_units(value: float, from_unit: str, to_unit: str) -> Dict[str, Any]:
+def convert_units(value: float, from_unit: str, to_unit: str) -> dict[str, Any]:
     pair = (from_unit.lower(), to_unit.lower())
     if pair not in _CONVERSIONS:
         raise ValueError(f"cannot convert {from_unit} to {to_unit}")
@@ -149,20 +150,20 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> Dict[str, Any]:
 class Tool:
     name: str
     description: str
-    parameters: Dict[str, Any]
-    function: Callable[..., Dict[str, Any]]
+    parameters: dict[str, Any]
+    function: Callable[..., dict[str, Any]]
 
-    def schema(self) -> Dict[str, Any]:
+    def schema(self) -> dict[str, Any]:
         return {"type": "function", "function": {"name": self.name, "description": self.description,
                                                  "parameters": self.parameters}}
 
 
-def _params(**props: str) -> Dict[str, Any]:
+def _params(**props: str) -> dict[str, Any]:
     return {"type": "object", "properties": {k: {"type": t} for k, t in props.items()},
             "required": list(props)}
 
 
-TOOLBOX: Dict[str, Tool] = {
+TOOLBOX: dict[str, Tool] = {
     t.name: t for t in [
         Tool("calculator", "Evaluate an arithmetic expression with + - * /.", _params(expression="string"),
              calculator),
@@ -185,7 +186,7 @@ def hermes_system_prompt(tools: Sequence[Tool]) -> str:
     )
 
 
-def execute_call(call: ToolCall, toolbox: Dict[str, Tool] = TOOLBOX) -> Tuple[bool, str]:
+def execute_call(call: ToolCall, toolbox: dict[str, Tool] = TOOLBOX) -> tuple[bool, str]:
     """Run a call; (ok, JSON text for the ``<tool_response>``). Tool errors are reported, not raised."""
     tool = toolbox.get(call.name)
     if tool is None:
@@ -199,7 +200,7 @@ def execute_call(call: ToolCall, toolbox: Dict[str, Tool] = TOOLBOX) -> Tuple[bo
 # ------------------------------------------------------------------------------------------------
 # Procedural tasks
 # ------------------------------------------------------------------------------------------------
-def single_turn_task(rng: random.Random) -> Dict[str, Any]:
+def single_turn_task(rng: random.Random) -> dict[str, Any]:
     """``{"question", "reference": [ToolCall]}`` answerable by exactly one call."""
     kind = rng.choice(["weather", "convert", "calc"])
     if kind == "weather":
@@ -215,7 +216,7 @@ def single_turn_task(rng: random.Random) -> Dict[str, Any]:
             "reference": [ToolCall("calculator", {"expression": f"{a} * {b}"})]}
 
 
-def multi_turn_task(rng: random.Random) -> Dict[str, Any]:
+def multi_turn_task(rng: random.Random) -> dict[str, Any]:
     """``{"question", "answer"}`` needing two tool calls (weather, then a conversion)."""
     city = rng.choice(sorted(WEATHER_C))
     fahrenheit = convert_units(WEATHER_C[city], "c", "f")["value"]

@@ -32,6 +32,7 @@ def make_index(sizes, envs=None, versions=None):
             GroupMeta(
                 seq=i + 1,
                 n=n,
+                order=i + 1,
                 env_id=(envs[i] if envs else None),
                 policy_version=(versions[i] if versions else None),
                 max_len=10 * n,
@@ -203,3 +204,11 @@ def test_exhaustive_small_mixes():
         assert (res.seqs is not None) == brute_can_make(sizes, 6)
         if res.seqs:
             assert sum(sizes[s - 1] for s in res.seqs) == 6
+
+
+def test_fifo_key_is_queue_entry_order_not_ingest_seq():
+    q = QueueIndex()
+    q.add(GroupMeta(seq=5, n=2, order=1))  # ingested late, queued first
+    q.add(GroupMeta(seq=2, n=2, order=2))  # ingested early, released from a buffer later
+    q.add(GroupMeta(seq=7, n=2, order=3))
+    assert q.form_batch(4, {}).seqs == [5, 2]

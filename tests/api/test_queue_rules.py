@@ -92,7 +92,7 @@ def test_backpressure_503_with_retry_after(make_client):
         assert c.post("/scored_data", json=group(2, seed=i)).status_code == 200
     r = c.post("/scored_data", json=group(2, seed=5))
     assert r.status_code == 503 and r.headers["Retry-After"] == "2"
-    assert "limit 6" in r.json()["error"]
+    assert "limits 6" in r.json()["error"]
     c.post("/register", json=registration(batch_size=4))
     c.get("/batch")
     assert c.post("/scored_data", json=group(2, seed=5)).status_code == 200
@@ -112,6 +112,9 @@ def test_staleness_drops_are_counted_by_env_and_length(make_client):
     status = c.get("/status").json()
     assert status["stale_dropped_by_env"] == {"arith_0": 1}
     assert status["stale_dropped_by_length"] == {"<=512": 1}
+    assert status["queued_by_env"]["None"]["sequences"] == 2  # the unversioned group waits
+    assert status["queued_by_env"]["None"]["oldest_wait_s"] >= 0
+    assert status["queued_by_length"] == {"<=256": 1}
     assert (
         'atropos_stale_dropped_groups_total{env="arith_0",length_bucket="<=512"} 1.0'
         in c.get("/metrics").text
@@ -137,9 +140,9 @@ def test_mixed_group_sizes_buffer_release_and_big_groups(client):
         "status": "buffered",
         "buffer_size": 0,
     }
-    # ingest order: 3, 2, 1, 6, 2 (the 2 waited in the buffer) -> oldest-first exact batch 3+2+1+2
+    # queue-entry order: 3, 1 (released together), 6, 2, 2 (released together) -> 3+1+2+2
     b = client.get("/batch").json()
-    assert [len(g["tokens"]) for g in b["batch"]] == [3, 2, 1, 2]
+    assert [len(g["tokens"]) for g in b["batch"]] == [3, 1, 2, 2]
     assert client.get("/status").json()["queued_sequences"] == 6
     # a group larger than batch_size could never be delivered: refused up front
     r = client.post("/scored_data", json=group(9, seed=4))
@@ -226,3 +229,20 @@ def test_unreadable_payload_is_dropped_and_counted_not_a_stuck_batch(make_client
     b = c.get("/batch").json()
     assert [g["group_id"] for g in b["batch"]] == ["g1", "g2"]
     assert "atropos_corrupt_payloads_total 1.0" in c.get("/metrics").text
+
+
+def test_disconnect_releases_the_envs_buffer(client):
+    _start(client, batch_size=4)
+    client.post("/register-env", json=env_registration("e", group_size=4))
+    client.post("/scored_data", json=group(3, env_id=0))
+    assert client.get("/status").json()["buffered_sequences"] == 3
+    client.post("/disconnect-env", json={"env_id": 0})
+    status = client.get("/status").json()
+    assert status["buffered_sequences"] == 0 and status["queued_sequences"] == 3
+
+
+def test_backpressure_also_bounds_bytes(make_client):
+    c = make_client(store="memory", max_queued_bytes=3000)
+    assert c.post("/scored_data", json=group(2, length=40)).status_code == 200
+    assert c.post("/scored_data", json=group(2, length=40, seed=1)).status_code == 503
+    assert c.post("/scored_data", json=group(1, length=2, seed=2)).status_code == 200

@@ -64,6 +64,11 @@ def test_commit_load_and_blobs_roundtrip(store):
     ]
     assert snap.pending_batch.batch_id == "b1" and snap.pending_batch.seqs == [1]
     assert snap.group_ids == {"a"} and snap.max_seq == 3
+    store.commit(Mutation(states={2: QUEUED}, orders={2: 9}))
+    snap = store.load()
+    assert snap.max_order == 9 and [r.meta.order for r in snap.live_groups if r.meta.seq == 2] == [
+        9
+    ]
     assert store.get_blobs([3, 1]) == [b'{"x":3}', b'{"x":1}']
     assert store.batch_acked("b1") is False
     store.commit(Mutation(acked_batch="b1", states={1: ACKED}))
@@ -141,3 +146,13 @@ def test_full_synchronous_mode_works(tmp_path):
     s.commit(Mutation(new_groups=[(_row(1), s.stage(b"[7]"))]))
     assert s.get_blobs([1]) == [b"[7]"]
     s.close()
+
+
+def test_a_data_dir_is_used_by_one_server_at_a_time(tmp_path):
+    from atroposlib.errors import ConfigError
+
+    s = SqliteStore(tmp_path / "d")
+    with pytest.raises(ConfigError, match="in use"):
+        SqliteStore(tmp_path / "d")
+    s.close()
+    SqliteStore(tmp_path / "d").close()  # free again once closed

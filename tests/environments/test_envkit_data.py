@@ -66,3 +66,14 @@ def test_split_rows_is_deterministic():
     rows = [{"i": i} for i in range(10)]
     train, evals = split_rows(rows, 3, seed=1)
     assert len(train) == 7 and len(evals) == 3 and split_rows(rows, 3, seed=1) == (train, evals)
+
+
+def test_hub_path_for_math_and_mcqa_on_local_files(tmp_path):
+    math_file = tmp_path / "math.jsonl"
+    math_file.write_text(json.dumps({"question": "1/2 + 1/2?", "final_answer": "1"}) + "\n")
+    loaded = load_math("hub", hub_path="json", data_files=str(math_file))
+    assert loaded.rows == [{"question": "1/2 + 1/2?", "answer": "1"}]
+    mc_file = tmp_path / "mmlu.jsonl"
+    mc_file.write_text(json.dumps({"question": "Q?", "choices": ["a", "b", "c"], "answer": 2}) + "\n")
+    loaded = load_mcqa("hub", hub_path="json", hub_name=None, split="train", data_files=str(mc_file))
+    assert loaded.rows == [{"question": "Q?", "choices": ["a", "b", "c"], "answer_index": 2, "source": "json"}]

@@ -1,6 +1,5 @@
 """sandbox (limits really enforced), HumanEval programs, and the Gymnasium text games."""
 
-import pytest
 from envkit.games import BlackjackText, TaxiText, parse_action
 from envkit.humaneval import build_program, extract_code, load_problems
 from envkit.sandbox import SandboxLimits, run_python, sandbox_capabilities

@@ -31,9 +31,9 @@ def test_gsm8k_scores_right_and_wrong_answers():
     for group in groups:
         assert group["scores"] == [1.0, -1.0, 1.0, -1.0]
         assert group["messages"][0][-1]["role"] == "assistant"
-        for tokens, masks in zip(group["tokens"], group["masks"]):
-            trained = [t for t, m in zip(tokens, masks) if m != -100]
-            assert trained and all(m == t for t, m in zip(tokens, masks) if m != -100)
+        for tokens, masks in zip(group["tokens"], group["masks"], strict=True):
+            trained = [t for t, m in zip(tokens, masks, strict=True) if m != -100]
+            assert trained and all(m == t for t, m in zip(tokens, masks, strict=True) if m != -100)
 
 
 def test_math_length_penalty_when_all_correct():

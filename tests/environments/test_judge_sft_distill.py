@@ -55,6 +55,7 @@ def test_sft_loader_formats(tmp_path):
     chats.write_text("\n".join(json.dumps(r) for r in rows))
     groups = check_env(SFTLoaderEnv, items=2, env_overrides={"dataset": str(chats), "group_size": 2})
     from transformers import AutoTokenizer
+
     from atroposlib.envs.testing import tiny_tokenizer_dir
 
     tok = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir()))
@@ -62,7 +63,7 @@ def test_sft_loader_formats(tmp_path):
     assert first["scores"] == [1.0, 1.0] and first["group_overrides"] == {"sft": True}
     trained = tok.decode([t for t in first["masks"][0] if t != -100], skip_special_tokens=True)
     assert "A0." in trained and "done." in trained and "Q0?" not in trained
-    assert all(a == (1.0 if m != -100 else 0.0) for a, m in zip(first["advantages"][0], first["masks"][0]))
+    assert all(a == (1.0 if m != -100 else 0.0) for a, m in zip(first["advantages"][0], first["masks"][0], strict=True))
     assert groups[1]["messages"][1][0]["content"] == "Q0?"  # wrapped around the 3 rows
 
     pc = tmp_path / "pc.jsonl"
@@ -70,6 +71,19 @@ def test_sft_loader_formats(tmp_path):
     group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(pc), "group_size": 1,
                                                              "dataset_format": "prompt_completion"})[0]
     assert tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip() == "4"
+    share = tmp_path / "share.jsonl"
+    share.write_text(json.dumps({"conversations": [{"from": "human", "value": "hi"},
+                                                   {"from": "gpt", "value": "hello there"}]}) + "\n")
+    group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(share), "group_size": 1,
+                                                             "dataset_format": "sharegpt",
+                                                             "column": "conversations"})[0]
+    assert group["messages"][0][0] == {"role": "user", "content": "hi"}
+    assert tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip() == "hello there"
+    text = tmp_path / "text.jsonl"
+    text.write_text(json.dumps({"text": "plain words"}) + "\n")
+    group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(text), "group_size": 1,
+                                                             "dataset_format": "text", "column": "text"})[0]
+    assert group["masks"][0] == group["tokens"][0]  # plain text: every token is trained
     with pytest.raises(ConfigError, match="file not found"):
         check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(tmp_path / "missing.jsonl")})
 
@@ -77,7 +91,7 @@ def test_sft_loader_formats(tmp_path):
 def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, cpu_engine):
     import torch
     from teacher_distillation_env import TeacherDistillationEnv
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     overrides = {"group_size": 2, "data_source": "procedural", "offline_train_size": 5, "eval_size": 2,
                  "max_token_length": 400, "teacher_base_url": cpu_engine, "teacher_top_k": 3}
@@ -86,8 +100,11 @@ def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, 
                            env_overrides=overrides)
     group = groups[0]
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    texts = [tok.decode([i]) for i in range(len(tok))]
+    checked = 0
     for tokens, masks, ids, lps in zip(group["tokens"], group["masks"], group["distill_token_ids"],
-                                       group["distill_logprobs"]):
+                                       group["distill_logprobs"], strict=True):
         assert len(ids) == len(tokens) == len(lps)
         trained = [p for p, m in enumerate(masks) if m != -100]
         assert all(ids[p] == [] for p in range(len(tokens)) if p not in trained)
@@ -95,8 +112,14 @@ def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, 
             logits = model(torch.tensor([tokens])).logits[0].float().log_softmax(-1)
         for p in trained:
             assert 1 <= len(ids[p]) <= 3 and lps[p] == sorted(lps[p], reverse=True)
-            assert ids[p][0] == int(logits[p - 1].argmax())  # the teacher's most likely next token
-            assert lps[p][0] == pytest.approx(float(logits[p - 1].max()), abs=1e-3)
+            best = int(logits[p - 1].argmax())
+            # Ids that decode alike (partial UTF-8 bytes) are merged in OpenAI-shaped top_logprobs, so
+            # only tokens with a unique text can be checked exactly.
+            if texts.count(tok.decode([best])) == 1:
+                assert ids[p][0] == best
+                assert lps[p][0] == pytest.approx(float(logits[p - 1].max()), abs=1e-3)
+                checked += 1
+    assert checked >= 5
 
 
 def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_engine):

@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from envkit.data_sources import load_mcqa, split_rows
+from envkit.data_sources import load_mcqa
 from envkit.mcqa import LETTERS
 
 from atroposlib.envs.testing import check_env
@@ -72,3 +72,20 @@ def test_reasoning_gym_scores_with_the_tasks_own_scorer():
     assert all(group["scores"] == [1.0, 0.0, 0.0] for group in groups)
     with pytest.raises(ConfigError, match="did you mean"):
         check_env(ReasoningGymEnv, responses=["x"], env_overrides={"task": "chain_summ"})
+
+
+def test_every_reasoning_gym_task_builds_offline_and_scores():
+    from reasoning_gym.factory import DATASETS
+    from reasoning_gym_environment import build_dataset
+
+    perfect = 0
+    tasks = sorted(name for name in DATASETS if name != "composite")  # composite is a mixer, not a task
+    for name in tasks:
+        dataset = build_dataset(name, {}, size=1, seed=0)
+        entry = dataset[0]
+        score = dataset.score_answer(entry["answer"], entry)
+        assert 0.0 <= score <= 1.0, name
+        perfect += score == 1.0
+    assert len(tasks) == 105
+    # a few tasks (e.g. graph_color) ship no canonical answer and score only a valid one
+    assert perfect >= 95

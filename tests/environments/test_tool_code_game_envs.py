@@ -5,9 +5,11 @@ import json
 import re
 import threading
 
+import pytest
 from envkit.humaneval import load_problems
 
 from atroposlib.envs.testing import check_env, tiny_tokenizer_dir
+from atroposlib.errors import ConfigError
 
 
 def _counter():
@@ -23,7 +25,7 @@ def _counter():
 def _trained_runs(tokens, masks):
     """Contiguous runs of trained (unmasked) token ids."""
     runs, current = [], []
-    for token, mask in zip(tokens, masks):
+    for token, mask in zip(tokens, masks, strict=True):
         if mask != -100:
             current.append(token)
         elif current:
@@ -56,6 +58,13 @@ def test_single_turn_tool_calling_scores_and_reasons():
         assert notes[0] == "exact match" and "invalid JSON" in notes[1] and notes[2] == "no tool call"
 
 
+def test_tool_prompt_that_cannot_fit_is_a_config_error():
+    from tool_calling_server import ToolCallingEnv
+
+    with pytest.raises(ConfigError, match="no room for an answer"):
+        check_env(ToolCallingEnv, responses=["x"], env_overrides={"max_token_length": 100})
+
+
 def test_multi_turn_tool_calling_executes_tools_and_tracks_tokens_exactly():
     from tool_calling_multiturn_env import MultiTurnToolEnv
     from transformers import AutoTokenizer
@@ -79,7 +88,7 @@ def test_multi_turn_tool_calling_executes_tools_and_tracks_tokens_exactly():
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir()))
     group = groups[0]
     assert sorted(group["scores"]) == [0.0, 0.0, 1.0, 1.0]
-    for tokens, masks, score, conv in zip(group["tokens"], group["masks"], group["scores"], group["messages"]):
+    for tokens, masks, score, conv in zip(group["tokens"], group["masks"], group["scores"], group["messages"], strict=True):
         assistant = [m["content"] for m in conv if m["role"] == "assistant"]
         if score == 1.0:
             assert len(assistant) == 3 and sum(m["role"] == "tool" for m in conv) == 2
@@ -132,13 +141,13 @@ def test_blackjack_and_taxi_episodes():
         notes = [conv[-1]["content"] for conv in group["messages"]]
         invalid = [n for n in notes if n.startswith("invalid move: unknown action 'dance'")]
         assert len(invalid) == 2
-        for note, score in zip(notes, group["scores"]):
+        for note, score in zip(notes, group["scores"], strict=True):
             assert score == -1.0 if note.startswith("invalid") else score in (-1.0, 0.0, 1.0)
 
     groups = check_env(GymGameEnv, responses=["<action>north</action>"], items=1,
                        env_overrides={"group_size": 2, "game": "taxi", "max_turns": 3, "reward_scale": 0.5})
     for tokens, masks, score, conv in zip(groups[0]["tokens"], groups[0]["masks"], groups[0]["scores"],
-                                          groups[0]["messages"]):
+                                          groups[0]["messages"], strict=True):
         assert score == -1.5  # three moves at -1 each, scaled by 0.5
         assert sum(m["role"] == "assistant" for m in conv) == 3
         assert len(_trained_runs(tokens, masks)) == 3

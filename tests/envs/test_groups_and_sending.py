@@ -11,7 +11,7 @@ from atroposlib.envs.config import BaseEnvConfig
 from atroposlib.envs.groups import GroupBuilder, group_from_items
 from atroposlib.envs.sending import JsonlGroupWriter, current_policy_version, prepare_groups
 from atroposlib.envs.spool import Spool
-from atroposlib.errors import SchemaError
+from atroposlib.errors import ConfigError, SchemaError
 from atroposlib.type_definitions import ScoredDataGroup
 
 
@@ -97,6 +97,8 @@ def test_spool_is_ordered_durable_and_sets_rejects_aside(tmp_path):
     off, g = s.peek()
     assert g == {"i": 0}
     s.ack(off)
+    with pytest.raises(ConfigError, match="used by another running env"):
+        Spool(tmp_path)
     s.close()
     s2 = Spool(tmp_path)  # a restart resumes after the last acknowledged group
     assert s2.pending() == 2

@@ -31,10 +31,11 @@ def test_process_writes_groups_and_an_escaped_report(tok_dir, tmp_path):
         concurrent = fake.max_in_flight
     assert r.returncode == 0, r.stderr[-2000:]
     groups = _lines(tmp_path / "out" / "g.jsonl")
-    assert len(groups) == 5 and concurrent >= 2  # items ran concurrently (max_num_workers 3)
+    assert len(groups) == 5 and 2 <= concurrent <= 3  # items ran concurrently, bounded by max_num_workers
     for g in groups:
         validate_group(g)
         assert len(g["tokens"]) == 4 and g["messages"][1][-1]["content"] == EVIL
+        assert "policy_version" not in g  # process trains nothing
     html = (tmp_path / "out" / "g.html").read_text()
     assert "<script>alert(" not in html and "&lt;script&gt;" in html
     assert "mean_score" in r.stderr and "5/5" in r.stderr  # the progress bar

@@ -12,6 +12,7 @@ from atroposlib.envs.reward_fns import (
     math_accuracy,
     r1_format,
     register,
+    registry,
     repetition_penalty,
 )
 from atroposlib.errors import ConfigError
@@ -46,3 +47,11 @@ def test_combine_weights_and_registry():
     assert call_reward_fn(get_reward_fn("test_always_one"), ["a", "b"], answers=["ignored"]) == [1.0, 1.0]
     with pytest.raises(ValueError, match="returned 1 scores for 2"):
         call_reward_fn(lambda completions: [1.0], ["a", "b"])
+
+
+def test_atropos_style_registry_create_binds_params():
+    fn = registry.create({"type": "format", "params": {"pattern": r"\\boxed"}})
+    assert fn(["\\boxed{1}", "1"]) == [1.0, 0.0]
+    assert registry.create("r1_format")(["<think>a</think> b"]) == [1.0]
+    with pytest.raises(ConfigError, match="unknown reward function"):
+        registry.create({"type": "nope"})

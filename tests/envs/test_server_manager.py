@@ -6,12 +6,12 @@ import asyncio
 import time
 
 import pytest
-from transformers import AutoTokenizer
 
 from atroposlib.envs.fake_server import FakeOpenAIServer, fake_logprob
 from atroposlib.envs.server_handling.server_manager import APIServerConfig, ServerManager
 from atroposlib.errors import InferenceError
 from atroposlib.type_definitions import MASK_IGNORE
+from atroposlib.utils.tokenizer_loading import load_tokenizer
 from tests.envs.conftest import answer_responder
 
 
@@ -21,7 +21,7 @@ def _cfg(url: str, server_type: str = "vllm", **kw) -> APIServerConfig:
 
 
 def test_vllm_chat_and_token_completion(fake_server, tok_dir):
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    tok = load_tokenizer(str(tok_dir))
 
     async def go():
         sm = ServerManager([_cfg(fake_server.base_url)])
@@ -41,7 +41,7 @@ def test_vllm_chat_and_token_completion(fake_server, tok_dir):
 
 
 def test_managed_server_tracks_tokens_masks_logprobs_across_turns(fake_server, tok_dir):
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    tok = load_tokenizer(str(tok_dir))
     turn1 = [{"role": "user", "content": "What is 3+4?"}]
 
     async def go():
@@ -143,7 +143,7 @@ def test_client_errors_are_not_retried(fake_server):
 
 
 def test_openai_backend_is_text_only(fake_server, tok_dir):
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    tok = load_tokenizer(str(tok_dir))
 
     async def go():
         sm = ServerManager([_cfg(fake_server.base_url, server_type="openai")])
@@ -161,7 +161,7 @@ def test_openai_backend_is_text_only(fake_server, tok_dir):
 
 
 def test_sglang_backend_uses_native_generate(fake_server, tok_dir):
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    tok = load_tokenizer(str(tok_dir))
 
     async def go():
         sm = ServerManager([_cfg(fake_server.base_url, server_type="sglang")])
@@ -179,3 +179,37 @@ def test_sglang_backend_uses_native_generate(fake_server, tok_dir):
     prompt = tok.encode("What is 2+2?")
     assert nodes[0].tokens[: len(prompt)] == prompt
     assert len(nodes[0].logprobs) == len(nodes[0].tokens) == len(nodes[0].masked_tokens)
+
+
+def test_a_bare_server_root_means_its_v1_routes(fake_server):
+    root = fake_server.base_url[: -len("/v1")]
+
+    async def go():
+        sm = ServerManager([_cfg(root)])
+        try:
+            return await sm.completion(prompt="hi", n=1, max_tokens=4)
+        finally:
+            await sm.close()
+
+    assert asyncio.run(go()).choices[0].text
+
+
+def test_thinking_settings_reach_the_servers(fake_server):
+    async def go():
+        vllm = ServerManager([_cfg(fake_server.base_url)])
+        oai = ServerManager([_cfg(fake_server.base_url, server_type="openai")])
+        vllm.set_reasoning(thinking_mode=True)
+        oai.set_reasoning(reasoning_effort="low")
+        try:
+            await vllm.chat_completion(messages=[{"role": "user", "content": "hi"}])
+            await vllm.chat_completion(messages=[{"role": "user", "content": "hi"}], skip_reasoning=True)
+            await oai.chat_completion(messages=[{"role": "user", "content": "hi"}])
+        finally:
+            await vllm.close()
+            await oai.close()
+
+    asyncio.run(go())
+    first, second, third = [r for r in fake_server.requests if "messages" in r]
+    assert first["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "chat_template_kwargs" not in second and "skip_reasoning" not in second
+    assert third["reasoning_effort"] == "low"

@@ -52,6 +52,14 @@ def test_markdown_escapes_raw_html_and_makes_no_links():
     assert tags <= {"p", "strong"}, tags  # no <script>, <a>, <img>
 
 
+def test_very_long_text_is_escaped_plain_text():
+    from atroposlib.frontend.render import MAX_MARKDOWN_CHARS
+
+    out = render_markdown("<b>x</b> **y** " * (MAX_MARKDOWN_CHARS // 10))
+    assert out.startswith('<pre class="plain">&lt;b&gt;x&lt;/b&gt; **y**')
+    assert {t for t, _ in parse_tags(out)} == {"pre"}
+
+
 def test_report_escapes_hostile_completion_and_has_one_script(tmp_path):
     path = write_html_report(sample_groups(), tmp_path / "r.html", title="T <b>itle</b>")
     html = path.read_text()
@@ -160,3 +168,10 @@ def test_hostile_sample_is_really_hostile():
     # guards the browser tests: the sample must contain live markup if it were not escaped
     assert "<script>" in HOSTILE_COMPLETION and "onerror=" in HOSTILE_COMPLETION
     assert Path(__file__).exists()
+
+
+def test_a_malformed_group_becomes_an_error_card_not_a_broken_page(tmp_path, caplog):
+    bad = {"scores": {"not": "a list"}, "tokens": "abc"}
+    html = write_html_report([bad, sample_groups()[1]], tmp_path / "m.html").read_text()
+    assert "could not be shown: KeyError" in html and "It is 5" in html
+    assert "group 0 could not be rendered" in caplog.text

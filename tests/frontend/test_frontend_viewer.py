@@ -112,3 +112,8 @@ def test_token_view_budget_keeps_pages_small():
     assert "token view left out for 4 older groups" in html
     html, _ = render_view(groups, token_budget=10**6)
     assert html.count('class="tokview"') == 16 and "left out" not in html
+
+
+def test_view_survives_a_malformed_group():
+    html, n = render_view([{"scores": {"x": 1}, "seq": 9}, *with_seq(sample_groups()[:1])])
+    assert n == 2 and "Group 9" in html and "could not be shown" in html and "Group #1" in html

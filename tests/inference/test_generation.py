@@ -86,3 +86,27 @@ def test_top_k_one_is_greedy(lm):
     gens = [torch.Generator().manual_seed(i) for i in range(8)]
     out = sample_next(logits, torch.full((8,), 1.5), torch.ones(8), torch.ones(8, dtype=torch.long), gens)
     assert out.tolist() == logits.argmax(-1).tolist()
+
+
+def test_rows_added_mid_generation_match_rows_run_alone(lm):
+    from atroposlib.inference.generation import DecodeBatch
+
+    long_prompt = "Spell the word banana backward and then count all of the letters in it, twice over"
+    prompts = [PROMPTS[0], PROMPTS[2], long_prompt, PROMPTS[1]]
+    rows = [RowParams(prompt_ids=lm.tokenizer(p)["input_ids"], max_tokens=6 + 3 * i, temperature=1.0,
+                      seed=20 + i, ignore_eos=True) for i, p in enumerate(prompts)]
+    alone = [_gen(lm, [r])[0] for r in rows]
+    batch = DecodeBatch(lm.model, pad_id=lm.pad_id, eos_ids=lm.eos_ids, decode=lm.decode)
+    first = batch.add(rows[:2])
+    for _ in range(3):
+        batch.step()
+    second = batch.add(rows[2:3])  # longer prompt than the running cache
+    batch.step()
+    third = batch.add(rows[3:])  # shorter prompt, joins a wider cache
+    while len(batch):
+        batch.step()
+    merged = first + second + third
+    assert all(r.done for r in merged)
+    for a, b in zip(alone, merged, strict=True):
+        assert b.token_ids == a.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4

@@ -29,6 +29,17 @@ def png_base64(colour: str = "red") -> str:
 HOSTILE_SHOWN = "The answer is 12 <script>window.__pwned = 1; document.title = 'pwned'</script>"
 
 
+def record_requests(page) -> list[str]:
+    urls: list[str] = []
+    page.on("request", lambda req: urls.append(req.url))
+    return urls
+
+
+def assert_all_local(urls: list[str]) -> None:
+    remote = [u for u in urls if not u.startswith(("http://127.0.0.1", "file://", "data:", "blob:"))]
+    assert urls and not remote, remote
+
+
 def assert_not_pwned(page, title: str) -> None:
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.title() == title
@@ -47,6 +58,7 @@ def test_html_report_in_chromium(page, tmp_path, screenshot_dir):
     groups = sample_groups()
     groups[0]["images"] = [png_base64()]  # multimodal: inline images are shown, never fetched
     path = write_html_report(groups, tmp_path / "report.html", title=title)
+    urls = record_requests(page)
     page.goto(path.as_uri())
     page.wait_for_selector("details.group")
     assert_not_pwned(page, title)
@@ -65,6 +77,7 @@ def test_html_report_in_chromium(page, tmp_path, screenshot_dir):
     page.select_option("#env", "")
     page.screenshot(path=str(screenshot_dir / "tools-report.png"))
     assert_not_pwned(page, title)
+    assert_all_local(urls)  # self-contained: no CDN, no remote font or image
 
 
 @pytest.fixture
@@ -113,6 +126,7 @@ def test_view_run_reads_a_live_api_in_chromium(page, run_api, view_run, tokenize
         client.post_scored_data(g)
     url = view_run("--api-url", api.url, "--api-token", "tok", "--tokenizer", str(tokenizer_dir))
 
+    urls = record_requests(page)
     page.goto(url)
     page.wait_for_selector("#atv-root details.group", timeout=60_000)
     assert_not_pwned(page, "Atropos run viewer")
@@ -164,3 +178,4 @@ def test_view_run_reads_a_live_api_in_chromium(page, run_api, view_run, tokenize
     assert_not_pwned(page, "Atropos run viewer")
     st = client.status()
     assert (st.queue_size, st.current_step) == (5, 0)
+    assert_all_local(urls)  # the page loads nothing from the internet (fonts, CDN, analytics)

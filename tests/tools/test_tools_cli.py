@@ -7,6 +7,7 @@ import json
 from tools_helpers import run_cli
 
 from atroposlib.api.client import TrajectoryClient
+from atroposlib.frontend import datagen_cli
 from atroposlib.frontend.samples import sample_groups
 from atroposlib.type_definitions import Registration
 
@@ -95,16 +96,24 @@ def test_dpo_offline_pairs(tmp_path, groups_jsonl, tokenizer_dir):
     assert recs[0]["pos"] == "12<|im_end|>" and recs[0]["neg"] == "13<|im_end|>"
 
 
-def test_datagen_user_errors(tmp_path, groups_jsonl):
+def test_datagen_user_errors(tmp_path, groups_jsonl, capsys):
     out = str(tmp_path / "o.jsonl")
     assert_clean_error(run_cli(SFT, out, "--input", str(tmp_path / "none.jsonl"), "--save-messages"),
                        2, "--input file not found")
-    assert_clean_error(run_cli(SFT, out, "--input", str(groups_jsonl), "--tokenizer", str(tmp_path / "tok")),
-                       2, "tokenizer directory not found")
-    assert_clean_error(run_cli(DPO, out, "--input", str(groups_jsonl), "--save-messages", "--reset"),
-                       2, "not to --input files")
-    assert_clean_error(run_cli(SFT, out, "--input", str(groups_jsonl), "--save-messages",
-                               "--save-top-n-per-group", "-1"), 2, "save_top_n_per_group")
+    # the same entry point in-process (faster): one line on stderr, a non-zero status
+    cases = [
+        ("sft", ["--input", str(groups_jsonl), "--tokenizer", str(tmp_path / "tok")], 2, "tokenizer directory not found"),
+        ("dpo", ["--input", str(groups_jsonl), "--save-messages", "--reset"], 2, "not to --input files"),
+        ("sft", ["--input", str(groups_jsonl), "--save-messages", "--save-top-n-per-group", "-1"], 2,
+         "save_top_n_per_group"),
+        ("sft", ["--input", str(groups_jsonl), "--save-messages", "--num-seqs-to-save", "0"], 2,
+         "--num-seqs-to-save must be > 0"),
+    ]
+    for kind, args, code, needle in cases:
+        assert datagen_cli.run(kind, [out, *args]) == code
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,14 +8,13 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
 
 from atroposlib.api.client import TrajectoryClient
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def scripted_groups(n_groups: int, group_size: int = 4, seed: int = 0, vocab: int = 300) -> List[Dict]:
+def scripted_groups(n_groups: int, group_size: int = 4, seed: int = 0, vocab: int = 300) -> list[dict]:
     """Deterministic groups as an env would build them: prompt masked, inference logprobs, 0/1 scores."""
     rng = random.Random(seed)
     groups = []
@@ -33,34 +32,34 @@ def scripted_groups(n_groups: int, group_size: int = 4, seed: int = 0, vocab: in
     return groups
 
 
-def post_groups(api_url: str, groups: List[Dict]) -> None:
+def post_groups(api_url: str, groups: list[dict]) -> None:
     with TrajectoryClient(api_url) as c:
         for g in groups:
             c.post_scored_data(g)
 
 
-def child_env() -> Dict[str, str]:
+def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     return env
 
 
-def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) -> List[str]:
+def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "example_trainer.grpo", "--model-name", str(model), "--api-url", api_url,
             "--save-path", str(save), "--training-steps", str(steps), "--batch-size", "8", "--seq-len", "32",
             "--lr", "1e-2", "--torch-threads", "1", "--device", "cpu", "--batch-poll-interval", "0.02",
             "--batch-wait-timeout", "40", *extra]
 
 
-def start(cmd: List[str], log: Path) -> subprocess.Popen:
+def start(cmd: list[str], log: Path) -> subprocess.Popen:
     fh = open(log, "ab")
     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO)
     fh.close()
     return proc
 
 
-def metrics_steps(save: Path) -> List[int]:
+def metrics_steps(save: Path) -> list[int]:
     path = save / "metrics.jsonl"
     if not path.exists():
         return []

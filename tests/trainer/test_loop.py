@@ -3,14 +3,13 @@ weights change, and a trainer killed mid-run resumes at the right step without l
 
 from __future__ import annotations
 
-import subprocess
 import time
 
+import pytest
 import torch
+from _trainer_helpers import metrics_steps, post_groups, scripted_groups, start, trainer_cmd
 
 from atroposlib.api.client import TrajectoryClient
-
-from _trainer_helpers import metrics_steps, post_groups, scripted_groups, start, trainer_cmd
 
 
 def _weights(path):
@@ -99,3 +98,26 @@ def test_two_ranks_with_gloo_match_one_process(run_api, tiny_model, tmp_path):
         results[name] = _weights(save / "checkpoints" / "step_0000002")
     for k, v in results["single"].items():
         assert torch.allclose(v, results["ddp"][k], atol=1e-5), k
+
+
+@pytest.mark.slow  # launches the engine process twice (~10 s each on a loaded 2-core machine)
+def test_restart_mode_relaunches_our_engine_on_new_weights(run_api, tiny_model, tmp_path):
+    """restart: the trainer launches the inference server itself and relaunches it on each new checkpoint."""
+    import sys
+
+    from atroposlib.utils.net import free_port
+
+    api = run_api("--store", "memory")
+    post_groups(api.url, scripted_groups(4, seed=5))
+    save = tmp_path / "trainer"
+    command = (f"{sys.executable} -m atroposlib.cli.serve_model --model {{model_path}} --port {{port}} "
+               "--torch-threads 1")
+    proc = start(trainer_cmd(tiny_model, api.url, save, 1, "--weight-refresh", "restart", "--vllm-restart-interval",
+                             "1", "--vllm-port", str(free_port()), "--inference-command", command),
+                 tmp_path / "t.log")
+    assert proc.wait(180) == 0, (tmp_path / "t.log").read_text()[-3000:]
+    launches = [line for line in (tmp_path / "t.log").read_text().splitlines() if "starting inference server" in line]
+    assert len(launches) == 2  # the initial weights, then the weights after step 1
+    assert str(tiny_model) in launches[0]
+    assert "weights/step_0000001" in launches[1]
+    assert (save / "inference_server.log").read_text().count("Uvicorn running") == 2

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoTokenizer
 
 from atroposlib.envs.testing import tiny_tokenizer_dir
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
+from atroposlib.utils.tokenizer_loading import load_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tok():
-    return AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir()))
+    return load_tokenizer(str(tiny_tokenizer_dir()))
 
 
 CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"},
@@ -41,3 +41,10 @@ def test_length_cut_generation_has_no_end_of_turn(tok):
     out = tokenize_for_trainer(tok, CHAT, finish_reason="length")
     assert _trained_text(tok, out) == "6"
     assert tok.decode(out["tokens"]).endswith("<|im_start|>assistant\n6")
+
+
+def test_agent_role_counts_as_assistant_and_last_message_is_trained(tok):
+    chat = [{"role": "user", "content": "go"}, {"role": "agent", "content": "ok"}, {"role": "user", "content": "again"}]
+    all_turns = tokenize_for_trainer(tok, chat, train_on_all_assistant_turns=True)
+    assert _trained_text(tok, all_turns) == "ok<|im_end|>\n"
+    assert _trained_text(tok, tokenize_for_trainer(tok, chat)) == "again<|im_end|>\n"

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from atroposlib.api.deps import get_service
 from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
-from atroposlib.api.service import IncomingGroup, RunService
+from atroposlib.api.intake import IncomingGroup
+from atroposlib.api.service import RunService
 from atroposlib.type_definitions import ScoredData
 
 router = APIRouter()

@@ -45,6 +45,7 @@ class Mutation:
     envs: list[dict[str, Any]] = field(default_factory=list)
     new_groups: list[tuple[GroupRow, Any]] = field(default_factory=list)  # (row, staged payload)
     states: dict[int, str] = field(default_factory=dict)
+    orders: dict[int, int] = field(default_factory=dict)  # seq -> queue-entry order
     new_batch: Optional[BatchRecord] = None
     acked_batch: Optional[str] = None
     prune_below_seq: Optional[int] = None
@@ -60,6 +61,7 @@ class Snapshot:
     pending_batch: Optional[BatchRecord] = None
     group_ids: set[str] = field(default_factory=set)
     max_seq: int = 0
+    max_order: int = 0
 
 
 @dataclass

@@ -39,10 +39,14 @@ class MemoryStore(Store):
         return Snapshot(
             meta=copy.deepcopy(self._meta),
             envs=[copy.deepcopy(e) for _, e in sorted(self._envs.items())],
-            live_groups=[r for _, r in sorted(self._rows.items()) if r.state in LIVE_STATES],
+            live_groups=sorted(
+                (r for r in self._rows.values() if r.state in LIVE_STATES),
+                key=lambda r: (r.meta.order, r.meta.seq),
+            ),
             pending_batch=pending[-1] if pending else None,
             group_ids=set(self._group_ids),
             max_seq=max(self._rows, default=0),
+            max_order=max((r.meta.order for r in self._rows.values()), default=0),
         )
 
     def commit(self, m: Mutation) -> None:
@@ -56,6 +60,8 @@ class MemoryStore(Store):
                 self._group_ids.add(row.meta.group_id)
         for seq, state in m.states.items():
             self._rows[seq].state = state
+        for seq, order in m.orders.items():
+            self._rows[seq].meta.order = order
         if m.new_batch is not None:
             self._batches[m.new_batch.batch_id] = m.new_batch
             self._acked[m.new_batch.batch_id] = False

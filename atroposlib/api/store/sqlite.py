@@ -17,6 +17,7 @@ Segments whose groups are all acknowledged (and out of the peek history) are del
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sqlite3
@@ -61,6 +62,7 @@ CREATE TABLE IF NOT EXISTS groups (
     nbytes INTEGER NOT NULL,
     group_id TEXT UNIQUE,
     received_at REAL NOT NULL,
+    qorder INTEGER NOT NULL DEFAULT 0,
     segment INTEGER NOT NULL,
     offset INTEGER NOT NULL,
     length INTEGER,
@@ -79,6 +81,18 @@ CREATE INDEX IF NOT EXISTS batches_acked ON batches(acked);
 """
 
 
+def _lock_data_dir(data_dir: Path) -> int:
+    """Exclusive advisory lock: two servers appending to the same segments would corrupt them.
+    The kernel releases it when the process dies, so a SIGKILLed server never blocks its restart."""
+    fd = os.open(data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ConfigError(f"data dir {data_dir} is in use by another run-api process") from None
+    return fd
+
+
 class SqliteStore(Store):
     durable = True
 
@@ -89,6 +103,7 @@ class SqliteStore(Store):
         except OSError as e:
             raise ConfigError(f"cannot create data dir {data_dir}: {e}") from None
         self.path = data_dir / DB_NAME
+        self._lock_fd = _lock_data_dir(data_dir)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -161,16 +176,18 @@ class SqliteStore(Store):
         marks = ",".join("?" * len(LIVE_STATES))
         for row in db.execute(
             "SELECT seq, state, env_id, env_name, n, policy_version, max_len, nbytes, group_id,"
-            f" received_at FROM groups WHERE state IN ({marks}) ORDER BY seq",
+            f" received_at, qorder FROM groups WHERE state IN ({marks}) ORDER BY qorder, seq",
             LIVE_STATES,
         ):
-            seq, state, env_id, env_name, n, pv, max_len, nbytes, gid, received_at = row
-            meta = GroupMeta(seq, n, env_id, pv, max_len, nbytes, gid, received_at)
+            seq, state, env_id, env_name, n, pv, max_len, nbytes, gid, received_at, order = row
+            meta = GroupMeta(seq, n, env_id, pv, max_len, nbytes, gid, received_at, order)
             snap.live_groups.append(GroupRow(meta, state, env_name))
         snap.group_ids = {
             g for (g,) in db.execute("SELECT group_id FROM groups WHERE group_id IS NOT NULL")
         }
-        snap.max_seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM groups").fetchone()[0]
+        snap.max_seq, snap.max_order = db.execute(
+            "SELECT COALESCE(MAX(seq), 0), COALESCE(MAX(qorder), 0) FROM groups"
+        ).fetchone()
         pending = db.execute(
             "SELECT batch_id, step, seqs, created_at FROM batches WHERE acked = 0 ORDER BY created_at DESC"
         ).fetchone()
@@ -242,8 +259,8 @@ class SqliteStore(Store):
             if m.new_groups:
                 db.executemany(
                     "INSERT INTO groups (seq, state, env_id, env_name, n, policy_version, max_len,"
-                    " nbytes, group_id, received_at, segment, offset, length, crc)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " nbytes, group_id, received_at, qorder, segment, offset, length, crc)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             r.meta.seq,
@@ -256,6 +273,7 @@ class SqliteStore(Store):
                             r.meta.nbytes,
                             r.meta.group_id,
                             r.meta.received_at,
+                            r.meta.order,
                             *loc,
                         )
                         for (r, _), loc in zip(m.new_groups, locations, strict=True)
@@ -265,6 +283,11 @@ class SqliteStore(Store):
                 db.executemany(
                     "UPDATE groups SET state = ? WHERE seq = ?",
                     [(s, q) for q, s in m.states.items()],
+                )
+            if m.orders:
+                db.executemany(
+                    "UPDATE groups SET qorder = ? WHERE seq = ?",
+                    [(o, q) for q, o in m.orders.items()],
                 )
             if m.new_batch is not None:
                 b = m.new_batch
@@ -335,6 +358,9 @@ class SqliteStore(Store):
             self._db.close()
         except sqlite3.Error:  # pragma: no cover - closing twice
             pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
 
 __all__ = ["DB_NAME", "SqliteStore"]

@@ -15,12 +15,14 @@ from atroposlib.envs.reward_fns.builtin import (
 )
 from atroposlib.envs.reward_fns.registry import (
     RewardFn,
+    RewardRegistry,
     call_reward_fn,
     combine,
     get_reward_fn,
     register,
     registered_names,
+    registry,
 )
 
-__all__ = ["RewardFn", "call_reward_fn", "combine", "format_reward", "get_reward_fn", "length_penalty",
+__all__ = ["RewardFn", "RewardRegistry", "registry", "call_reward_fn", "combine", "format_reward", "get_reward_fn", "length_penalty",
            "math_accuracy", "r1_format", "register", "registered_names", "repetition_penalty"]

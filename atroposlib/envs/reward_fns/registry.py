@@ -77,4 +77,35 @@ def combine(weights: WeightSpec) -> RewardFn:
     return combined
 
 
-__all__ = ["RewardFn", "call_reward_fn", "combine", "get_reward_fn", "register", "registered_names"]
+class RewardRegistry:
+    """Atropos-style access: ``registry.create({"type": "format", "params": {...}})`` or ``"name"``."""
+
+    def register(self, name: str) -> Callable[[RewardFn], RewardFn]:
+        return register(name)
+
+    def get(self, name: str) -> RewardFn:
+        return get_reward_fn(name)
+
+    def names(self) -> list[str]:
+        return registered_names()
+
+    def create(self, spec: Union[str, Mapping[str, Any]]) -> RewardFn:
+        """A reward function with ``params`` bound (a list of specs with ``weight`` is combined)."""
+        if isinstance(spec, str):
+            return get_reward_fn(spec)
+        if not isinstance(spec, Mapping) or "type" not in spec:
+            raise ConfigError(f"reward spec must be a name or a mapping with 'type', got {spec!r}")
+        fn = get_reward_fn(str(spec["type"]))
+        params = dict(spec.get("params") or {})
+
+        def bound(completions: list[str], **context: Any) -> list[float]:
+            return call_reward_fn(fn, completions, **{**params, **context})
+
+        bound.__name__ = f"{spec['type']}"
+        return bound
+
+
+registry = RewardRegistry()
+
+
+__all__ = ["RewardFn", "RewardRegistry", "registry", "call_reward_fn", "combine", "get_reward_fn", "register", "registered_names"]

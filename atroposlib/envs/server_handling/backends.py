@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from typing import Any, Optional, Union
+from urllib.parse import urlsplit
 
 import httpx
 from openai.types.chat.chat_completion import ChatCompletion
@@ -106,6 +107,7 @@ class APIServer:
         self.failures = 0
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
+        self.reasoning: dict[str, Any] = {}  # thinking_mode / reasoning_effort, set from the env config
 
     # --- lifecycle ---------------------------------------------------------------------------
     @property
@@ -137,8 +139,13 @@ class APIServer:
         return False
 
     async def check_server_status_task(self) -> None:
+        """Poll health; a server is marked down after 3 failed probes in a row (a busy server whose
+        probe times out once is not taken out of rotation), and up again after one good probe."""
+        misses = 0
         while True:
-            healthy = await self.probe()
+            ok = await self.probe()
+            misses = 0 if ok else misses + 1
+            healthy = ok or (self.server_healthy and misses < 3)
             if healthy != self.server_healthy:
                 logger.warning("inference server %s is %s", self.config.base_url, "healthy again" if healthy else "DOWN")
             self.server_healthy = healthy
@@ -194,16 +201,25 @@ class APIServer:
     # --- public API (Atropos names) ----------------------------------------------------------
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
         split = kwargs.pop("split", "train")
+        if not kwargs.pop("skip_reasoning", False):
+            self._add_reasoning(kwargs)
         kwargs.setdefault("model", self.config.model_name)
         return await self._with_retries(split, self._request_chat, kwargs)
 
+    def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
+        """Chat requests carry the env's thinking settings in the backend's own terms."""
+        if self.reasoning.get("thinking_mode"):
+            kwargs["chat_template_kwargs"] = {"enable_thinking": True, **(kwargs.get("chat_template_kwargs") or {})}
+
     async def completion(self, **kwargs: Any) -> Completion:
         split = kwargs.pop("split", "train")
+        kwargs.pop("skip_reasoning", None)
         kwargs.setdefault("model", self.config.model_name)
         return await self._with_retries(split, self._request_completion, kwargs)
 
     async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
         split = kwargs.pop("split", "train")
+        kwargs.pop("skip_reasoning", None)
         kwargs.setdefault("model", self.config.model_name)
         return await self._with_retries(split, self._request_tokens, kwargs)
 
@@ -269,6 +285,10 @@ class OpenAIServer(APIServer):
         except openai.APIStatusError as e:
             raise InferenceError(f"{self.config.base_url}: {e.status_code} {e.message}") from e
 
+    def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
+        if self.reasoning.get("reasoning_effort") and "reasoning_effort" not in kwargs:
+            kwargs["reasoning_effort"] = self.reasoning["reasoning_effort"]
+
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
         return await self._call(self.client.chat.completions.create, kwargs)
 
@@ -288,7 +308,10 @@ class VLLMServer(APIServer):
     supports_tokens = True
 
     def _url(self, path: str) -> str:
-        return f"{(self.config.base_url or '').rstrip('/')}{path}"
+        base = (self.config.base_url or "").rstrip("/")
+        if base and urlsplit(base).path in ("", "/"):
+            base += "/v1"  # a bare server root means its OpenAI-compatible routes
+        return f"{base}{path}"
 
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
         return _to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))

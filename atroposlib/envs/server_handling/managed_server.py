@@ -41,12 +41,13 @@ class SequenceNode(BaseModel):
 class ManagedServer:
     """Records token ids, masks and logprobs of every sequence generated through it."""
 
-    def __init__(self, server: Any, tokenizer: Any, track_tree: bool = False) -> None:
+    def __init__(self, server: Any, tokenizer: Any, track_tree: bool = False, thinking: bool = False) -> None:
         if tokenizer is None:
             raise ValueError("managed_server needs a tokenizer (pass tokenizer=self.tokenizer)")
         self.server = server
         self.tokenizer = tokenizer
         self.track_tree = track_tree
+        self.thinking = thinking
         self.current_nodes: list[SequenceNode] = []
         self.sequences: dict[str, SequenceNode] = {}
 
@@ -86,7 +87,7 @@ class ManagedServer:
 
     async def _generate(self, prompt: str, chat: bool, kwargs: dict[str, Any]):
         ids, masks, lps, parent = self._prompt_tokens(prompt, chat)
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("prompt", "messages", "logprobs", "top_logprobs")}
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("prompt", "messages", "logprobs", "top_logprobs", "skip_reasoning")}
         _, outs, out_lps, reasons = await self.server.tokens_and_logprobs_completion(input_ids=ids, **kwargs)
         nodes = []
         for out, out_lp, reason in zip(outs, out_lps, reasons, strict=True):
@@ -122,9 +123,10 @@ class ManagedServer:
         messages = kwargs.get("messages")
         if not isinstance(messages, (list, tuple)):
             raise TypeError("managed chat_completion needs messages=[...]")
-        template_kwargs = {}
+        template_kwargs: dict[str, Any] = {"enable_thinking": True} if self.thinking and not kwargs.pop("skip_reasoning", False) else {}
+        kwargs.pop("skip_reasoning", None)
         if "chat_template_kwargs" in kwargs:
-            template_kwargs = dict(kwargs.pop("chat_template_kwargs") or {})
+            template_kwargs.update(kwargs.pop("chat_template_kwargs") or {})
         prompt = self.tokenizer.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, **template_kwargs
         )

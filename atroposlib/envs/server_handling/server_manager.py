@@ -58,6 +58,7 @@ class ServerManager:
     ) -> None:
         self.max_n_completions = max_n_completions
         self.unavailable_wait = unavailable_wait
+        self.reasoning: dict[str, Any] = {}
         if testing:
             from atroposlib.envs.testing import ScriptedServer
 
@@ -96,14 +97,13 @@ class ServerManager:
             if server is None:
                 if time.monotonic() > deadline:
                     raise InferenceUnavailable(f"no inference server answered within {self.unavailable_wait:.0f}s: {last}")
-                tried.clear()
-                await asyncio.sleep(0.5)
-                if not any(s.server_healthy for s in self.servers):
-                    # Health polls revive servers; servers without polls are retried directly.
-                    for s in self.servers:
-                        if s.check_task is None:
-                            s.server_healthy = True
-                continue
+                await asyncio.sleep(1.0)
+                untried = [s for s in self.servers if id(s) not in tried]
+                if not untried:
+                    tried.clear()
+                    continue
+                # None looks healthy: the request itself is the probe (a dead server fails fast).
+                server = untried[0]
             try:
                 return await getattr(server, method)(**dict(kwargs))
             except ServerDown as e:
@@ -146,6 +146,13 @@ class ServerManager:
             reasons.extend(r)
         return prompt, outs, lps, reasons
 
+    def set_reasoning(self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None) -> None:
+        """Chat requests then ask for thinking (vLLM/SGLang: ``chat_template_kwargs.enable_thinking``;
+        OpenAI: ``reasoning_effort``); pass ``skip_reasoning=True`` to a call to opt out."""
+        self.reasoning = {"thinking_mode": thinking_mode, "reasoning_effort": reasoning_effort}
+        for s in self.servers:
+            s.reasoning = dict(self.reasoning)
+
     async def update_weight(self, weight: float) -> None:
         for s in self.servers:
             await s.update_weight(weight)
@@ -166,7 +173,8 @@ class ServerManager:
                 )
             yield DummyManagedServer(self, tokenizer)
             return
-        managed = ManagedServer(self, tokenizer, track_tree=track_tree)
+        managed = ManagedServer(self, tokenizer, track_tree=track_tree,
+                                thinking=bool(self.reasoning.get("thinking_mode")))
         try:
             yield managed
         finally:

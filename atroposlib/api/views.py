@@ -1,0 +1,152 @@
+"""Read-only views of the run: /status, /status-env, /info, /wandb_info, /latest_example, /peek.
+
+``ViewsMixin`` is part of ``RunService``; everything here is computed from counters kept up to date
+by ingest and batching (no queue scans).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Optional
+
+import orjson
+
+from atroposlib.api.http import ApiProblem
+from atroposlib.api.store.base import ACKED, DELIVERED
+
+MIN_ENV_WEIGHT = 0.01
+EMPTY_EXAMPLE = {
+    "tokens": [],
+    "masks": [],
+    "scores": [],
+    "advantages": [],
+    "ref_logprobs": [],
+    "generation_params": [],
+    "inference_logprobs": [],
+    "messages": [],
+    "images": [],
+}
+
+
+class ViewsMixin:
+    """The read-only endpoints' logic."""
+
+    def status_env(self, env_id: int) -> dict[str, Any]:
+        """Atropos's /status-env, from the per-env counters (no queue scan)."""
+        with self.lock:
+            if not 0 <= env_id < len(self.envs):
+                raise ApiProblem(404, f"unknown env_id {env_id} ({len(self.envs)} registered)")
+            env = self.envs[env_id]
+            connected = [e for e in self.envs if e["connected"]]
+            total = sum(e["max_context_len"] * max(0.0, e["weight"]) for e in connected)
+            weight = env["max_context_len"] * env["weight"] / total if total > 0 else 0.0
+            weight = max(MIN_ENV_WEIGHT, weight)
+            total_min = sum(
+                e["min_batch_allocation"]
+                for e in connected
+                if e.get("min_batch_allocation") is not None
+            )
+            q = self.queue
+            max_group = q.max_group_size()
+            own_sizes = q.env_size_counts.get(env_id, {})
+            env_group = max([env["group_size"], *own_sizes.keys()])
+            own = q.env_sequences.get(env_id, 0)
+            bs = int(self.registration["batch_size"]) if self.registration else 0
+            mins = {
+                e["env_id"]: int(bs * e["min_batch_allocation"])
+                for e in connected
+                if e.get("min_batch_allocation") is not None
+            }
+            others = 0
+            if max_group > 1:
+                for other, seqs in q.env_sequences.items():
+                    if other == env_id:
+                        continue
+                    packed = -(-seqs // max_group) * max_group
+                    others += max(0, packed - mins.get(other, 0))
+            return {
+                "current_step": self.step,
+                "queue_size": (own + others) // env_group,
+                "unallocated_fraction": 1.0 - min(total_min, 1.0),
+                "self_queue_size": own // env_group,
+                "max_group_size": max_group,
+                "env_weight": weight,
+            }
+
+    # ------------------------------------------------------------------ shared
+    def info(self) -> dict[str, Any]:
+        reg = self.registration
+        if reg is None:
+            return {"batch_size": -1, "max_token_len": -1}
+        return {"batch_size": reg["batch_size"], "max_token_len": reg["max_token_len"]}
+
+    def wandb_info(self) -> dict[str, Any]:
+        reg = self.registration
+        if reg is None:
+            return {"group": None, "project": None}
+        return {"group": reg.get("wandb_group"), "project": reg.get("wandb_project")}
+
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            drops_by_env: Counter = Counter()
+            drops_by_bucket: Counter = Counter()
+            for (env, bucket), n in self.stale_drops.items():
+                drops_by_env[env] += n
+                drops_by_bucket[bucket] += n
+            return {
+                "current_step": self.step,
+                "queue_size": len(self.queue),
+                "queued_sequences": self.queue.total_sequences,
+                "buffered_sequences": self.buffered_sequences(),
+                "registered": self.registration is not None,
+                "started": self.started,
+                "pending_batch": self.pending.batch_id if self.pending else None,
+                "blocked_by": self.blocked_by,
+                "max_staleness": self.settings.max_staleness,
+                "stale_dropped_by_env": dict(drops_by_env),
+                "stale_dropped_by_length": dict(drops_by_bucket),
+                "queued_by_env": self._queued_by_env(),
+                "queued_by_length": dict(self.queue.length_counts),
+            }
+
+    def _queued_by_env(self) -> dict[str, Any]:
+        """Per env: queued sequences and how long its oldest queued group has waited (starvation)."""
+        now = time.time()
+        out = {}
+        for env_id, seqs in self.queue.env_sequences.items():
+            oldest = self.queue.oldest(env_id)
+            name = self._env_name(env_id) or str(env_id)
+            out[name] = {
+                "sequences": seqs,
+                "oldest_wait_s": round(now - oldest.received_at, 3) if oldest else 0.0,
+            }
+        return out
+
+    def latest_example(self) -> bytes:
+        with self.lock:
+            if self.latest_seq is not None:
+                try:
+                    return self.store.get_blobs([self.latest_seq])[0]
+                except KeyError:
+                    pass  # pruned from history: answer like Atropos before any data
+            return orjson.dumps(EMPTY_EXAMPLE)
+
+    def peek(self, limit: int, after: Optional[int], env: Optional[str]) -> bytes:
+        with self.lock:
+            rows = self.store.peek(limit, after, env)
+            pending = set(self.pending.seqs) if self.pending else set()
+        parts = []
+        for r in rows:
+            state = r.state
+            if state == DELIVERED and r.seq not in pending:  # pragma: no cover - defensive
+                state = ACKED
+            head = orjson.dumps(
+                {"seq": r.seq, "received_at": r.received_at, "env_name": r.env_name, "state": state}
+            )
+            parts.append(head[:-1] + b',"group":' + r.blob + b"}")
+        next_seq = rows[-1].seq if rows else (after if after is not None else self.next_seq - 1)
+        return b'{"groups":[' + b",".join(parts) + b'],"next_seq":' + str(next_seq).encode() + b"}"
+
+
+__all__ = ["EMPTY_EXAMPLE", "MIN_ENV_WEIGHT", "ViewsMixin"]

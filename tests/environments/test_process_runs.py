@@ -1,0 +1,40 @@
+"""Real `process` runs (subprocesses) of a single-turn and a multi-turn env against the CPU engine."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from atroposlib.type_definitions import validate_group
+
+
+@pytest.mark.parametrize(
+    "env_file,extra",
+    [
+        ("gsm8k_server.py", ["--env.data_source", "procedural", "--env.offline_train_size", "8"]),
+        ("gymnasium_games_env.py", ["--env.game", "taxi", "--env.max_turns", "3", "--env.max_tokens_per_turn", "12"]),
+    ],
+)
+def test_process_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_path, env_file, extra):
+    out = tmp_path / "groups.jsonl"
+    cmd = [sys.executable, str(env_dir / env_file), "process", "--env.tokenizer_name", str(tiny_model_dir),
+           "--openai.base_url", cpu_engine, "--env.total_steps", "2", "--env.group_size", "2",
+           "--env.max_token_length", "512", "--env.use_wandb", "false",
+           "--env.data_path_to_save_groups", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(groups) == 2
+    for group in groups:
+        validate_group(group)
+        assert len(group["tokens"]) == 2 and group["group_id"]
+        assert all(any(m != -100 for m in masks) for masks in group["masks"])
+        assert len(group["inference_logprobs"][0]) == len(group["tokens"][0])
+    assert out.with_suffix(".html").is_file()
+    if env_file == "gymnasium_games_env.py":  # multi-turn: observations between the moves are masked
+        conv = groups[0]["messages"][0]
+        assert conv[0]["role"] == "system" and conv[-1]["role"] == "grader"
+        assert sum(m["role"] == "assistant" for m in conv) >= 1

@@ -1,0 +1,153 @@
+"""ServeRunner's scheduling pieces, in-process: timeouts, hook errors, stamping, targets, evals, checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from atroposlib.envs.config import EvalHandlingEnum
+from atroposlib.envs.runner import ServeRunner
+from atroposlib.envs.server_handling.server_manager import APIServerConfig
+from atroposlib.envs.spool import SpoolSink
+from tests.envs.example_env import AdditionEnv
+
+GROUP = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": [1.0, 0.0]}
+
+
+@pytest.fixture
+def env(tok_dir, tmp_path):
+    cfg, _ = AdditionEnv.config_init()
+    cfg = cfg.model_copy(update={"tokenizer_name": str(tok_dir), "group_size": 2, "spool_dir": str(tmp_path / "spool"),
+                                 "batch_size": 8, "max_num_workers": 4})
+    e = AdditionEnv(cfg, [APIServerConfig(base_url="http://127.0.0.1:9/v1", server_type="vllm", health_check=False)])
+    e.checkpoint_dir = str(tmp_path / "ckpt")
+    e.wandb_prepend = "addition_test_0"
+    return e
+
+
+def test_timed_out_worker_puts_its_item_back_then_gives_up(env):
+    async def forever(item):
+        await asyncio.sleep(3600)
+
+    env.collect_trajectories = forever
+    env.config.worker_timeout = 0.01
+
+    async def go():
+        runner = ServeRunner(env)
+        item = {"question": "q", "answer": "1"}
+        for _ in range(3):
+            runner._start(env.backlog.pop() if env.backlog else item)
+            task = next(iter(runner.running.values()))["task"]
+            await asyncio.sleep(0.05)
+            runner._reap_timeouts()
+            await asyncio.sleep(0)
+            assert task.cancelled() or task.done()
+        return runner, item
+
+    runner, item = asyncio.run(go())
+    assert runner.counts["timeouts"] == 3 and not runner.running
+    assert env.backlog == []  # back twice, then given up after MAX_ITEM_ATTEMPTS
+
+
+def test_hook_exception_is_logged_with_traceback_and_counted(env, caplog):
+    async def boom(item):
+        raise ValueError("boom in collect")
+
+    env.collect_trajectories = boom
+
+    async def go():
+        runner = ServeRunner(env)
+        runner._start({"question": "q"})
+        await asyncio.gather(*[e["task"] for e in list(runner.running.values())])
+        return runner
+
+    with caplog.at_level(logging.ERROR):
+        runner = asyncio.run(go())
+    assert runner.counts["hook_errors"] == 1
+    rec = next(r for r in caplog.records if "env hook raised" in r.getMessage())
+    assert rec.exc_info and "boom in collect" in str(rec.exc_info[1])
+
+
+def test_group_is_stamped_with_the_step_its_item_started_under(env, tmp_path):
+    async def collect(item):
+        await asyncio.sleep(0.05)
+        return dict(GROUP), []
+
+    env.collect_trajectories = collect
+    env.curr_step = 7
+    env.env_id = 2
+
+    async def go():
+        runner = ServeRunner(env)
+        env.group_sink = SpoolSink(runner.spool, runner.wake)
+        runner._start({"question": "q"})
+        env.curr_step = 9  # the trainer moved on while the item was generating
+        await asyncio.gather(*[e["task"] for e in list(runner.running.values())])
+        return runner
+
+    runner = asyncio.run(go())
+    sent = runner.spool.peek()[1]
+    assert sent["policy_version"] == 7 and sent["env_id"] == 2 and sent["group_id"]
+
+
+def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
+    async def go():
+        runner = ServeRunner(env)
+        st = {"current_step": 0, "queue_size": 0, "unallocated_fraction": 1.0, "self_queue_size": 0,
+              "max_group_size": 2, "env_weight": 1.0}
+        env.status_dict = dict(st)
+        free = runner._target_in_flight()  # min(max_num_workers 4, 3 batches * 8 / 2 - 0 = 12)
+        env.status_dict = dict(st, queue_size=12)
+        full = runner._target_in_flight()
+        env.status_dict = dict(st, queue_size=10)
+        almost = runner._target_in_flight()
+        runner.eval_task = asyncio.create_task(asyncio.sleep(10))
+        env.status_dict = dict(st)
+        env.config.eval_handling = EvalHandlingEnum.STOP_TRAIN
+        stopped = runner._target_in_flight()
+        env.config.eval_handling = EvalHandlingEnum.LIMIT_TRAIN
+        limited = runner._target_in_flight()
+        runner.eval_task.cancel()
+        runner.eval_task = None
+        env.config.min_batch_allocation = 0.5
+        env.status_dict = dict(st, queue_size=12, unallocated_fraction=0.5)
+        reserved = runner._target_in_flight()
+        return free, full, almost, stopped, limited, reserved
+
+    free, full, almost, stopped, limited, reserved = asyncio.run(go())
+    assert (free, full, almost, stopped, limited) == (4, 0, 2, 0, 2)
+    assert reserved == 4  # min_batch_allocation keeps this env fed although the shared queue is full
+
+
+def test_step_checks_run_scheduled_evals_and_checkpoints(env, tmp_path):
+    env.config.steps_per_eval = 2
+    env.checkpoint_interval = 2
+    calls = []
+
+    async def evaluate(*a, **k):
+        calls.append(env.curr_step)
+
+    env.evaluate = evaluate
+    env.iter_state = 5
+    env.save_checkpoint = lambda step, data=None: AdditionEnv.save_checkpoint(env, step, {"iter_state": 5})
+
+    async def go():
+        runner = ServeRunner(env)
+        await runner._step_checks(1)
+        assert runner.eval_task is None
+        await runner._step_checks(2)
+        await runner.eval_task
+        await runner._step_checks(3)
+        return runner
+
+    asyncio.run(go())
+    assert calls == [2] and env.curr_step == 3
+    ckpt = tmp_path / "ckpt" / "env_checkpoints" / "addition_test_0" / "step-2.json"
+    assert json.loads(ckpt.read_text()) == {"iter_state": 5}
+    env.iter_state = 0
+    env.curr_step = 2
+    env.load_checkpoint()
+    assert env.iter_state == 5

@@ -1,0 +1,75 @@
+"""Weight-refresh strategies: LoRA wraps and saves only the adapter, and a server without the needed
+endpoint gives a clear error instead of a silent no-op."""
+
+from __future__ import annotations
+
+import pytest
+
+from atroposlib.errors import ConfigError, InferenceError
+from example_trainer.config import TrainingConfig
+from example_trainer.weight_refresh import (
+    LoraRefresh,
+    ReloadRefresh,
+    RestartRefresh,
+    make_weight_refresh,
+)
+
+
+def _cfg(tmp_path, **kw) -> TrainingConfig:
+    return TrainingConfig(model_name="m", save_path=str(tmp_path / "out"), **kw)
+
+
+def test_factory_picks_the_mode(tmp_path):
+    assert make_weight_refresh(_cfg(tmp_path, weight_refresh="none")).mode == "none"
+    assert isinstance(make_weight_refresh(_cfg(tmp_path, weight_refresh="reload")), ReloadRefresh)
+
+
+def test_restart_command_needs_its_placeholders(tmp_path):
+    with pytest.raises(ConfigError, match="{port}"):
+        RestartRefresh(_cfg(tmp_path, weight_refresh="restart", inference_command="serve --model {model_path}"))
+
+
+def test_lora_trains_an_adapter_and_reports_a_server_without_lora(tmp_path, tiny_model, run_api):
+    from transformers import AutoModelForCausalLM
+
+    api = run_api("--store", "memory")  # a real HTTP server that has no LoRA endpoint
+    cfg = _cfg(tmp_path, weight_refresh="lora", inference_urls=[api.url], lora_rank=2, lora_alpha=4)
+    strategy = LoraRefresh(cfg)
+    model = strategy.prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    with pytest.raises(InferenceError, match="load_lora_adapter"):
+        strategy.refresh(1, model, None)
+    saved = tmp_path / "out" / "weights" / "step_0000001"
+    assert (saved / "adapter_config.json").exists() and not (saved / "model.safetensors").exists()
+    strategy.close()
+
+
+def test_reload_against_a_server_without_the_endpoint_fails_clearly(tmp_path, tiny_model, run_api):
+    from transformers import AutoModelForCausalLM
+
+    api = run_api("--store", "memory")
+    strategy = ReloadRefresh(_cfg(tmp_path, weight_refresh="reload", inference_urls=[api.url], async_refresh=False))
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    with pytest.raises(InferenceError, match="update_weights_from_disk"):
+        strategy.refresh(1, model, None)
+    strategy.close()
+
+
+def test_lora_resume_restores_the_trained_adapter(tmp_path, tiny_model):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from example_trainer.checkpoint import save_model_folder
+
+    cfg = _cfg(tmp_path, weight_refresh="lora", lora_rank=2, lora_alpha=4)
+    model = LoraRefresh(cfg).prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.fill_(0.5)  # a "trained" adapter (lora_B starts at zero)
+    folder = save_model_folder(model, None, tmp_path / "ckpt")
+    resumed = LoraRefresh(cfg).prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model),
+                                             resume_from=str(folder))
+    b = {n: p for n, p in resumed.named_parameters() if "lora_B" in n}
+    assert b and all(p.requires_grad and torch.all(p == 0.5) for p in b.values())
