@@ -16,7 +16,7 @@ Two views of a scored group exist on purpose:
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+from typing import Any, Literal, Optional, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -43,38 +43,38 @@ class Message(TypedDict, total=False):
 class ScoredDataItem(TypedDict, total=False):
     """One scored sequence, returned by ``BaseEnv.collect_trajectory``; the runtime groups them."""
 
-    tokens: List[int]
-    masks: List[int]
+    tokens: list[int]
+    masks: list[int]
     scores: float
-    advantages: Optional[List[float]]
-    ref_logprobs: Optional[List[float]]
-    messages: Optional[List[Message]]
-    group_overrides: Optional[Dict[str, Any]]
-    overrides: Optional[Dict[str, Any]]
+    advantages: Optional[list[float]]
+    ref_logprobs: Optional[list[float]]
+    messages: Optional[list[Message]]
+    group_overrides: Optional[dict[str, Any]]
+    overrides: Optional[dict[str, Any]]
     images: Optional[Any]
-    inference_logprobs: Optional[List[float]]
-    distill_token_ids: Optional[List[List[int]]]
-    distill_logprobs: Optional[List[List[float]]]
+    inference_logprobs: Optional[list[float]]
+    distill_token_ids: Optional[list[list[int]]]
+    distill_logprobs: Optional[list[list[float]]]
     reward_status: Optional[RewardStatus]
 
 
 class ScoredDataGroup(TypedDict, total=False):
     """A group of scored sequences for one item (same prompt), as envs build it (Atropos shape)."""
 
-    tokens: List[List[int]]
-    masks: List[List[int]]
-    scores: List[float]
-    advantages: Optional[List[List[float]]]
-    ref_logprobs: Optional[List[List[float]]]
-    messages: Optional[List[List[Message]]]
-    generation_params: Optional[Dict[str, Any]]
-    inference_logprobs: Optional[List[List[float]]]
-    overrides: Optional[List[Dict[str, Any]]]
-    group_overrides: Optional[Dict[str, Any]]
+    tokens: list[list[int]]
+    masks: list[list[int]]
+    scores: list[float]
+    advantages: Optional[list[list[float]]]
+    ref_logprobs: Optional[list[list[float]]]
+    messages: Optional[list[list[Message]]]
+    generation_params: Optional[dict[str, Any]]
+    inference_logprobs: Optional[list[list[float]]]
+    overrides: Optional[list[dict[str, Any]]]
+    group_overrides: Optional[dict[str, Any]]
     images: Optional[Any]
     env_id: Optional[int]
-    distill_token_ids: Optional[List[List[List[int]]]]
-    distill_logprobs: Optional[List[List[List[float]]]]
+    distill_token_ids: Optional[list[list[list[int]]]]
+    distill_logprobs: Optional[list[list[list[float]]]]
     policy_version: Optional[int]
     group_id: Optional[str]
     reward_status: Optional[RewardStatus]
@@ -86,7 +86,7 @@ class ScoredDataGroup(TypedDict, total=False):
 _PER_TOKEN_FIELDS = ("masks", "inference_logprobs", "advantages", "ref_logprobs")
 
 
-def _check_finite(name: str, rows: Optional[List[List[float]]]) -> None:
+def _check_finite(name: str, rows: Optional[list[list[float]]]) -> None:
     if rows is None:
         return
     for i, row in enumerate(rows):
@@ -100,30 +100,30 @@ class ScoredData(BaseModel):
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    tokens: List[List[int]] = Field(description="Token ids of each sequence (prompt + completion).")
-    masks: List[List[int]] = Field(
+    tokens: list[list[int]] = Field(description="Token ids of each sequence (prompt + completion).")
+    masks: list[list[int]] = Field(
         description="Per token: the token id when trained on, -100 when not (prompt, tool output)."
     )
-    scores: List[float] = Field(description="One reward per sequence.")
-    advantages: Optional[List[List[float]]] = Field(
+    scores: list[float] = Field(description="One reward per sequence.")
+    advantages: Optional[list[list[float]]] = Field(
         None, description="Per-token advantages set by the env; the trainer computes them if absent."
     )
-    ref_logprobs: Optional[List[List[float]]] = Field(None, description="Per-token reference logprobs.")
-    messages: Optional[List[List[Dict[str, Any]]]] = Field(
+    ref_logprobs: Optional[list[list[float]]] = Field(None, description="Per-token reference logprobs.")
+    messages: Optional[list[list[dict[str, Any]]]] = Field(
         None, description="The conversation of each sequence (for viewers and SFT export)."
     )
-    generation_params: Optional[Dict[str, Any]] = Field(None, description="Sampling parameters used.")
-    inference_logprobs: Optional[List[List[float]]] = Field(
+    generation_params: Optional[dict[str, Any]] = Field(None, description="Sampling parameters used.")
+    inference_logprobs: Optional[list[list[float]]] = Field(
         None, description="Per-token logprobs from the inference server, aligned with tokens."
     )
-    overrides: Optional[List[Dict[str, Any]]] = Field(None, description="Per-sequence trainer overrides.")
-    group_overrides: Optional[Dict[str, Any]] = Field(None, description="Group-level trainer overrides.")
+    overrides: Optional[list[dict[str, Any]]] = Field(None, description="Per-sequence trainer overrides.")
+    group_overrides: Optional[dict[str, Any]] = Field(None, description="Group-level trainer overrides.")
     images: Optional[Any] = Field(None, description="Images for multimodal groups (opaque to the API).")
     env_id: Optional[int] = Field(None, description="Id returned by /register-env.")
-    distill_token_ids: Optional[List[List[List[int]]]] = Field(
+    distill_token_ids: Optional[list[list[list[int]]]] = Field(
         None, description="Per sequence, per token: the teacher's top-k token ids."
     )
-    distill_logprobs: Optional[List[List[List[float]]]] = Field(
+    distill_logprobs: Optional[list[list[list[float]]]] = Field(
         None, description="Per sequence, per token: the teacher's top-k logprobs."
     )
     policy_version: Optional[int] = Field(
@@ -153,7 +153,7 @@ class ScoredData(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _shapes_agree(self) -> "ScoredData":
+    def _shapes_agree(self) -> ScoredData:
         n = len(self.tokens)
         if n == 0:
             raise ValueError("empty group: tokens has no sequences")
@@ -168,7 +168,7 @@ class ScoredData(BaseModel):
                 continue
             if len(rows) != n:
                 raise ValueError(f"{name} has {len(rows)} sequences but tokens has {n}")
-            for i, (row, seq) in enumerate(zip(rows, self.tokens)):
+            for i, (row, seq) in enumerate(zip(rows, self.tokens, strict=False)):
                 if len(row) != len(seq):
                     raise ValueError(
                         f"{name}[{i}] has {len(row)} values but tokens[{i}] has {len(seq)} tokens"
@@ -181,14 +181,14 @@ class ScoredData(BaseModel):
             raise ValueError("distill_token_ids and distill_logprobs must be given together")
         if self.distill_token_ids is not None:
             for i, (ids, lps, seq) in enumerate(
-                zip(self.distill_token_ids, self.distill_logprobs, self.tokens)
+                zip(self.distill_token_ids, self.distill_logprobs, self.tokens, strict=False)
             ):
                 if len(ids) != len(seq) or len(lps) != len(seq):
                     raise ValueError(
                         f"distill_token_ids[{i}]/distill_logprobs[{i}] must have one entry per token "
                         f"({len(seq)})"
                     )
-                for j, (a, b) in enumerate(zip(ids, lps)):
+                for j, (a, b) in enumerate(zip(ids, lps, strict=False)):
                     if len(a) != len(b):
                         raise ValueError(
                             f"distill_token_ids[{i}][{j}] has {len(a)} ids but distill_logprobs has {len(b)}"
@@ -202,7 +202,7 @@ class ScoredData(BaseModel):
         return self.model_dump(exclude_none=True)  # type: ignore[return-value]
 
 
-def validate_group(group: Union[ScoredDataGroup, Dict[str, Any]]) -> ScoredData:
+def validate_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> ScoredData:
     """Validate an env-built group; raises ``pydantic.ValidationError`` naming the field and index."""
     return ScoredData.model_validate(group)
 
@@ -296,7 +296,7 @@ class BatchResponse(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    batch: Optional[List[Dict[str, Any]]] = None
+    batch: Optional[list[dict[str, Any]]] = None
     batch_id: Optional[str] = None
     step: Optional[int] = None
 
@@ -328,11 +328,11 @@ class PeekedGroup(BaseModel):
     received_at: float = Field(description="Unix time the API committed the group.")
     env_name: Optional[str] = None
     state: Literal["queued", "buffered", "delivered", "acked", "dropped"] = "queued"
-    group: Dict[str, Any]
+    group: dict[str, Any]
 
 
 class PeekResponse(BaseModel):
-    groups: List[PeekedGroup]
+    groups: list[PeekedGroup]
     next_seq: int = Field(description="Pass as `after` to get only newer groups.")
 
 

@@ -10,9 +10,11 @@ Teacher and student must share a tokenizer, or the ids mean different things: ``
 teacher's tokenizer (``--env.teacher_tokenizer_name``, or the ``model_path`` the teacher reports on
 ``/health``) and refuses a mismatch with ``TokenizerMismatch`` saying how they differ.
 
-How logprobs are fetched: one batched ``/v1/completions`` request of all prefixes (``max_tokens=1``,
-``logprobs=k``), which any vLLM-compatible server (and our CPU engine) answers. It costs O(length^2)
-compute; vLLM's ``prompt_logprobs`` would be O(length) and is the natural next step.
+How logprobs are fetched (``--env.teacher_method``): ``prompt_logprobs`` asks for vLLM's
+``prompt_logprobs=k`` on the whole sequence (one forward pass; vLLM and our CPU engine answer it, keyed
+by token id); ``prefixes`` sends one batched ``/v1/completions`` request of all prefixes (``max_tokens=1``,
+``logprobs=k``) that any OpenAI-compatible completions server answers, at O(length^2) cost and with
+top-k keyed by token text (ids that decode alike cannot be told apart). ``auto`` probes the teacher once.
 
     python environments/teacher_distillation_env.py process --env.tokenizer_name MODEL_DIR \\
         --openai.base_url http://127.0.0.1:9001/v1 --env.teacher_base_url http://127.0.0.1:9002/v1 \\
@@ -23,7 +25,13 @@ import logging
 from typing import Literal, Optional, Union
 
 import httpx
-from envkit.distill import check_same_tokenizer, positions_to_score, text_to_id, top_k_entry
+from envkit.distill import (
+    check_same_tokenizer,
+    positions_to_score,
+    text_to_id,
+    top_k_entry,
+    top_k_from_prompt_logprobs,
+)
 from gsm8k_server import GSM8kConfig, GSM8kEnv
 from pydantic import Field
 
@@ -41,7 +49,9 @@ class DistillConfig(GSM8kConfig):
     teacher_tokenizer_name: str = Field(
         default="none", description="Teacher tokenizer; 'none' uses the model_path the teacher reports.")
     teacher_top_k: int = Field(default=4, ge=1, le=20, description="Top-k logprobs per token position.")
-    teacher_batch_size: int = Field(default=64, ge=1, description="Prefixes per teacher request.")
+    teacher_batch_size: int = Field(default=64, ge=1, description="Prefixes per request (prefixes method).")
+    teacher_method: Literal["auto", "prompt_logprobs", "prefixes"] = Field(
+        default="auto", description="How to fetch teacher logprobs (see the module docstring).")
 
 
 class TeacherDistillationEnv(GSM8kEnv):
@@ -68,6 +78,17 @@ class TeacherDistillationEnv(GSM8kEnv):
             server_type=cfg.teacher_server_type, health_check=False)])
         self.token_ids = text_to_id(self.tokenizer)
         self.teacher_failures = 0
+        self.method = cfg.teacher_method
+        if self.method == "auto":
+            try:
+                probe = await self.teacher.completion(prompt=[0, 1, 2], max_tokens=1, temperature=0.0,
+                                                      prompt_logprobs=1)
+                has = getattr(probe.choices[0], "prompt_logprobs", None) is not None
+            except InferenceError as exc:  # e.g. a server that rejects the unknown field with a 400
+                logger.info("teacher refused prompt_logprobs (%s)", exc)
+                has = False
+            self.method = "prompt_logprobs" if has else "prefixes"
+        logger.info("teacher logprobs via %s", self.method)
 
     @staticmethod
     async def teacher_model_path(base_url: str) -> str:
@@ -87,6 +108,18 @@ class TeacherDistillationEnv(GSM8kEnv):
         ids: list[list[int]] = [[] for _ in tokens]
         logprobs: list[list[float]] = [[] for _ in tokens]
         positions = positions_to_score(masks)
+        k = self.config.teacher_top_k
+        if self.method == "prompt_logprobs":
+            try:
+                completion = await self.teacher.completion(prompt=tokens, max_tokens=1, temperature=0.0,
+                                                           prompt_logprobs=k)
+            except InferenceError as exc:  # e.g. a sequence filling the teacher's whole context
+                logger.info("prompt_logprobs request refused (%s); using prefixes for this sequence", exc)
+            else:
+                entries = completion.choices[0].prompt_logprobs
+                for p in positions:
+                    ids[p], logprobs[p] = top_k_from_prompt_logprobs(entries[p], k)
+                return ids, logprobs
         step = self.config.teacher_batch_size
         for start in range(0, len(positions), step):
             chunk = positions[start:start + step]

@@ -10,7 +10,8 @@ in ``train/malformed_tool_calls``. Nothing is dropped silently.
 
 Data: Atropos trains on a hub dataset of Hermes function-calling conversations; offline we generate
 tasks over a built-in tool box (weather lookup, unit conversion, calculator), each with its exact
-reference call. Reward: the share of reference calls matched (1.0 = exact), 0 for malformed output.
+reference call. ``--env.tools '["get_weather"]'`` offers fewer tools: a shorter prompt (e.g. for the
+512-token tiny model). Reward: the share of reference calls matched (1.0 = exact), 0 for malformed output.
 
     python environments/tool_calling_server.py process --env.tokenizer_name MODEL_DIR \\
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2
@@ -30,10 +31,13 @@ from envkit.tool_calls import (
 from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
 
 class ToolCallingConfig(BaseEnvConfig):
+    tools: list[str] = Field(default_factory=lambda: list(TOOLBOX),
+                             description="Tools offered (and asked for); fewer tools = a shorter prompt.")
     seed: int = Field(default=0, description="Seed of the task generator.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
@@ -52,14 +56,17 @@ class ToolCallingEnv(BaseEnv):
         return env_config, [server]
 
     async def setup(self) -> None:
+        unknown = sorted(set(self.config.tools) - set(TOOLBOX))
+        if unknown or not self.config.tools:
+            raise ConfigError(f"--env.tools: unknown or no tools {unknown}; choose from {sorted(TOOLBOX)}")
         self.rng = random.Random(self.config.seed)
-        self.system = hermes_system_prompt(list(TOOLBOX.values()))
+        self.system = hermes_system_prompt([TOOLBOX[name] for name in self.config.tools])
         require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
         self.scores_buffer: list[float] = []
         self.malformed = 0
 
     async def get_next_item(self) -> Item:
-        return single_turn_task(self.rng)
+        return single_turn_task(self.rng, self.config.tools)
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -358,6 +359,8 @@ def checkpoint(model, tokenizer, optimizer, scheduler, step: int, cfg: TrainingC
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # SIGTERM unwinds like Ctrl-C, so `finally` stops an inference server the trainer launched
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         cfg = parse_config(argv)
         train(cfg)

@@ -34,7 +34,7 @@ def plot_curve(rows: list[dict[str, Any]], out_path: Path, title: str) -> Path:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
     plt.close(fig)

@@ -6,8 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Optional
 
 import pytest
 
@@ -24,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 class ApiProcess:
     """A `run-api` subprocess; `url` is its base URL. `kill()` is SIGKILL, `stop()` is SIGTERM."""
 
-    def __init__(self, data_dir: Path, extra_args: List[str], port: Optional[int] = None) -> None:
+    def __init__(self, data_dir: Path, extra_args: list[str], port: Optional[int] = None) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args
         self.port = port or free_port()
@@ -32,7 +33,7 @@ class ApiProcess:
         self.log_path = data_dir.parent / f"run-api-{self.port}.log"
         self.proc: Optional[subprocess.Popen] = None
 
-    def start(self, timeout: float = 60.0) -> "ApiProcess":
+    def start(self, timeout: float = 60.0) -> ApiProcess:
         cmd = [
             sys.executable, "-m", "atroposlib.cli.run_api",
             "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir),
@@ -65,7 +66,7 @@ class ApiProcess:
 def run_api(tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
     """Factory: `api = run_api("--store", "memory")` starts a real `run-api` and stops it at teardown.
     `run_api(data_dir=path, port=p)` restarts one on the same data directory and port."""
-    started: List[ApiProcess] = []
+    started: list[ApiProcess] = []
 
     def start(*extra_args: str, data_dir: Optional[Path] = None, port: Optional[int] = None) -> ApiProcess:
         d = data_dir or (tmp_path / f"api-data-{len(started)}")

@@ -166,11 +166,18 @@ class BaseEnv:
             self.rollouts_for_wandb.pop(0)
 
     async def create_rollout_table(self, wandb_metrics: dict[str, Any]) -> dict[str, Any]:
-        rows = [row for group in self.rollouts_for_wandb for row in group]
-        table = self.metrics_logger.table(["text", "score"], rows) if rows else None
+        rows = [tuple(row) for group in self.rollouts_for_wandb for row in group]
+        width = max((len(r) for r in rows), default=2)
+        columns = ["text", "score"] + [f"extra_{i}" for i in range(2, width)]
+        rows = [r + (None,) * (width - len(r)) for r in rows]
+        table = self.metrics_logger.table(columns, rows) if rows else None
         if table is not None:
             wandb_metrics["train/rollouts"] = table
         return wandb_metrics
+
+    def perf_stats(self, metrics_dict: dict[str, Any]) -> dict[str, Any]:
+        """Atropos hook for performance metrics; the runner logs its own counters, so this adds none."""
+        return metrics_dict
 
     async def wandb_log(self, wandb_metrics: Optional[dict[str, Any]] = None) -> None:
         """Log metrics (envs add theirs and call super())."""

@@ -39,7 +39,9 @@ class ProcessRunner:
         if env.jsonl_writer is None:
             raise ValueError("process needs --env.data_path_to_save_groups")
         self._install_signals()
-        env.process_mode = True
+        env.process_mode = True  # Atropos names, read by some envs
+        env.n_groups_to_process = self.n_groups
+        env.group_size_to_process = env.config.group_size
         env.metrics_logger = make_metrics_logger(env.config.use_wandb, project="atropos-process", group=None,
                                                  name=env.config.wandb_name, config=env.config.model_dump(mode="json"))
         try:

@@ -49,3 +49,10 @@ def top_k_entry(top_logprobs: dict[str, float], ids: dict[str, int], k: int) -> 
 def positions_to_score(masks: Sequence[int]) -> list[int]:
     """Positions whose token was generated (trained on); position 0 has no predecessor."""
     return [p for p, mask in enumerate(masks) if mask != -100 and p > 0]
+
+
+def top_k_from_prompt_logprobs(entry: dict[str, Any], k: int) -> tuple[list[int], list[float]]:
+    """The k most likely (id, logprob) pairs of one vLLM ``prompt_logprobs`` entry
+    (``{"<id>": {"logprob": f, "rank": r, ...}}``, which also holds the actual token at any rank)."""
+    ranked = sorted(entry.items(), key=lambda kv: kv[1]["logprob"], reverse=True)[:k]
+    return [int(tid) for tid, _ in ranked], [float(info["logprob"]) for _, info in ranked]

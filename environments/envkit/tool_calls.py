@@ -200,14 +200,15 @@ def execute_call(call: ToolCall, toolbox: dict[str, Tool] = TOOLBOX) -> tuple[bo
 # ------------------------------------------------------------------------------------------------
 # Procedural tasks
 # ------------------------------------------------------------------------------------------------
-def single_turn_task(rng: random.Random) -> dict[str, Any]:
-    """``{"question", "reference": [ToolCall]}`` answerable by exactly one call."""
-    kind = rng.choice(["weather", "convert", "calc"])
-    if kind == "weather":
+def single_turn_task(rng: random.Random, tools: Sequence[str] = ("get_weather", "convert_units",
+                                                                  "calculator")) -> dict[str, Any]:
+    """``{"question", "reference": [ToolCall]}`` answerable by exactly one call to one of ``tools``."""
+    kind = rng.choice(list(tools))
+    if kind == "get_weather":
         city = rng.choice(sorted(WEATHER_C))
         return {"question": f"What is the weather in {city} right now?",
                 "reference": [ToolCall("get_weather", {"city": city})]}
-    if kind == "convert":
+    if kind == "convert_units":
         value, (src, dst) = rng.randint(1, 200), rng.choice(sorted(_CONVERSIONS))
         return {"question": f"Convert {value} {src} to {dst}.",
                 "reference": [ToolCall("convert_units", {"value": value, "from_unit": src, "to_unit": dst})]}

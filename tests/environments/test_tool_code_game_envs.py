@@ -63,6 +63,11 @@ def test_tool_prompt_that_cannot_fit_is_a_config_error():
 
     with pytest.raises(ConfigError, match="no room for an answer"):
         check_env(ToolCallingEnv, responses=["x"], env_overrides={"max_token_length": 100})
+    with pytest.raises(ConfigError, match="unknown or no tools"):
+        check_env(ToolCallingEnv, responses=["x"], env_overrides={"tools": ["wether"]})
+    only_weather = check_env(ToolCallingEnv, responses=["x"], items=3, env_overrides={"tools": ["get_weather"]})
+    for group in only_weather:  # the one tool offered is the one asked for
+        assert "What is the weather in" in group["messages"][0][1]["content"]
 
 
 def test_multi_turn_tool_calling_executes_tools_and_tracks_tokens_exactly():

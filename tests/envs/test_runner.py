@@ -151,3 +151,22 @@ def test_step_checks_run_scheduled_evals_and_checkpoints(env, tmp_path):
     env.curr_step = 2
     env.load_checkpoint()
     assert env.iter_state == 5
+
+
+def test_item_goes_back_when_no_inference_server_answers(env):
+    from atroposlib.errors import InferenceUnavailable
+
+    async def unavailable(item):
+        raise InferenceUnavailable("all servers down")
+
+    env.collect_trajectories = unavailable
+
+    async def go():
+        runner = ServeRunner(env)
+        runner._start({"question": "q"})
+        await asyncio.gather(*[e["task"] for e in list(runner.running.values())])
+        return runner
+
+    runner = asyncio.run(go())
+    assert env.backlog == [{"question": "q"}]
+    assert runner.counts["inference_unavailable"] == 1 and runner.counts["hook_errors"] == 0

@@ -112,8 +112,9 @@ def test_restart_mode_relaunches_our_engine_on_new_weights(run_api, tiny_model, 
     save = tmp_path / "trainer"
     command = (f"{sys.executable} -m atroposlib.cli.serve_model --model {{model_path}} --port {{port}} "
                "--torch-threads 1")
+    port = free_port()
     proc = start(trainer_cmd(tiny_model, api.url, save, 1, "--weight-refresh", "restart", "--vllm-restart-interval",
-                             "1", "--vllm-port", str(free_port()), "--inference-command", command),
+                             "1", "--vllm-port", str(port), "--inference-command", command),
                  tmp_path / "t.log")
     assert proc.wait(180) == 0, (tmp_path / "t.log").read_text()[-3000:]
     launches = [line for line in (tmp_path / "t.log").read_text().splitlines() if "starting inference server" in line]
@@ -121,3 +122,7 @@ def test_restart_mode_relaunches_our_engine_on_new_weights(run_api, tiny_model, 
     assert str(tiny_model) in launches[0]
     assert "weights/step_0000001" in launches[1]
     assert (save / "inference_server.log").read_text().count("Uvicorn running") == 2
+    import httpx
+
+    with pytest.raises(httpx.TransportError):  # the trainer stopped the server it launched
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
