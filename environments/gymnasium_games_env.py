@@ -16,6 +16,7 @@ move ends the episode with ``invalid_move_penalty`` added, and the reason is kep
 
 from typing import Literal, Optional
 
+from envkit.chat import episode_node
 from envkit.games import GAMES
 from pydantic import Field
 
@@ -76,11 +77,12 @@ class GymGameEnv(BaseEnv):
                     if step.done:
                         note = step.observation
                         break
-                    messages.append({"role": "user", "content": step.observation})
-                    if len(managed.get_state()["nodes"][0].tokens) >= cfg.max_token_length:
-                        note = "episode reached max_token_length"
+                    used = len(episode_node(managed).tokens) + len(self.tokenizer.encode(step.observation))
+                    if used + 16 + cfg.max_tokens_per_turn > cfg.max_token_length:
+                        note = "stopped: another move could pass max_token_length"
                         break
-                node = managed.get_state()["nodes"][0]
+                    messages.append({"role": "user", "content": step.observation})
+                node = episode_node(managed)
         finally:
             game.close()
         self.episode_rewards.append(total)

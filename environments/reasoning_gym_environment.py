@@ -1,9 +1,9 @@
 """Any reasoning-gym task by name, scored by the task's own ``score_answer`` (Atropos's reasoning-gym env).
 
-reasoning-gym (Apache-2.0) generates its problems procedurally, so this env needs no dataset hub: 105 of
-its 106 tasks build offline. ``--env.task basic_arithmetic`` picks one; ``--env.task "chain_sum,countdown"``
-mixes several (reasoning-gym's ``composite``, equal weights); ``--env.task_config '{"min_terms": 2}'``
-passes task settings through.
+reasoning-gym (Apache-2.0) generates its problems procedurally, so this env needs no dataset hub: all
+105 of its tasks build offline (tested). ``--env.task basic_arithmetic`` picks one;
+``--env.task "chain_sum,countdown"`` mixes several (reasoning-gym's ``composite``, equal weights);
+``--env.task_config '{"min_terms": 2}'`` passes task settings through.
 
 The model answers inside ``<answer></answer>`` after an optional thinking block; the reward is the task's
 ``score_answer(answer, entry)`` in [0, 1] (partial credit where the task gives it), 0 for no answer.

@@ -18,7 +18,7 @@ trained on (tool output is masked). Reward per episode: 1.0 for the right number
 import random
 from typing import Optional
 
-from envkit.chat import chat, require_room
+from envkit.chat import chat, episode_node, require_room
 from envkit.text_tasks import extract_answer_tag
 from envkit.tool_calls import (
     TOOLBOX,
@@ -84,12 +84,13 @@ class MultiTurnToolEnv(BaseEnv):
                     score, note = (1.0, "correct") if ok else (0.0, f"answer {answer!r}, expected {item['answer']}")
                     break
                 responses = [execute_call(call)[1] for call in parsed.calls]
-                messages.append({"role": "tool", "content": "\n".join(
-                    f"<tool_response>{r}</tool_response>" for r in responses)})
-                if len(managed.get_state()["nodes"][0].tokens) >= self.config.max_token_length:
-                    note = "episode reached max_token_length"
+                tool_turn = "\n".join(f"<tool_response>{r}</tool_response>" for r in responses)
+                used = len(episode_node(managed).tokens) + len(self.tokenizer.encode(tool_turn))
+                if used + 16 + self.config.max_tokens_per_turn > self.config.max_token_length:
+                    note = "stopped: another turn could pass max_token_length"
                     break
-            node = managed.get_state()["nodes"][0]
+                messages.append({"role": "tool", "content": tool_turn})
+            node = episode_node(managed)
         scored: ScoredDataItem = {"tokens": node.tokens, "masks": node.masked_tokens, "scores": score,
                                   "inference_logprobs": node.logprobs,
                                   "messages": messages + [{"role": "grader", "content": note}]}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from atroposlib.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 THINKING_PROMPT = (
     "You are a deep thinking AI. You may reason at length inside <think> </think> tags before you "
@@ -44,3 +47,17 @@ def require_room(tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_l
         completion_budget(tokenizer, messages, max_token_length, minimum)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def episode_node(managed: Any) -> Any:
+    """The one tracked node of a multi-turn episode run inside a single ``managed_server`` context.
+
+    Each turn's prompt normally extends the previous node, so exactly one node remains. A chat template
+    that re-renders earlier turns differently (e.g. one that strips old ``<think>`` blocks) breaks the
+    prefix match and leaves several; then only the last node (the last turn) can be trained, and we say
+    so instead of silently dropping the earlier turns."""
+    nodes = managed.get_state()["nodes"]
+    if len(nodes) != 1:
+        logger.warning("multi-turn tracking found %d nodes instead of 1: the chat template re-renders earlier "
+                       "turns differently, so only the last turn is trained", len(nodes))
+    return nodes[-1]

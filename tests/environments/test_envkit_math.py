@@ -54,11 +54,3 @@ def test_length_penalty_only_when_all_correct():
 def test_all_same():
     assert all_same([1.0, 1.0]) and not all_same([1.0, -1.0])
 
-
-def test_distill_helpers():
-    from envkit.distill import positions_to_score, top_k_entry, top_k_from_prompt_logprobs
-
-    entry = {"7": {"logprob": -3.0, "rank": 9}, "2": {"logprob": -0.5, "rank": 1}, "5": {"logprob": -1.0, "rank": 2}}
-    assert top_k_from_prompt_logprobs(entry, 2) == ([2, 5], [-0.5, -1.0])
-    assert top_k_entry({"a": -2.0, "b": -0.1, "zz": -0.2}, {"a": 1, "b": 2}, 3) == ([2, 1], [-0.1, -2.0])
-    assert positions_to_score([-100, -100, 5, 6, -100, 7]) == [2, 3, 5]

@@ -157,3 +157,12 @@ def test_blackjack_and_taxi_episodes():
         assert sum(m["role"] == "assistant" for m in conv) == 3
         assert len(_trained_runs(tokens, masks)) == 3
         assert "The taxi (T) is at row" in conv[1]["content"]
+
+    # a tighter max_token_length stops the episode before a move could pass it
+    limit = len(groups[0]["tokens"][0]) - 1
+    short = check_env(GymGameEnv, responses=["<action>north</action>"], items=1,
+                      env_overrides={"group_size": 2, "game": "taxi", "max_turns": 3, "max_token_length": limit,
+                                     "max_tokens_per_turn": 32})
+    for tokens, conv in zip(short[0]["tokens"], short[0]["messages"], strict=True):
+        assert len(tokens) <= limit
+        assert conv[-1]["content"] == "stopped: another move could pass max_token_length"
