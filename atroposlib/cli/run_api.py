@@ -98,8 +98,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         port=settings.port,
         log_level=settings.log_level.lower(),
         access_log=False,
-        http="httptools",
-        loop="uvloop",
+        # "auto" picks httptools/uvloop (the uvicorn[standard] extras, a dependency) when installed.
+        http="auto",
+        loop="auto",
     )
     return 0
 

@@ -48,7 +48,8 @@ CATALOGUE_RUNS = {
     "reasoning_gym_environment.py": ["--env.task", "countdown", "--env.dataset_size", "4", "--env.eval_size", "2"],
     "tool_calling_server.py": ["--env.tools", '["get_weather"]'],
     "code_execution_server.py": [],
-    "rlaif_server.py": ["--env.judge_max_tokens", "8"],  # the policy server judges itself
+    "rlaif_server.py": ["--env.judge_max_tokens", "8"],
+    "sft_loader_server.py": [],
     "teacher_distillation_env.py": ["--env.data_source", "procedural", "--env.offline_train_size", "4",
                                     "--env.eval_size", "2"],
 }
@@ -60,8 +61,13 @@ CATALOGUE_RUNS = {
 def test_every_env_processes_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_path, env_file):
     out = tmp_path / "groups.jsonl"
     extra = list(CATALOGUE_RUNS[env_file])
-    if env_file in ("rlaif_server.py", "teacher_distillation_env.py"):
+    if env_file in ("rlaif_server.py", "teacher_distillation_env.py"):  # the policy server judges / teaches
         extra += ["--env.judge_base_url" if env_file == "rlaif_server.py" else "--env.teacher_base_url", cpu_engine]
+    if env_file == "sft_loader_server.py":
+        chats = tmp_path / "chats.jsonl"
+        chats.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                                  {"role": "assistant", "content": "hello"}]}) + "\n")
+        extra += ["--env.dataset", str(chats)]
     cmd = [sys.executable, str(env_dir / env_file), "process", "--env.tokenizer_name", str(tiny_model_dir),
            "--openai.base_url", cpu_engine, "--env.total_steps", "1", "--env.group_size", "2",
            "--env.max_token_length", "512", "--env.use_wandb", "false", "--env.max_num_workers", "1",
