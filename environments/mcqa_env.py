@@ -17,9 +17,10 @@ Reward: 1 for the right letter, 0 otherwise.
 
 from typing import Optional
 
-from envkit.chat import chat, completion_budget, system_prompt
+from envkit.chat import chat, system_prompt
 from envkit.data_sources import DataSource, load_mcqa, split_rows
 from envkit.mcqa import LETTERS, extract_letter, format_question
+from envkit.rollouts import drain_metrics, greedy_answer, sample_group
 from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
@@ -72,15 +73,9 @@ class MCQAEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, format_question(item["question"], item["choices"]))
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
-            )
-            nodes = managed.get_state()["nodes"]
+        answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes, strict=True):
-            answer = choice.message.content or ""
+        for answer, node in zip(answers, nodes, strict=True):
             score, reason = self.grade(answer, item)
             self.percent_correct_buffer.append(score)
             group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer},
@@ -90,22 +85,14 @@ class MCQAEnv(BaseEnv):
     async def evaluate(self, *args, **kwargs) -> None:
         correct = 0
         for row in self.test:
-            messages = chat(self.system, format_question(row["question"], row["choices"]))
-            completion = await self.server.chat_completion(
-                messages=messages, n=1, temperature=0.0, split="eval",
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
-            correct += self.grade(completion.choices[0].message.content or "", row)[0] == 1.0
+            answer = await greedy_answer(self, chat(self.system, format_question(row["question"], row["choices"])))
+            correct += self.grade(answer, row)[0] == 1.0
         accuracy = correct / max(1, len(self.test))
         self.eval_metrics.append(("eval/percent_correct", accuracy))
         await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="mcqa")
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.percent_correct_buffer:
-            metrics["train/percent_correct"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
-        self.percent_correct_buffer = []
-        metrics.update(dict(self.eval_metrics))
-        self.eval_metrics = []
+        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
         await super().wandb_log(metrics)
 
 

@@ -16,7 +16,8 @@ import difflib
 from typing import Any, Optional
 
 import reasoning_gym
-from envkit.chat import chat, completion_budget, system_prompt
+from envkit.chat import chat, system_prompt
+from envkit.rollouts import drain_metrics, greedy_answer, sample_group
 from envkit.text_tasks import extract_answer_tag
 from pydantic import Field
 from reasoning_gym.composite import DatasetSpec
@@ -83,15 +84,9 @@ class ReasoningGymEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
-            )
-            nodes = managed.get_state()["nodes"]
+        answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes, strict=True):
-            answer = choice.message.content or ""
+        for answer, node in zip(answers, nodes, strict=True):
             score = self.score(self.train, answer, item)
             self.percent_correct_buffer.append(score)
             group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
@@ -100,22 +95,14 @@ class ReasoningGymEnv(BaseEnv):
     async def evaluate(self, *args, **kwargs) -> None:
         total = 0.0
         for entry in self.test:
-            messages = chat(self.system, entry["question"])
-            completion = await self.server.chat_completion(
-                messages=messages, n=1, temperature=0.0, split="eval",
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
-            total += self.score(self.test, completion.choices[0].message.content or "", entry)
+            answer = await greedy_answer(self, chat(self.system, entry["question"]))
+            total += self.score(self.test, answer, entry)
         mean = total / len(self.test)
         self.eval_metrics.append(("eval/mean_score", mean))
         await self.evaluate_log({"eval/mean_score": mean}, task_name=f"reasoning_gym/{self.config.task}")
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.percent_correct_buffer:
-            metrics["train/mean_score"] = sum(self.percent_correct_buffer) / len(self.percent_correct_buffer)
-        self.percent_correct_buffer = []
-        metrics.update(dict(self.eval_metrics))
-        self.eval_metrics = []
+        metrics = drain_metrics(self, wandb_metrics, {"train/mean_score": self.percent_correct_buffer})
         await super().wandb_log(metrics)
 
 

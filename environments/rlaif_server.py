@@ -23,7 +23,7 @@ import asyncio
 import logging
 from typing import Literal, Optional
 
-from envkit.chat import chat, completion_budget
+from envkit.chat import chat
 from envkit.data_sources import load_hub_rows
 from envkit.judge import (
     JUDGE_SYSTEM,
@@ -33,6 +33,7 @@ from envkit.judge import (
     parse_score,
     single_judge_prompt,
 )
+from envkit.rollouts import sample_group
 from pydantic import Field
 
 from atroposlib.envs.base import (
@@ -121,12 +122,7 @@ class RLAIFEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = [{"role": "user", "content": item["prompt"]}]
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length))
-            nodes = managed.get_state()["nodes"]
-        answers = [choice.message.content or "" for choice in completion.choices]
+        answers, nodes = await sample_group(self, messages)
         scores = await self.judge_group(item["prompt"], answers)
         unavailable = scores is None
         self.judge_failures += unavailable

@@ -20,7 +20,8 @@ reference call. ``--env.tools '["get_weather"]'`` offers fewer tools: a shorter 
 import random
 from typing import Optional
 
-from envkit.chat import chat, completion_budget, require_room
+from envkit.chat import chat, require_room
+from envkit.rollouts import sample_group
 from envkit.tool_calls import (
     TOOLBOX,
     compare_tool_calls,
@@ -70,15 +71,9 @@ class ToolCallingEnv(BaseEnv):
 
     async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
-        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages, n=self.config.group_size, temperature=self.config.temperature,
-                max_tokens=completion_budget(self.tokenizer, messages, self.config.max_token_length),
-            )
-            nodes = managed.get_state()["nodes"]
+        answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for choice, node in zip(completion.choices, nodes, strict=True):
-            answer = choice.message.content or ""
+        for answer, node in zip(answers, nodes, strict=True):
             parsed = parse_tool_calls(answer)
             score, reason = compare_tool_calls(parsed, item["reference"])
             self.malformed += len(parsed.errors)

@@ -5,7 +5,8 @@ its trainer). ``ApiFeed`` is safe to point at a live run: it refuses when a trai
 registered unless told to consume (``consume=True``), and resets the API only when asked
 (``reset=True``). Each batch is acknowledged only after its records are written and flushed.
 ``run_datagen`` drives a feed through a selection function, shows a progress bar and returns a
-``DatagenSummary`` (groups read, kept, sequences rejected by which rule).
+``DatagenSummary`` (groups read, kept, sequences rejected by which rule, messages left out of the
+written records by role).
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class DatagenSummary:
     records_written: int = 0
     sequences_read: int = 0
     rejected: Counter = field(default_factory=Counter)
+    messages_dropped: Counter = field(default_factory=Counter)  # by role, in written records only
     bad_lines: dict[str, int] = field(default_factory=dict)
     stopped_because: str = ""
 
@@ -171,6 +173,7 @@ class DatagenSummary:
             "records_written": self.records_written,
             "sequences_read": self.sequences_read,
             "sequences_rejected_by_rule": {k: v for k, v in self.rejected.items() if v},
+            "messages_dropped_by_role": {k: v for k, v in self.messages_dropped.items() if v},
             "input_lines_skipped": dict(self.bad_lines),
             "stopped_because": self.stopped_because,
         }
@@ -184,6 +187,9 @@ class DatagenSummary:
         for rule, n in self.rejected.most_common():
             if n:
                 out.append(f"  dropped {n} sequences: {rule}")
+        for role, n in self.messages_dropped.most_common():
+            if n:
+                out.append(f"  left out {n} messages with role {role!r} (not in --keep-roles)")
         for reason, n in self.bad_lines.items():
             out.append(f"  skipped {n} input lines: {reason}")
         if self.stopped_because:
@@ -238,6 +244,8 @@ def run_datagen(
                         summary.rejected[RULE_TARGET_REACHED] += len(sel.records) - room
                     for rec in keep:
                         fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    for dropped in sel.roles_dropped[: len(keep)]:
+                        summary.messages_dropped.update(dropped)
                     if keep:
                         summary.groups_kept += 1
                     summary.records_written += len(keep)

@@ -1,6 +1,7 @@
 """Shared command line of ``atropos-sft-gen`` and ``atropos-dpo-gen`` (Atropos's flags, plus ours).
 
-Ours: ``--input FILE`` (offline, from a groups JSONL), ``--api-token``, ``--consume`` (alias
+Ours: ``--input FILE`` (offline, from a groups JSONL), ``--keep-roles`` (message roles written with
+``--save-messages``), ``--api-token``, ``--consume`` (alias
 ``--as-trainer``: pull batches even though a trainer is registered), ``--reset`` (the only way these
 tools reset the API), ``--idle-timeout``, ``--summary-json`` and ``--no-progress``. User mistakes end
 with a one-line message and a non-zero exit, never a traceback.
@@ -25,7 +26,13 @@ from atroposlib.frontend.datagen import (
     open_output,
     run_datagen,
 )
-from atroposlib.frontend.selection import DpoOptions, SftOptions, select_dpo, select_sft
+from atroposlib.frontend.selection import (
+    CHAT_TEMPLATE_ROLES,
+    DpoOptions,
+    SftOptions,
+    select_dpo,
+    select_sft,
+)
 from atroposlib.frontend.tokenizer import load_tokenizer, make_decoder
 
 DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-8B-Preview"
@@ -61,6 +68,9 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
                      help="Tokenizer dir or hub id, to decode tokens (not needed with --save-messages).")
     sel.add_argument("--save-messages", action="store_true",
                      help="Save the message lists instead of decoded prefix/completion text.")
+    sel.add_argument("--keep-roles", default=",".join(CHAT_TEMPLATE_ROLES), metavar="ROLE,...",
+                     help="With --save-messages: only messages with these roles are written (others, such as "
+                          "an env's 'grader' notes, are left out and counted). Default: %(default)s.")
     if kind == "sft":
         sel.add_argument("--save-top-n-per-group", type=int, default=3,
                          help="Keep at most this many best sequences per group.")
@@ -121,17 +131,20 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     prog = f"atropos-{kind}-gen"
     args = build_parser(kind).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    keep_roles = tuple(r.strip() for r in args.keep_roles.split(","))
+    if not all(keep_roles):
+        return _fail(prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}")
     try:
         if kind == "sft":
             opts = SftOptions(save_messages=args.save_messages, save_top_n_per_group=args.save_top_n_per_group,
                               allow_negative_scores=args.allow_negative_scores,
                               minimum_score_diff_max_min=args.minimum_score_diff_max_min,
-                              max_token_len=args.max_token_len)
+                              max_token_len=args.max_token_len, keep_roles=keep_roles)
         else:
             opts = DpoOptions(save_messages=args.save_messages, save_n_pairs_per_group=args.save_n_pairs_per_group,
                               allow_negative_scores=args.allow_negative_scores,
                               minimum_score_diff_max_min=args.minimum_score_diff_max_min,
-                              max_token_len=args.max_token_len)
+                              max_token_len=args.max_token_len, keep_roles=keep_roles)
     except ValueError as e:  # pydantic names the field
         first = str(e).splitlines()
         return _fail(prog, " ".join(first[1:3]).strip() or str(e))

@@ -13,6 +13,11 @@ Same rules and output records as Atropos's ``atropos-sft-gen`` / ``atropos-dpo-g
   rejected sequence at random, we take the worst one left, so output is reproducible.
 
 Every sequence that is not kept is counted under the rule that dropped it (``Selection.rejected``).
+
+Message-format records keep only the roles a chat template understands (``CHAT_TEMPLATE_ROLES``:
+system, user, assistant, tool; ``keep_roles`` / ``--keep-roles`` changes the set). Envs add notes such
+as ``{"role": "grader", ...}`` to a group's messages for viewers; those must not become training data.
+Each message left out of a written record is counted by its role (``Selection.roles_dropped``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Decoder = Callable[[list[int]], str]
 
@@ -38,6 +43,17 @@ RULE_NO_PAIR = "no partner lower by more than --minimum-score-diff-max-min"
 RULE_PAIR_LIMIT = "beyond --save-n-pairs-per-group"
 RULE_TARGET_REACHED = "not needed: --num-seqs-to-save reached"
 
+# Roles a chat template renders; other roles (e.g. an env's "grader" notes) are left out of message records.
+CHAT_TEMPLATE_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+_KEEP_ROLES_HELP = "Message roles written to message records; messages with any other role are left out."
+
+
+def _check_roles(v: tuple[str, ...]) -> tuple[str, ...]:
+    roles = tuple(r.strip() for r in v)
+    if not roles or any(not r for r in roles):
+        raise ValueError("keep_roles must name at least one role, and no empty role")
+    return roles
+
 
 class SftOptions(BaseModel):
     """Selection settings of ``atropos-sft-gen``."""
@@ -49,6 +65,12 @@ class SftOptions(BaseModel):
         0.0, ge=0.0, description="Keep a sequence only if its score exceeds the group minimum by more than this."
     )
     max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
+    keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
+
+    @field_validator("keep_roles")
+    @classmethod
+    def _roles_named(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_roles(v)
 
 
 class DpoOptions(BaseModel):
@@ -61,6 +83,12 @@ class DpoOptions(BaseModel):
         0.5, ge=0.0, description="A rejected sequence must score lower than the chosen one by more than this."
     )
     max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
+    keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
+
+    @field_validator("keep_roles")
+    @classmethod
+    def _roles_named(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_roles(v)
 
 
 @dataclass
@@ -69,6 +97,25 @@ class Selection:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     rejected: Counter = field(default_factory=Counter)
+    # per record (aligned with ``records``): messages left out of it, by role
+    roles_dropped: list[Counter] = field(default_factory=list)
+
+    def add(self, record: dict[str, Any], roles_dropped: Optional[Counter] = None) -> None:
+        self.records.append(record)
+        self.roles_dropped.append(roles_dropped if roles_dropped is not None else Counter())
+
+
+def keep_chat_roles(
+    messages: Sequence[dict[str, Any]], keep_roles: Sequence[str], dropped: Counter
+) -> list[dict[str, Any]]:
+    """The messages whose role is in ``keep_roles``; each other one is counted in ``dropped`` by role."""
+    kept = []
+    for m in messages:
+        if m.get("role") in keep_roles:
+            kept.append(m)
+        else:
+            dropped[str(m.get("role"))] += 1
+    return kept
 
 
 def find_common_prefix(texts: Sequence[str]) -> str:
@@ -149,9 +196,10 @@ def select_sft(group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder
         elif len(sel.records) >= opts.save_top_n_per_group:
             sel.rejected[RULE_TOP_N] += 1
         elif opts.save_messages:
-            sel.records.append({"messages": payloads[i], "score": s})
+            dropped: Counter = Counter()
+            sel.add({"messages": keep_chat_roles(payloads[i], opts.keep_roles, dropped), "score": s}, dropped)
         else:
-            sel.records.append({"prefix": prefix, "completion": payloads[i], "score": s})
+            sel.add({"prefix": prefix, "completion": payloads[i], "score": s})
     return sel
 
 
@@ -190,12 +238,14 @@ def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder
             used.add(i)
             continue
         used.update((i, partner))
+        dropped = Counter()
         if opts.save_messages:
-            rec = {"pos": payloads[i], "neg": payloads[partner], "score": scores[i]}
+            rec = {"pos": keep_chat_roles(payloads[i], opts.keep_roles, dropped),
+                   "neg": keep_chat_roles(payloads[partner], opts.keep_roles, dropped), "score": scores[i]}
         else:
             rec = {"prefix": prefix, "pos": payloads[i], "neg": payloads[partner], "score": scores[i]}
         rec["neg_score"] = scores[partner]
-        sel.records.append(rec)
+        sel.add(rec, dropped)
     left = [i for i in usable if i not in used]
     for i in left:
         if len(sel.records) >= opts.save_n_pairs_per_group:
@@ -208,6 +258,7 @@ def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder
 
 
 __all__ = [
+    "CHAT_TEMPLATE_ROLES",
     "DpoOptions",
     "RULE_MIN_DIFF",
     "RULE_NON_POSITIVE",
@@ -222,6 +273,7 @@ __all__ = [
     "Selection",
     "SftOptions",
     "find_common_prefix",
+    "keep_chat_roles",
     "select_dpo",
     "select_sft",
     "split_prefix",

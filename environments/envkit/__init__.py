@@ -1,4 +1,4 @@
-"""Small, pure helpers shared by the environments in this folder (no servers, no tokenizers).
+"""Small helpers shared by the environments in this folder (prompts, scoring, data, sampling).
 
 Each module does one job and is unit-tested on its own in ``tests/environments``:
 
@@ -9,6 +9,7 @@ Each module does one job and is unit-tested on its own in ``tests/environments``
 * ``tool_calls`` — Hermes ``<tool_call>{json}</tool_call>`` parsing, comparison and a tiny tool box.
 * ``sandbox`` — running untrusted Python in a limited subprocess.
 * ``games`` — Gymnasium Blackjack and Taxi as text games.
+* ``rollouts`` — sample a group through ``managed_server``, one greedy eval answer, metric buffers.
 
 Environments are run as scripts (``python environments/gsm8k_server.py serve``), so this folder is on
 ``sys.path`` and they import ``envkit.<module>`` directly.

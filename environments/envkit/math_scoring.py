@@ -111,6 +111,18 @@ def length_penalised_scores(
     return scores
 
 
+def grade_math_group(
+    answers: Sequence[str], gold: str, lengths: Sequence[int], max_token_length: int
+) -> Optional[tuple[list[bool], list[float]]]:
+    """(correct, scores) of one group: math-verify per answer, then ``length_penalised_scores``.
+
+    None when math-verify cannot parse ``gold`` itself: skip the item rather than train on a wrong -1."""
+    correct = [verify_math(answer, gold) for answer in answers]
+    if any(ok is None for ok in correct):
+        return None
+    return [bool(ok) for ok in correct], length_penalised_scores(correct, lengths, max_token_length)
+
+
 def all_same(scores: Sequence[float]) -> bool:
     """True when a group carries no learning signal (every score equal)."""
     return len(set(scores)) <= 1

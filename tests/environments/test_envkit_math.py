@@ -4,6 +4,7 @@ import pytest
 from envkit.math_scoring import (
     all_same,
     extract_boxed,
+    grade_math_group,
     gsm8k_final_answer,
     length_penalised_scores,
     strip_thinking,
@@ -54,3 +55,12 @@ def test_length_penalty_only_when_all_correct():
 def test_all_same():
     assert all_same([1.0, 1.0]) and not all_same([1.0, -1.0])
 
+
+
+def test_grade_math_group_scores_and_skips_an_unparseable_gold():
+    correct, scores = grade_math_group([r"\boxed{18}", r"\boxed{17}"], "18", [10, 10], 100)
+    assert correct == [True, False] and scores == [1.0, -1.0]
+    # all right: the length penalty applies (no penalty up to half of max_token_length)
+    correct, scores = grade_math_group([r"\boxed{18}", r"\boxed{18.0}"], "18", [50, 75], 100)
+    assert correct == [True, True] and scores == [1.0, 0.5]
+    assert grade_math_group([r"\boxed{18}", r"\boxed{1}"], "", [10, 10], 100) is None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from atroposlib.frontend.datagen import JsonlFeed, run_datagen
 from atroposlib.frontend.selection import (
+    CHAT_TEMPLATE_ROLES,
     RULE_MIN_DIFF,
     RULE_NO_MESSAGES,
     RULE_NO_PAIR,
@@ -164,3 +166,53 @@ def test_dpo_pair_limit_and_rejected_pool():
     # each rejected sequence is used at most once
     negs = [id(r["neg"]) for r in sel.records]
     assert len(set(negs)) == 3
+
+
+def graded_group():
+    """A group as the tool-calling envs build it: the second sequence carries a grader note."""
+    g = group(["ok", "bad call"], [1.0, 0.0])
+    g["messages"][0].insert(0, {"role": "system", "content": "use tools"})
+    g["messages"][0].append({"role": "tool", "content": "42"})
+    g["messages"][1].append({"role": "grader", "content": "malformed JSON in the tool call"})
+    return g
+
+
+def test_message_records_keep_only_chat_template_roles():
+    assert CHAT_TEMPLATE_ROLES == ("system", "user", "assistant", "tool")
+    g = graded_group()
+    sft = select_sft(g, SftOptions(save_messages=True, allow_negative_scores=True))
+    assert [[m["role"] for m in r["messages"]] for r in sft.records] == [
+        ["system", "user", "assistant", "tool"],
+        ["user", "assistant"],
+    ]
+    assert sft.roles_dropped == [{}, {"grader": 1}]
+    dpo = select_dpo(g, DpoOptions(save_messages=True))
+    assert len(dpo.records) == 1
+    assert all(m["role"] != "grader" for m in dpo.records[0]["neg"])
+    assert sum(dpo.roles_dropped[0].values()) == 1
+    # the group itself is untouched (viewers still show the note)
+    assert g["messages"][1][-1]["role"] == "grader"
+    # the set is an option: keeping "grader" writes the note, dropping "tool" leaves out the tool turn
+    wide = select_sft(g, SftOptions(save_messages=True, allow_negative_scores=True,
+                                    keep_roles=("user", "assistant", "grader")))
+    assert wide.records[1]["messages"][-1]["role"] == "grader"
+    assert wide.roles_dropped[0] == {"system": 1, "tool": 1}
+    with pytest.raises(ValidationError):
+        SftOptions(keep_roles=())
+
+
+def test_datagen_summary_counts_left_out_messages(tmp_path):
+    import json
+
+    src = tmp_path / "groups.jsonl"
+    src.write_text("".join(json.dumps(graded_group()) + "\n" for _ in range(3)))
+    out = tmp_path / "sft.jsonl"
+    opts = SftOptions(save_messages=True, allow_negative_scores=True)
+    # 3 groups x 2 records, but only 5 are wanted: the sixth record (a graded one) is not counted
+    summary = run_datagen(JsonlFeed(src), lambda g: select_sft(g, opts), out, "w", 5, progress=False)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 5
+    assert not any(m["role"] == "grader" for r in rows for m in r["messages"])
+    assert summary.messages_dropped == {"grader": 2}
+    assert summary.as_dict()["messages_dropped_by_role"] == {"grader": 2}
+    assert "  left out 2 messages with role 'grader' (not in --keep-roles)" in summary.lines("records")
