@@ -22,10 +22,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # ranges are already satisfied and pip never pulls the multi-GB CUDA build.
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   echo "setup: installing torch==2.13.0"
-  .venv/bin/pip install -q "torch==2.13.0" 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import torch" || { echo "setup: torch install failed" >&2; exit 1; }
 fi
 echo "setup: installing atroposlib[all] (editable)"
-.venv/bin/pip install -q -e ".[all]" 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -m pip install -q -e ".[all]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import atroposlib" || { echo "setup: atroposlib install failed" >&2; exit 1; }
 echo "$want" > "$stamp"
