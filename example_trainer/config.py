@@ -143,6 +143,12 @@ class TrainingConfig(BaseModel):
     inference_startup_timeout: float = Field(
         300.0, gt=0, description="Seconds to wait for a (re)started inference server to answer /health."
     )
+    lora_adapter_name: str = Field(
+        "policy",
+        min_length=1,
+        description="lora mode: the name the adapter is served under, replaced on every refresh; "
+        "environments request it as their model name (e.g. --openai.model_name policy).",
+    )
     lora_rank: int = Field(16, gt=0, description="lora mode: adapter rank.")
     lora_alpha: int = Field(32, gt=0, description="lora mode: adapter alpha.")
     lora_target_modules: list[str] = Field(

@@ -221,15 +221,20 @@ class LoraRefresh(WeightRefresh):
 
     def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
         path = self._save(step, model, None)  # a PeftModel saves only the adapter
-        name = f"step-{step}"
+        # One stable name, replaced each time: envs keep requesting the same model name and always get
+        # the newest adapter, and servers never accumulate one adapter per step.
+        name = self.cfg.lora_adapter_name
         for url in self.urls:
-            r = self._http.post(
-                url.rstrip("/") + "/v1/load_lora_adapter", json={"lora_name": name, "lora_path": str(path.resolve())}
-            )
+            base = url.rstrip("/")
+            r = self._http.post(base + "/v1/unload_lora_adapter", json={"lora_name": name})
+            if r.status_code >= 500:
+                raise InferenceError(f"lora: {url} failed to unload adapter {name}: {r.status_code} {r.text[:300]}")
+            # 4xx here means "not loaded yet" (first refresh) or no LoRA support, which the load reports.
+            r = self._http.post(base + "/v1/load_lora_adapter", json={"lora_name": name, "lora_path": str(path.resolve())})
             if r.status_code == 404:
                 raise InferenceError(
-                    f"lora: {url} has no /v1/load_lora_adapter endpoint (vLLM with --enable-lora and "
-                    "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True has it; the CPU engine does not)"
+                    f"lora: {url} has no /v1/load_lora_adapter endpoint (vLLM needs --enable-lora and "
+                    "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; the CPU engine has it)"
                 )
             if r.status_code >= 400:
                 raise InferenceError(f"lora: {url} refused adapter {name}: {r.status_code} {r.text[:300]}")

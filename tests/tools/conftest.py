@@ -88,7 +88,7 @@ def browser_context(tmp_path_factory) -> Iterator:
 @pytest.fixture
 def page(browser_context):
     pg = browser_context.new_page()
-    pg.set_default_timeout(60_000)  # generous: six engineers share two cores
+    pg.set_default_timeout(60_000)  # generous: the suite may run on two busy cores
     yield pg
     pg.close()
 

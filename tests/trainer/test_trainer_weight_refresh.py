@@ -73,3 +73,51 @@ def test_lora_resume_restores_the_trained_adapter(tmp_path, tiny_model):
                                              resume_from=str(folder))
     b = {n: p for n, p in resumed.named_parameters() if "lora_B" in n}
     assert b and all(p.requires_grad and torch.all(p == 0.5) for p in b.values())
+
+
+def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tiny_model):
+    """Envs request one model name; after each refresh that name must serve the newest adapter."""
+    import subprocess
+    import sys
+
+    import httpx
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from atroposlib.utils.net import free_port, wait_for_http
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(tiny_model), "--host", "127.0.0.1",
+         "--port", str(port), "--torch-threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_http(url + "/health", timeout=90, proc=proc)
+        cfg = _cfg(tmp_path, weight_refresh="lora", inference_urls=[url], lora_rank=2, lora_alpha=4)
+        strategy = LoraRefresh(cfg)
+        model = strategy.prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
+        body = {"model": "policy", "prompt": [5, 6, 7], "max_tokens": 1, "temperature": 0, "logprobs": 1}
+
+        def served_logprob() -> float:
+            r = httpx.post(url + "/v1/completions", json=body, timeout=60)
+            assert r.status_code == 200, r.text
+            return r.json()["choices"][0]["logprobs"]["token_logprobs"][0]
+
+        seen = []
+        for step, fill in ((1, 0.0), (2, 0.7)):
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    if "lora_B" in n:
+                        p.fill_(fill)  # step 1: a zero adapter (= base model); step 2: a changed one
+            assert strategy.refresh(step, model, None)["lora_name"] == "policy"
+            seen.append(served_logprob())
+        strategy.close()
+        base = httpx.post(url + "/v1/completions", json=dict(body, model="base"), timeout=60).json()
+        base_lp = base["choices"][0]["logprobs"]["token_logprobs"][0]
+        assert abs(seen[0] - base_lp) < 1e-5  # zero adapter behaves as the base model
+        assert abs(seen[1] - seen[0]) > 1e-4  # the same name now serves the step-2 adapter
+    finally:
+        proc.terminate()
+        proc.wait(30)
