@@ -50,7 +50,8 @@ logger = logging.getLogger(__name__)
 
 
 class RLAIFConfig(BaseEnvConfig):
-    judge_base_url: Optional[str] = Field(default=None, description="Judge server URL (None: the policy).")
+    judge_base_url: Optional[str] = Field(default=None, pattern=r"^https?://",
+                                          description="Judge server URL (None: the policy).")
     judge_model_name: str = Field(default="judge", description="Model name sent to the judge.")
     judge_server_type: Literal["openai", "vllm", "sglang", "trl"] = Field(
         default="openai", description="Judge backend; text only is enough.")

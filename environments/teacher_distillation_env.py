@@ -42,7 +42,8 @@ logger = logging.getLogger(__name__)
 
 
 class DistillConfig(GSM8kConfig):
-    teacher_base_url: Optional[str] = Field(default=None, description="Teacher server URL (required).")
+    teacher_base_url: Optional[str] = Field(default=None, pattern=r"^https?://",
+                                            description="Teacher server URL (required).")
     teacher_model_name: str = Field(default="teacher", description="Model name sent to the teacher.")
     teacher_server_type: Literal["vllm", "trl"] = Field(default="vllm", description="Teacher backend.")
     teacher_api_key: str = Field(default="x", description="Teacher API key.")

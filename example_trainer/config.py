@@ -101,7 +101,7 @@ class TrainingConfig(BaseModel):
     )
 
     # --- API ------------------------------------------------------------------------------
-    api_url: str = Field("http://localhost:8000", description="Trajectory API base URL.")
+    api_url: str = Field("http://localhost:8000", pattern=r"^https?://", description="Trajectory API base URL.")
     api_token: Optional[str] = Field(None, description="Bearer token for the trajectory API.")
     wandb_project: str = Field("atropos-grpo", description="wandb project (when use_wandb).")
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")

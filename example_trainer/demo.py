@@ -39,22 +39,42 @@ REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
 
 
+def _number(kind: Callable[[str], Any], minimum: float, name: str) -> Callable[[str], Any]:
+    """An argparse ``type`` that rejects values below ``minimum`` before anything is built or deleted."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {name}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum} (got {text})")
+        return value
+
+    return parse
+
+
+_POSITIVE_INT = _number(int, 1, "integer")
+_NON_NEGATIVE_INT = _number(int, 0, "integer")
+
+
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    """Parse the demo's flags; counts are checked here so a typo never wipes the report folder."""
     p = argparse.ArgumentParser(prog="atropos-demo", description="End-to-end CPU RL demo (see README).")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "demo",
                    help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).")
-    p.add_argument("--steps", type=int, default=300, help="GRPO steps (default 300).")
-    p.add_argument("--prompts-per-step", type=int, default=16, help="Groups per batch (default 16).")
-    p.add_argument("--group-size", type=int, default=8, help="Samples per prompt (default 8).")
+    p.add_argument("--steps", type=_POSITIVE_INT, default=300, help="GRPO steps (default 300).")
+    p.add_argument("--prompts-per-step", type=_POSITIVE_INT, default=16, help="Groups per batch (default 16).")
+    p.add_argument("--group-size", type=_POSITIVE_INT, default=8, help="Samples per prompt (default 8).")
     p.add_argument("--lr", type=float, default=5e-4, help="GRPO learning rate (default 5e-4).")
-    p.add_argument("--warmup-sft-steps", type=int, default=100,
+    p.add_argument("--warmup-sft-steps", type=_NON_NEGATIVE_INT, default=100,
                    help="Supervised warm-up steps on gold demonstrations (default 100).")
     p.add_argument("--control", choices=["none", "shuffled"], default="none",
                    help="'shuffled': shuffle rewards within each group (the no-signal control).")
     p.add_argument("--env", choices=["runtime", "minimal"], default="runtime",
                    help="runtime: environments/arithmetic_server.py serve; minimal: a bare HTTP env process.")
     p.add_argument("--seed", type=int, default=0, help="Seed for model, warm-up, env and trainer.")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1).")
+    p.add_argument("--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1).")
     return p.parse_args(argv)
 
 
@@ -258,7 +278,9 @@ def _peek(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
         return []
 
 
-def write_report(out: Path, args, prep, rows, early, late, loop_s: float, total_s: float) -> int:
+def write_report(out: Path, args: argparse.Namespace, prep: dict[str, Any], rows: list[dict[str, Any]],
+                 early: list[dict[str, Any]], late: list[dict[str, Any]], loop_s: float, total_s: float) -> int:
+    """Write summary.txt, the reward curve and the rollouts page; return the exit code."""
     from example_trainer.arithmetic_task import all_problems, score_completion
     from example_trainer.report import plot_curve, write_rollouts
     from example_trainer.warmup import greedy_accuracy

@@ -41,11 +41,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from atroposlib.errors import APIUnavailable, AtroposError
+from atroposlib.errors import APIUnavailable, AtroposError, ModelLoadError
 from atroposlib.type_definitions import Registration
 from example_trainer.batching import FlatBatch, collate, flatten_batch, split_micro_batches
 from example_trainer.checkpoint import load_latest, save_checkpoint, set_rng_state
@@ -70,6 +70,9 @@ from example_trainer.losses import (
 from example_trainer.metrics import MetricsLogger, format_step_line
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
+if TYPE_CHECKING:
+    from atroposlib.api.client import TrajectoryClient
+
 log = logging.getLogger("atropos-grpo")
 
 
@@ -82,16 +85,25 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def load_policy(path: str, dtype: str, device: torch.device):
+def load_policy(path: str, dtype: str, device: torch.device) -> tuple[Any, Any]:
+    """Load the policy model (on ``device``) and its tokenizer from a HF folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    return model, tokenizer
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:  # missing folder, bad hub id, not a causal LM: the user's input
+        lines = str(e).strip().splitlines()
+        reason = lines[0] if lines else type(e).__name__
+        raise ModelLoadError(f"cannot load the model {path!r}: {reason}") from e
+    return model.to(device), tokenizer
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainingConfig):
+def make_optimizer(
+    model: torch.nn.Module, cfg: TrainingConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over the trainable parameters with a linear warm-up schedule."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
     warm = cfg.warmup_steps
@@ -99,7 +111,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainingConfig):
     return opt, sched
 
 
-def register(client, cfg: TrainingConfig, step: int) -> None:
+def register(client: TrajectoryClient, cfg: TrainingConfig, step: int) -> None:
     client.register(
         Registration(
             wandb_group=cfg.wandb_group, wandb_project=cfg.wandb_project, batch_size=cfg.batch_size,
@@ -110,7 +122,9 @@ def register(client, cfg: TrainingConfig, step: int) -> None:
     )
 
 
-def wait_for_batch(client, cfg: TrainingConfig) -> tuple[list[dict[str, Any]], Optional[str], Optional[int]]:
+def wait_for_batch(
+    client: TrajectoryClient, cfg: TrainingConfig
+) -> tuple[list[dict[str, Any]], Optional[str], Optional[int]]:
     """Poll ``GET /batch`` until a batch is ready; the API being briefly unreachable is retried."""
     deadline = time.monotonic() + cfg.batch_wait_timeout
     while True:
@@ -338,7 +352,9 @@ def _full_state_dict(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def publish(refresher: WeightRefresh, model, tokenizer, step: int, cfg: TrainingConfig, info: DistInfo):
+def publish(refresher: WeightRefresh, model: torch.nn.Module, tokenizer: Any, step: int, cfg: TrainingConfig,
+            info: DistInfo) -> dict[str, Any]:
+    """Push the current weights to the inference server (rank 0 only); every rank joins the gather."""
     sd = _full_state_dict(model, cfg, info)
     out: dict[str, Any] = {}
     if info.is_main:
@@ -346,7 +362,8 @@ def publish(refresher: WeightRefresh, model, tokenizer, step: int, cfg: Training
     return out
 
 
-def checkpoint(model, tokenizer, optimizer, scheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
+def checkpoint(model: torch.nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer,
+               scheduler: torch.optim.lr_scheduler.LRScheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
     # FSDP: every rank joins the gather of the full weights (the optimizer state saved is rank 0's shard,
     # so an FSDP resume restarts the optimizer moments; untested here, see docs/training.md)
     sd = _full_state_dict(model, cfg, info)

@@ -166,8 +166,12 @@ class RestartRefresh(WeightRefresh):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "ab")
         log.info("starting inference server: %s", cmd)
-        self.proc = subprocess.Popen(shlex.split(cmd), stdout=logf, stderr=subprocess.STDOUT)
-        logf.close()
+        try:
+            self.proc = subprocess.Popen(shlex.split(cmd), stdout=logf, stderr=subprocess.STDOUT)
+        except OSError as e:  # e.g. the command's program is not installed: the user's --inference-command
+            raise InferenceError(f"restart: cannot start the inference server with {cmd!r}: {e}") from e
+        finally:
+            logf.close()
         url = f"http://127.0.0.1:{self.cfg.vllm_port}/health"
         try:
             wait_for_http(url, timeout=self.cfg.inference_startup_timeout, proc=self.proc)

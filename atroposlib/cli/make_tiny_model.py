@@ -41,7 +41,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             corpus=args.corpus,
             max_position_embeddings=args.max_positions,
         )
-    except AtroposError as e:
+    except (AtroposError, OSError) as e:  # OSError: OUT_DIR is a file, not writable, disk full
         print(f"atropos-make-tiny-model: error: {e}", file=sys.stderr)
         return 2
     print(out)

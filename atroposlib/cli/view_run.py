@@ -16,6 +16,17 @@ from typing import Optional
 from atroposlib.errors import AtroposError
 
 
+def _port(text: str) -> int:
+    """An argparse ``type``: a TCP port number, checked before Gradio tries to bind it."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535 (got {port})")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="view-run",
@@ -28,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--demo", action="store_true", help="Show built-in example groups (no API, no file).")
     p.add_argument("--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN).")
     p.add_argument("--host", default="127.0.0.1", help="Interface to serve on (default: local only).")
-    p.add_argument("--port", type=int, default=7860, help="Port to serve on.")
+    p.add_argument("--port", type=_port, default=7860, help="Port to serve on.")
     p.add_argument("--share", action="store_true", help="Also open a public Gradio share link (off by default).")
     p.add_argument("--tokenizer", default=None, help="Tokenizer dir or hub id, to show tokens as text.")
     p.add_argument("--refresh-seconds", type=float, default=0.0,

@@ -60,8 +60,8 @@ class ProcessRunner:
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, self.stop.set)
-            except (NotImplementedError, RuntimeError):
-                pass
+            except (NotImplementedError, RuntimeError):  # not the main thread / no signal support here
+                logger.debug("cannot install a handler for %s here; Ctrl-C interrupts without a summary", sig)
 
     async def _produce(self) -> None:
         env = self.env

@@ -158,7 +158,7 @@ class ViewerState:
         return html, md, [ALL_ENVS, *env_names(groups)]
 
 
-def build_app(state: ViewerState, title: str = "Atropos run viewer", refresh_seconds: float = 0.0):
+def build_app(state: ViewerState, title: str = "Atropos run viewer", refresh_seconds: float = 0.0) -> Any:
     """The Gradio Blocks app (not launched)."""
     import gradio as gr
 
@@ -195,7 +195,7 @@ def build_app(state: ViewerState, title: str = "Atropos run viewer", refresh_sec
     return demo
 
 
-def launch_theme():
+def launch_theme() -> Any:
     """A theme that uses local system fonts (no font download from the page)."""
     import gradio as gr
 

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from atroposlib.errors import InferenceUnavailable, ModelLoadError
 from atroposlib.inference.config import EngineConfig
@@ -61,7 +61,7 @@ class InferenceEngine:
 
     # -- public -------------------------------------------------------------------------------
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> Any:
         return self.loaded.tokenizer
 
     @property

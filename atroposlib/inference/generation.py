@@ -36,7 +36,7 @@ class RowResult:
     done: bool = False
 
 
-def prompt_logprobs(model, prompt_ids: list[int], k: int) -> list[Optional[list[tuple[int, float, int]]]]:
+def prompt_logprobs(model: torch.nn.Module, prompt_ids: list[int], k: int) -> list[Optional[list[tuple[int, float, int]]]]:
     """Logprob and rank (1 = most likely) of every prompt token under the prefix before it, plus the
     ``k`` most likely alternatives at that position (vLLM's ``prompt_logprobs``). Entry 0 is None."""
     device = next(model.parameters()).device
@@ -72,7 +72,7 @@ def _find_stop(text: str, stops: Sequence[str]) -> tuple[int, Optional[str]]:
 class DecodeBatch:
     """The rows currently being generated, their KV cache, attention mask and next positions."""
 
-    def __init__(self, model, *, pad_id: int, eos_ids: set[int], decode: Callable[[list[int]], str]) -> None:
+    def __init__(self, model: torch.nn.Module, *, pad_id: int, eos_ids: set[int], decode: Callable[[list[int]], str]) -> None:
         self.model = model
         self.pad_id = pad_id
         self.eos_ids = eos_ids
@@ -244,7 +244,7 @@ class DecodeBatch:
 
 
 def generate_batch(
-    model,
+    model: torch.nn.Module,
     rows: Sequence[RowParams],
     *,
     pad_id: int,

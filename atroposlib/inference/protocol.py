@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -110,7 +111,7 @@ def completion_response(
     prompts: list[list[int]],
     n: int,
     results: list[RowResult],
-    token_text,
+    token_text: Callable[[int], str],
     want_logprobs: Optional[int],
     return_token_ids: bool,
 ) -> dict[str, Any]:
@@ -170,7 +171,7 @@ def chat_response(
     model: str,
     prompt_ids: list[int],
     results: list[RowResult],
-    token_text,
+    token_text: Callable[[int], str],
     logprobs: bool,
     top_logprobs: int,
     return_token_ids: bool,

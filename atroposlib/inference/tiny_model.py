@@ -13,7 +13,7 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -77,7 +77,7 @@ def default_corpus(seed: int = 0, n_lines: int = 3000) -> list[str]:
     return lines
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512, model_max_length: Optional[int] = None):
+def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512, model_max_length: Optional[int] = None) -> Any:
     """Train a byte-level BPE tokenizer (digits split individually) and wrap it for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import httpx
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -16,7 +19,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_http(url: str, timeout: float = 60.0, proc=None, headers: Optional[dict] = None) -> None:
+def wait_for_http(
+    url: str, timeout: float = 60.0, proc: Optional[subprocess.Popen[Any]] = None,
+    headers: Optional[dict[str, str]] = None,
+) -> None:
     """Poll ``url`` until it answers (any status < 500). Raises ``TimeoutError`` or, if ``proc``
     (a ``subprocess.Popen``) exits first, ``RuntimeError`` with its exit code."""
     deadline = time.monotonic() + timeout

@@ -26,10 +26,12 @@ def load_tokenizer(name: str) -> Any:
 
         return AutoTokenizer.from_pretrained(name)
     except Exception as e:  # transformers raises OSError/ValueError/HTTP errors depending on the cause
+        lines = str(e).strip().splitlines()
+        reason = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
         raise ModelLoadError(
-            f"cannot load tokenizer {name!r} ({type(e).__name__}); set --env.tokenizer_name to a local "
+            f"cannot load tokenizer {name!r} ({reason}); set --env.tokenizer_name to a local "
             "tokenizer directory (or a hub name when online)"
-        ) from None
+        ) from e
 
 
 __all__ = ["load_tokenizer"]

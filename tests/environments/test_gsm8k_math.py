@@ -28,6 +28,7 @@ def test_gsm8k_scores_right_and_wrong_answers():
     groups = check_env(GSM8kEnv, responder=_responder(gold), items=2,
                        env_overrides={"group_size": 4, "data_source": "procedural", "offline_train_size": 50,
                                       "max_token_length": 1024})
+    assert len(groups) == 2
     for group in groups:
         assert group["scores"] == [1.0, -1.0, 1.0, -1.0]
         assert group["messages"][0][-1]["role"] == "assistant"

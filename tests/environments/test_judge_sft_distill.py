@@ -131,3 +131,19 @@ def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_
     with pytest.raises(TokenizerMismatch, match=re.escape("differs from the student's")):
         check_env(TeacherDistillationEnv, responses=["x"], env_overrides={
             "data_source": "procedural", "offline_train_size": 5, "eval_size": 2, "teacher_base_url": cpu_engine})
+
+
+@pytest.mark.parametrize("module, env_name, flag", [
+    ("rlaif_server", "RLAIFEnv", "--env.judge_base_url"),
+    ("teacher_distillation_env", "TeacherDistillationEnv", "--env.teacher_base_url"),
+])
+def test_side_server_url_without_scheme_is_a_config_error(module, env_name, flag):
+    import importlib
+
+    from atroposlib.envs.config_loader import load_config
+
+    env_cls = getattr(importlib.import_module(module), env_name)
+    with pytest.raises(ConfigError, match=flag.replace(".", r"\.") + ".*https"):
+        load_config(env_cls, "process", [flag, "localhost:9001/v1"])
+    loaded = load_config(env_cls, "process", [flag, "http://127.0.0.1:9001/v1"])
+    assert getattr(loaded.env, flag.split(".", 1)[1]) == "http://127.0.0.1:9001/v1"

@@ -24,6 +24,7 @@ def test_mcqa_grades_letters_and_explains_rejections():
 
     groups = check_env(MCQAEnv, responder=responder, items=2,
                        env_overrides={"group_size": 4, "data_source": "procedural", "eval_size": 5})
+    assert len(groups) == 2
     for group in groups:
         assert group["scores"] == [1.0, 0.0, 0.0, 0.0]
         notes = [conv[-1]["content"] for conv in group["messages"]]

@@ -52,6 +52,7 @@ def test_single_turn_tool_calling_scores_and_reasons():
         return [good, "<tool_call>{'name': 'x'}</tool_call>", "I would call a tool"][body["choice_index"]]
 
     groups = check_env(ToolCallingEnv, responder=responder, items=4, env_overrides={"group_size": 3})
+    assert len(groups) == 4
     for group in groups:
         assert group["scores"] == [1.0, 0.0, 0.0]
         notes = [conv[-1]["content"] for conv in group["messages"]]
@@ -142,6 +143,7 @@ def test_blackjack_and_taxi_episodes():
         return "<action>stick</action>" if turns() % 2 == 0 else "<action>dance</action>"
 
     groups = check_env(GymGameEnv, responder=blackjack, items=2, env_overrides={"group_size": 4})
+    assert len(groups) == 2
     for group in groups:
         notes = [conv[-1]["content"] for conv in group["messages"]]
         invalid = [n for n in notes if n.startswith("invalid move: unknown action 'dance'")]

@@ -90,6 +90,7 @@ def test_process_and_evaluate_defaults():
     (["--env.eval_handling", "SOMETIMES"], "--env.eval_handling"),
     (["positional"], "unexpected argument 'positional'"),
     (["--config", "/nonexistent.yaml"], "no such file"),
+    (["--openai.base_url", "localhost:9001/v1"], "--openai.base_url (from --openai.base_url)"),
 ])
 def test_mistakes_are_one_line_errors_naming_the_field(argv, message):
     with pytest.raises(ConfigError) as e:
@@ -131,3 +132,21 @@ def test_cli_exit_codes_without_traceback(tmp_path):
     assert bad.stderr.strip() == "error: unknown flag --env.max_num_worker; did you mean --env.max_num_workers?"
     helped = run_env("process", "--help", cwd=tmp_path)
     assert helped.returncode == 0 and "--env.group_size" in helped.stdout
+
+
+def test_base_url_without_a_scheme_is_rejected_up_front():
+    with pytest.raises(ConfigError, match="must start with http:// or https://"):
+        load_config(AdditionEnv, "serve", ["--openai.base_url", "notaurl"])
+    cfg = load_config(AdditionEnv, "serve", ["--openai.base_url", " http://127.0.0.1:9/v1 "])
+    assert [s.base_url for s in cfg.servers] == ["http://127.0.0.1:9/v1"]
+
+
+def test_missing_tokenizer_error_keeps_the_reason(tmp_path):
+    from atroposlib.errors import ModelLoadError
+    from atroposlib.utils.tokenizer_loading import load_tokenizer
+
+    (tmp_path / "tokenizer_config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError) as e:
+        load_tokenizer(str(tmp_path))
+    message = str(e.value)
+    assert "JSONDecodeError" in message and "--env.tokenizer_name" in message and "\n" not in message

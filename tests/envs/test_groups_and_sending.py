@@ -11,14 +11,21 @@ from atroposlib.envs.config import BaseEnvConfig
 from atroposlib.envs.groups import GroupBuilder, group_from_items
 from atroposlib.envs.sending import JsonlGroupWriter, current_policy_version, prepare_groups
 from atroposlib.envs.spool import Spool
+from atroposlib.envs.testing import tiny_tokenizer_dir
 from atroposlib.errors import ConfigError, SchemaError
 from atroposlib.type_definitions import ScoredDataGroup
+from atroposlib.utils.tokenizer_loading import load_tokenizer
 
 
-def _env(**cfg):
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(str(tiny_tokenizer_dir()))
+
+
+def _env(tokenizer=None, **cfg):
+    """The attributes prepare_groups reads from an env (a whole BaseEnv needs servers and an API)."""
     config = BaseEnvConfig(group_size=2, **cfg)
-    return SimpleNamespace(config=config, max_token_len=-1, curr_step=5, env_id=3,
-                           tokenizer=SimpleNamespace(decode=lambda ids: " ".join(map(str, ids))))
+    return SimpleNamespace(config=config, max_token_len=-1, curr_step=5, env_id=3, tokenizer=tokenizer)
 
 
 def test_builder_builds_a_valid_group_and_names_mistakes():
@@ -68,16 +75,18 @@ def test_prepare_filters_stamps_and_keeps_unavailable():
     assert "advantages" not in out[1] and isinstance(out[1]["messages"][0], list)
 
 
-def test_prepare_drops_too_long_and_invalid_and_fills_messages():
-    env = _env(include_messages=True)
+def test_prepare_drops_too_long_and_invalid_and_fills_messages(tokenizer):
+    env = _env(tokenizer, include_messages=True)
     env.max_token_len = 2
     drops = Counter()
+    first, second = tokenizer.encode("hi", add_special_tokens=False), tokenizer.encode("7", add_special_tokens=False)
+    assert (len(first), len(second)) == (2, 1)  # fits max_token_len=2
     long = {"tokens": [[1, 2, 3], [1]], "masks": [[1, 2, 3], [1]], "scores": [1.0, 0.0]}
     ragged = {"tokens": [[1, 2], [1]], "masks": [[1], [1]], "scores": [1.0, 0.0]}
-    ok = {"tokens": [[1, 2], [1]], "masks": [[1, 2], [1]], "scores": [1.0, 0.0]}
+    ok = {"tokens": [first, second], "masks": [first, second], "scores": [1.0, 0.0]}
     out = prepare_groups(env, [long, ragged, ok], drops=drops)
     assert drops == Counter({"too_long": 1, "invalid": 1})
-    assert out[0]["messages"] == [[{"role": "text", "content": "1 2"}], [{"role": "text", "content": "1"}]]
+    assert out[0]["messages"] == [[{"role": "text", "content": "hi"}], [{"role": "text", "content": "7"}]]
     assert out[0]["policy_version"] == 5  # no worker context: the env's current step
 
 

@@ -44,6 +44,7 @@ def test_logprobs_match_plain_forward_with_left_padding(lm):
 def test_batched_rows_equal_rows_run_alone(lm):
     for kw in ({"temperature": 0.0}, {"temperature": 1.0, "top_p": 0.9, "top_k": 40, "seed": 11}):
         rows = _rows(lm, max_tokens=10, ignore_eos=True, **kw)
+        assert len(rows) == len(PROMPTS) > 1
         alone = [_gen(lm, [r])[0].token_ids for r in rows]
         together = [r.token_ids for r in _gen(lm, rows)]
         assert together == alone

@@ -94,3 +94,12 @@ def test_cli_builds_and_reports_bad_corpus(tmp_path, capsys):
     assert make_tiny_main([str(tmp_path / "bad"), "--corpus", str(tmp_path / "nope.txt")]) == 2
     err = capsys.readouterr().err
     assert "corpus file not found" in err and "Traceback" not in err
+
+
+def test_cli_out_dir_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    assert make_tiny_main([str(taken), "--hidden-size", "32", "--layers", "1", "--heads", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("atropos-make-tiny-model: error:") and str(taken) in err
+    assert err.strip().count("\n") == 0 and taken.read_text() == "not a folder"

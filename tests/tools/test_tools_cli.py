@@ -200,3 +200,10 @@ def test_view_run_is_local_only_by_default_and_reports_a_missing_file(tmp_path):
     assert build_parser().parse_args(["--share"]).share is True
     proc = run_cli("atroposlib.cli.view_run", "--file", str(tmp_path / "missing.jsonl"))
     assert_clean_error(proc, 2, "--file not found")
+
+
+def test_view_run_rejects_a_bad_port_before_serving(tmp_path):
+    groups = tmp_path / "g.jsonl"
+    groups.write_text("")
+    proc = run_cli("atroposlib.cli.view_run", "--file", str(groups), "--port", "99999")
+    assert_clean_error(proc, 2, "port must be between 1 and 65535")

@@ -36,6 +36,8 @@ def test_bad_values_name_the_field():
         parse_config([])
     with pytest.raises(ConfigError, match="adam_betas"):
         parse_config(["--model-name", "m", "--adam-betas", "0.9"])
+    with pytest.raises(ConfigError, match="api_url"):
+        parse_config(["--model-name", "m", "--api-url", "localhost:8000"])
 
 
 def test_yaml_is_layered_under_flags(tmp_path):
@@ -57,3 +59,13 @@ def test_cli_errors_are_one_line_without_traceback(capsys):
     unknown = subprocess.run([sys.executable, "-m", "example_trainer.grpo", "--model-name", "m", "--bogus", "1"],
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
+
+
+def test_missing_model_folder_is_a_one_line_error(tmp_path, capsys):
+    from example_trainer.grpo import main
+
+    missing = tmp_path / "no-model"
+    assert main(["--model-name", str(missing), "--training-steps", "1", "--save-path", str(tmp_path / "ckpt")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("atropos-grpo: error: cannot load the model") and str(missing) in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -96,8 +96,11 @@ def test_two_ranks_with_gloo_match_one_process(run_api, tiny_model, tmp_path):
                 proc.wait(30)
         assert metrics_steps(save) == [1, 2]
         results[name] = _weights(save / "checkpoints" / "step_0000002")
+    assert results["single"] and results["single"].keys() == results["ddp"].keys()
     for k, v in results["single"].items():
         assert torch.allclose(v, results["ddp"][k], atol=1e-5), k
+    start_weights = _weights(tiny_model)  # both really trained: equal because they learned the same
+    assert any(not torch.equal(v, start_weights[k]) for k, v in results["single"].items() if k in start_weights)
 
 
 @pytest.mark.slow  # launches the engine process twice (~10 s each on a loaded 2-core machine)

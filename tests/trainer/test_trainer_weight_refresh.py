@@ -29,6 +29,14 @@ def test_restart_command_needs_its_placeholders(tmp_path):
         RestartRefresh(_cfg(tmp_path, weight_refresh="restart", inference_command="serve --model {model_path}"))
 
 
+def test_restart_command_that_cannot_start_is_an_inference_error(tmp_path):
+    refresh = RestartRefresh(_cfg(tmp_path, weight_refresh="restart",
+                                  inference_command="no-such-program-here --model {model_path} --port {port}"))
+    with pytest.raises(InferenceError, match="cannot start the inference server.*no-such-program-here"):
+        refresh.start(str(tmp_path))
+    assert refresh.proc is None and refresh.log_path.is_file()
+
+
 def test_lora_trains_an_adapter_and_reports_a_server_without_lora(tmp_path, tiny_model, run_api):
     from transformers import AutoModelForCausalLM
 

@@ -255,7 +255,7 @@ class OpenAIServer(APIServer):
         self._client = None
 
     @property
-    def client(self):
+    def client(self) -> Any:
         if self._client is None:
             import openai
 

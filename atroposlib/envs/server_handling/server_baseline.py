@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ServerType = Literal["openai", "vllm", "sglang", "trl"]
 
@@ -61,6 +61,14 @@ class APIServerConfig(ServerBaseline):
     health_check_interval: float = Field(
         default=5.0, gt=0, description="Seconds between health checks of this server."
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_http(cls, v: Optional[str]) -> Optional[str]:
+        """Reject a URL without a scheme up front instead of retrying it forever at run time."""
+        if v and not v.strip().lower().startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return v.strip() if v else v
 
 
 __all__ = ["APIServerConfig", "ServerBaseline", "ServerType"]

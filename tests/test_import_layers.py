@@ -1,0 +1,63 @@
+"""Import direction between the packages, and which modules may pull in torch at import time.
+
+The API must not depend on the env runtime, the inference engine or the trainer; the inference engine
+must not depend on the env runtime, the API or the trainer (both are checked on every ``import`` and
+``from ... import`` statement, lazy ones included). The tools and the env runtime load without torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "atroposlib"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("api", ("atroposlib.envs", "atroposlib.inference", "example_trainer")),
+    ("inference", ("atroposlib.envs", "atroposlib.api", "example_trainer")),
+])
+def test_package_does_not_import_upper_layers(package, forbidden):
+    files = sorted((PKG / package).rglob("*.py"))
+    assert files, f"no modules found under atroposlib/{package}"
+    bad = [f"{f.relative_to(PKG.parent)}: {m}" for f in files for m in sorted(_imported_modules(f))
+           if m.startswith(forbidden)]
+    assert not bad, bad
+
+
+def test_forbidden_import_is_detected(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from atroposlib.envs.base import BaseEnv\n    import example_trainer.grpo\n")
+    assert {"atroposlib.envs.base", "example_trainer.grpo"} <= _imported_modules(probe)
+
+
+TOOL_MODULES = [
+    "atroposlib.envs.base", "atroposlib.envs.runner", "atroposlib.frontend.report",
+    "atroposlib.frontend.viewer", "atroposlib.frontend.datagen", "atroposlib.cli.view_run",
+    "atroposlib.cli.sft", "atroposlib.cli.dpo", "atroposlib.cli.jsonl2html",
+    "atroposlib.utils.tokenize_for_trainer",
+]
+
+
+def test_env_runtime_and_tools_import_without_torch():
+    script = ("import importlib, sys\n"
+              f"for m in {TOOL_MODULES!r}:\n"
+              "    importlib.import_module(m)\n"
+              "    assert 'torch' not in sys.modules, m\n"
+              "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

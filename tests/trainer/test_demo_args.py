@@ -1,0 +1,28 @@
+"""The demo rejects bad counts while parsing flags, before it builds a model or clears its report folder."""
+
+import pytest
+
+from example_trainer.demo import main, parse_args
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--prompts-per-step", "--group-size", "--threads"])
+@pytest.mark.parametrize("value", ["-5", "0", "abc"])
+def test_bad_count_is_a_usage_error(flag, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args([flag, value])
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_bad_count_leaves_the_report_folder_alone(tmp_path):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "summary.txt").write_text("an earlier run")
+    with pytest.raises(SystemExit):
+        main(["--out", str(out), "--steps", "-5"])
+    assert (out / "summary.txt").read_text() == "an earlier run"
+
+
+def test_good_counts_parse():
+    args = parse_args(["--steps", "3", "--warmup-sft-steps", "0", "--group-size", "2"])
+    assert (args.steps, args.warmup_sft_steps, args.group_size) == (3, 0, 2)
