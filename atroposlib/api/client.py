@@ -10,7 +10,7 @@ with exponential backoff (tenacity), honouring ``Retry-After``; other 4xx/5xx ra
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
@@ -58,6 +58,8 @@ class _Request:
     params: dict[str, Any] = field(default_factory=dict)
     parse: Callable[[Any], Any] = lambda data: data
     text: bool = False  # the endpoint answers plain text (legacy /reset_data)
+    # how to turn the body (and its headers) into JSON data; None: one orjson parse
+    load: Optional[Callable[[bytes, Mapping[str, str]], Any]] = None
 
 
 def _dump_group(group: GroupLike) -> dict[str, Any]:
@@ -93,7 +95,9 @@ class _Endpoints:
 
     def get_batch(self):
         """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready."""
-        return self._call(_Request("GET", "/batch", parse=BatchResponse.model_validate))
+        return self._call(
+            _Request("GET", "/batch", parse=BatchResponse.model_validate, load=load_batch_body)
+        )
 
     def ack_batch(self, batch_id: str):
         """``POST /batch/ack``: the batch was applied and must never be redelivered."""
@@ -177,6 +181,46 @@ class _Endpoints:
         return self._call(_Request("GET", "/reset_data", text=True))
 
 
+GROUP_BYTES_HEADER = "x-batch-group-bytes"
+_BATCH_HEAD = b'{"batch":['
+
+
+def load_batch_body(body: bytes, headers: Mapping[str, str]) -> Any:
+    """Parse a ``GET /batch`` body. When the server says where each group's JSON lies
+    (``X-Batch-Group-Bytes``), the groups are parsed one by one, which is faster than one parse of
+    a multi-MB document; anything unexpected falls back to parsing the whole body."""
+    sizes = headers.get(GROUP_BYTES_HEADER)
+    if sizes:
+        try:
+            return _load_batch_groups(memoryview(body), [int(x) for x in sizes.split(",")])
+        except (ValueError, orjson.JSONDecodeError):
+            pass
+    return orjson.loads(body)
+
+
+def _load_batch_groups(view: memoryview, sizes: list[int]) -> dict[str, Any]:
+    pos = len(_BATCH_HEAD)
+    if view[:pos] != _BATCH_HEAD:
+        raise ValueError("unexpected start of a batch body")
+    groups = []
+    for i, size in enumerate(sizes):
+        if i:
+            if view[pos : pos + 1] != b",":
+                raise ValueError("unexpected separator in a batch body")
+            pos += 1
+        group = orjson.loads(view[pos : pos + size])
+        if not isinstance(group, dict):
+            raise ValueError("a batch entry is not a JSON object")
+        groups.append(group)
+        pos += size
+    if view[pos : pos + 2] != b"],":
+        raise ValueError("unexpected end of a batch list")
+    rest = orjson.loads(b"{" + view[pos + 2 :].tobytes())
+    if not isinstance(rest, dict) or "batch" in rest:
+        raise ValueError("unexpected batch body")
+    return {"batch": groups, **rest}
+
+
 def _encode(body: Any, gzip_min_bytes: int) -> tuple[Optional[bytes], dict[str, str]]:
     if body is None:
         return None, {}
@@ -208,7 +252,12 @@ def _decode(req: _Request, resp: httpx.Response) -> Any:
         raise cls(resp.status_code, str(message), detail)
     if req.text:
         return resp.text
-    data = orjson.loads(resp.content) if resp.content else None
+    if not resp.content:
+        data = None
+    elif req.load is not None:
+        data = req.load(resp.content, resp.headers)
+    else:
+        data = orjson.loads(resp.content)
     return req.parse(data)
 
 
@@ -337,4 +386,4 @@ class AsyncTrajectoryClient(_Base):
         await self.aclose()
 
 
-__all__ = ["AsyncTrajectoryClient", "GroupLike", "TrajectoryClient"]
+__all__ = ["AsyncTrajectoryClient", "GroupLike", "TrajectoryClient", "load_batch_body"]

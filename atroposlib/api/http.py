@@ -59,6 +59,30 @@ def json_response(request: Request, payload: Any, status_code: int = 200) -> Res
     )
 
 
+class PartsResponse(Response):
+    """A JSON body sent as the given pieces, in order, without joining them first (large batches
+    are sent straight from the stored payloads; the length is known, so no chunked encoding)."""
+
+    media_type = "application/json"
+
+    def __init__(
+        self, parts: list[bytes], status_code: int = 200, headers: Optional[dict[str, str]] = None
+    ) -> None:
+        self.parts = [p for p in parts if p]
+        super().__init__(None, status_code=status_code, headers=headers)
+        self.headers["content-length"] = str(sum(len(p) for p in self.parts))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        last = len(self.parts) - 1
+        if last < 0:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        for i, part in enumerate(self.parts):
+            await send({"type": "http.response.body", "body": part, "more_body": i < last})
+
+
 async def read_body(request: Request) -> bytes:
     """The request body, gunzipped if ``Content-Encoding: gzip``; 413 beyond the configured limits.
 
@@ -181,6 +205,7 @@ def check_token(request: Request) -> None:
 
 __all__ = [
     "ApiProblem",
+    "PartsResponse",
     "check_token",
     "gunzip_bounded",
     "json_response",

@@ -39,6 +39,36 @@ from atroposlib.type_definitions import RegisterEnv, Registration
 logger = logging.getLogger("atroposlib.api")
 
 
+class BatchBody:
+    """The JSON of a ``GET /batch`` answer as the pieces it is made of, so that it can be sent
+    without first copying every stored payload into one buffer.
+
+    ``parts`` concatenated are the body; ``group_bytes`` are the sizes of the groups' JSON objects,
+    which follow ``{"batch":[`` in order, separated by commas (empty when ``batch`` is null).
+    """
+
+    __slots__ = ("parts", "group_bytes", "nbytes")
+
+    def __init__(self, parts: list[bytes], group_bytes: list[int]) -> None:
+        self.parts = parts
+        self.group_bytes = group_bytes
+        self.nbytes = sum(len(p) for p in parts)
+
+    @classmethod
+    def of(cls, record: BatchRecord, blobs: list[bytes]) -> BatchBody:
+        tail = orjson.dumps({"batch_id": record.batch_id, "step": record.step})
+        parts: list[bytes] = [b'{"batch":[']
+        for i, blob in enumerate(blobs):
+            if i:
+                parts.append(b",")
+            parts.append(blob)
+        parts.append(b"]," + tail[1:])
+        return cls(parts, [len(b) for b in blobs])
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+
 class RunService(IngestMixin, ViewsMixin):
     def __init__(self, settings: ApiSettings, store: Store, metrics: ApiMetrics) -> None:
         self.settings = settings
@@ -142,6 +172,10 @@ class RunService(IngestMixin, ViewsMixin):
 
     def get_batch(self) -> bytes:
         """The body of ``GET /batch``: a redelivered or new batch, or ``{"batch": null}``."""
+        return bytes(self.get_batch_body())
+
+    def get_batch_body(self) -> BatchBody:
+        """``get_batch`` as the pieces of its body (see ``BatchBody``)."""
         t0 = time.perf_counter()
         with self.lock:
             reg = self._require_registration()
@@ -158,8 +192,8 @@ class RunService(IngestMixin, ViewsMixin):
                     if m.meta:
                         self.store.commit(m)
                     self.metrics.redeliveries.inc()
-                    body = self._batch_body(self.pending, blobs)
-                    self.metrics.bytes_out.inc(len(body))
+                    body = BatchBody.of(self.pending, blobs)
+                    self.metrics.bytes_out.inc(body.nbytes)
                     return body
                 if missing:  # a payload lost to a power failure: the batch cannot be sent again
                     logger.error(
@@ -179,7 +213,8 @@ class RunService(IngestMixin, ViewsMixin):
                     if m.meta or m.states or m.acked_batch:
                         self.store.commit(m)
                     self._update_gauges()
-                    return orjson.dumps({"batch": None, "batch_id": None, "step": self.step})
+                    empty = orjson.dumps({"batch": None, "batch_id": None, "step": self.step})
+                    return BatchBody([empty], [])
                 blobs, missing = self._read_payloads(result.seqs)
                 if not missing:
                     break
@@ -202,8 +237,8 @@ class RunService(IngestMixin, ViewsMixin):
             self.metrics.batches_out.inc()
             self.metrics.groups_out.inc(len(result.seqs))
             self._update_gauges()
-            body = self._batch_body(record, blobs)
-            self.metrics.bytes_out.inc(len(body))
+            body = BatchBody.of(record, blobs)
+            self.metrics.bytes_out.inc(body.nbytes)
         self.metrics.batch_latency.observe(time.perf_counter() - t0)
         return body
 
@@ -219,11 +254,6 @@ class RunService(IngestMixin, ViewsMixin):
                 except KeyError:
                     missing.append(seq)
             return blobs, missing
-
-    @staticmethod
-    def _batch_body(record: BatchRecord, blobs: list[bytes]) -> bytes:
-        tail = orjson.dumps({"batch_id": record.batch_id, "step": record.step})
-        return b'{"batch":[' + b",".join(blobs) + b"]," + tail[1:]
 
     def _ack_into(self, m: Mutation, record: BatchRecord) -> None:
         m.acked_batch = record.batch_id
@@ -327,4 +357,4 @@ class RunService(IngestMixin, ViewsMixin):
             logger.warning("run reset: queue, registration, envs and step cleared")
 
 
-__all__ = ["EMPTY_EXAMPLE", "IncomingGroup", "RunService"]
+__all__ = ["EMPTY_EXAMPLE", "BatchBody", "IncomingGroup", "RunService"]

@@ -74,6 +74,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         import uvicorn
 
+        from atroposlib.api.allocator import keep_freed_memory
         from atroposlib.api.app import create_app
         from atroposlib.api.settings import ApiSettings
 
@@ -82,6 +83,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             level=settings.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        keep_freed_memory()  # reuse freed MB-sized buffers instead of faulting in fresh pages
         app = create_app(settings)
     except AtroposError as e:
         print(f"run-api: error: {e}", file=sys.stderr)

@@ -162,3 +162,30 @@ def test_metrics_exposes_queue_traffic_and_latency(client):
         "atropos_current_step 1.0",
     ):
         assert name in text, name
+
+
+def test_batch_says_where_each_group_lies_and_the_client_parses_by_group(make_client):
+    from atroposlib.api.client import load_batch_body
+
+    c = make_client(store="sqlite", gzip_min_bytes=10**9)
+    c.post("/register", json=registration(batch_size=6))
+    sent = [group(2, length=50 + 10 * i, seed=i) for i in range(3)]
+    for g in sent:
+        assert c.post("/scored_data", json=g).status_code == 200
+    r = c.get("/batch", headers={"Accept-Encoding": "identity"})
+    sizes = [int(x) for x in r.headers["x-batch-group-bytes"].split(",")]
+    body = r.content
+    assert int(r.headers["content-length"]) == len(body)
+    whole = orjson.loads(body)
+    pos = len(b'{"batch":[')
+    for size, g in zip(sizes, whole["batch"], strict=True):
+        assert orjson.loads(body[pos : pos + size]) == g
+        pos += size + 1
+    assert [g["tokens"] for g in whole["batch"]] == [g["tokens"] for g in sent]
+    assert load_batch_body(body, r.headers) == whole
+    # a header that does not match the body (or none) falls back to one parse of the whole body
+    assert load_batch_body(body, {"x-batch-group-bytes": "3,4,5"}) == whole
+    assert load_batch_body(body, {}) == whole
+    # no batch ready: no header, the legacy null answer
+    r = c.get("/batch")
+    assert r.json()["batch"] is None and "x-batch-group-bytes" not in r.headers

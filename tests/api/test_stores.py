@@ -156,3 +156,68 @@ def test_a_data_dir_is_used_by_one_server_at_a_time(tmp_path):
         SqliteStore(tmp_path / "d")
     s.close()
     SqliteStore(tmp_path / "d").close()  # free again once closed
+
+
+def _payloads():
+    # large ones (direct I/O where the filesystem allows it) interleaved with small ones
+    sizes = [70_000, 300, 150_001, 5, 4096 * 20, 65_536, 1_000_003]
+    return [(b'{"p":"' + bytes([65 + i]) * n + b'"}') for i, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_large_payloads_round_trip_with_and_without_direct_io(tmp_path, monkeypatch, direct):
+    from atroposlib.api.store import direct_io
+
+    if not direct:
+        monkeypatch.setattr(direct_io, "_O_DIRECT", 0)
+    s = SqliteStore(tmp_path / "d")
+    payloads = _payloads()
+    handles = [s.stage(p) for p in payloads]
+    s.commit(Mutation(new_groups=[(_row(i + 1), h) for i, h in enumerate(handles)]))
+    assert s.get_blobs(list(range(1, len(payloads) + 1))) == payloads
+    offsets = [h[1] for h in handles]
+    assert all(
+        b[1] + b[2] <= a[1] for b, a in zip(handles, handles[1:], strict=False)
+    )  # no overlap
+    if direct and s._direct_writers.get(1) is not None:  # the filesystem took O_DIRECT
+        assert all(
+            o % direct_io.ALIGN == 0
+            for o, p in zip(offsets, payloads, strict=True)
+            if len(p) >= 65_536
+        )
+    s.close()
+    s = SqliteStore(tmp_path / "d")  # reopened: same bytes, appends after the last payload
+    assert s.get_blobs(list(range(1, len(payloads) + 1))) == payloads
+    extra = s.stage(payloads[0])
+    assert extra[1] >= handles[-1][1] + handles[-1][2]
+    s.close()
+
+
+def test_refused_direct_write_falls_back_to_buffered(tmp_path, monkeypatch):
+    import errno
+
+    def refuse(*a, **k):
+        raise OSError(errno.EINVAL, "direct I/O not supported here")
+
+    monkeypatch.setattr(sqlite_mod, "write_direct", refuse)
+    s = SqliteStore(tmp_path / "d")
+    payloads = _payloads()
+    handles = [s.stage(p) for p in payloads]
+    s.commit(Mutation(new_groups=[(_row(i + 1), h) for i, h in enumerate(handles)]))
+    assert s.get_blobs(list(range(1, len(payloads) + 1))) == payloads
+    s.close()
+
+
+def test_corrupt_large_payload_is_detected(tmp_path, caplog):
+    s = SqliteStore(tmp_path / "d")
+    payload = b'{"tokens":[' + b"7," * 100_000 + b"7]}"
+    seg_no, off, length, crc = s.stage(payload)
+    s.commit(Mutation(new_groups=[(_row(1), (seg_no, off, length, crc))]))
+    seg = next((tmp_path / "d" / "blobs").glob("*.seg"))
+    with open(seg, "r+b") as f:
+        f.seek(off + length // 2)
+        f.write(b"X")
+    with pytest.raises(KeyError):
+        s.get_blobs([1])
+    assert "corrupt" in caplog.text
+    s.close()

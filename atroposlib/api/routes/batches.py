@@ -1,4 +1,8 @@
-"""The trainer's side of the queue: GET /batch (+ our POST /batch/ack) and GET /latest_example."""
+"""The trainer's side of the queue: GET /batch (+ our POST /batch/ack) and GET /latest_example.
+
+``GET /batch`` is sent from the stored payloads without joining them, and says where each group's
+JSON lies in the body (``X-Batch-Group-Bytes``) so that a client can parse the groups one by one.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,30 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
 from atroposlib.api.deps import get_service, parse_model
-from atroposlib.api.http import json_response
+from atroposlib.api.http import PartsResponse, json_response
 from atroposlib.api.service import RunService
 from atroposlib.type_definitions import BatchAck
 
 router = APIRouter()
 
 
+# Sizes of the groups' JSON objects in a GET /batch body, comma-separated, in order; the groups
+# follow '{"batch":[' and are separated by single commas. Absent when the body is gzipped.
+GROUP_BYTES_HEADER = "X-Batch-Group-Bytes"
+
+
 @router.get("/batch")
 async def get_batch(request: Request, svc: RunService = Depends(get_service)):
-    return json_response(request, await run_in_threadpool(svc.get_batch))
+    body = await run_in_threadpool(svc.get_batch_body)
+    settings = request.app.state.settings
+    if body.nbytes >= settings.gzip_min_bytes and "gzip" in request.headers.get(
+        "accept-encoding", ""
+    ):
+        return json_response(request, bytes(body))
+    headers = {}
+    if body.group_bytes:
+        headers[GROUP_BYTES_HEADER] = ",".join(map(str, body.group_bytes))
+    return PartsResponse(body.parts, headers=headers)
 
 
 @router.post("/batch/ack")

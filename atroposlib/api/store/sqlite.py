@@ -13,10 +13,13 @@ can drop the last commits (a payload whose bytes did not reach the disk fails it
 is dropped with an error log). ``synchronous=FULL`` fdatasyncs the segment and the WAL on every
 commit, so acknowledged groups also survive power loss. Each ``Mutation`` is one transaction.
 Segments whose groups are all acknowledged (and out of the peek history) are deleted.
+Large payloads are written and read with ``O_DIRECT`` where the filesystem allows it (see
+``direct_io``): the page cache is the most expensive part of storing a group on small machines.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -41,6 +44,15 @@ from atroposlib.api.store.base import (
     PeekRow,
     Snapshot,
     Store,
+)
+from atroposlib.api.store.direct_io import (
+    ALIGN,
+    DIRECT_MIN_BYTES,
+    AlignedBuffers,
+    open_direct,
+    padded,
+    read_direct,
+    write_direct,
 )
 from atroposlib.errors import ConfigError
 
@@ -117,6 +129,10 @@ class SqliteStore(Store):
         self.blob_dir.mkdir(exist_ok=True)
         self._readers: dict[int, int] = {}
         self._writers: dict[int, int] = {}
+        self._direct_readers: dict[int, Optional[int]] = {}
+        self._direct_writers: dict[int, Optional[int]] = {}
+        self._direct = True  # cleared if the filesystem refuses direct I/O
+        self._buffers = AlignedBuffers()
         self._seg_lock = threading.Lock()
         existing = sorted(int(p.stem) for p in self.blob_dir.glob("*.seg") if p.stem.isdigit())
         self._open_segment(existing[-1] if existing else 1)
@@ -126,7 +142,16 @@ class SqliteStore(Store):
         path = self.blob_dir / f"{segno:08d}.seg"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         self._writers[segno] = fd
+        self._direct_writers[segno] = open_direct(path, os.O_WRONLY) if self._direct else None
         self._woff = os.fstat(fd).st_size
+
+    def _fds(self) -> list[int]:
+        maps = (self._writers, self._readers, self._direct_writers, self._direct_readers)
+        return [fd for m in maps for fd in m.values() if fd is not None]
+
+    def _forget_fds(self) -> None:
+        for m in (self._writers, self._readers, self._direct_writers, self._direct_readers):
+            m.clear()
 
     def stage(self, blob: bytes) -> Any:
         """Reserve space in the current segment and write the payload there (thread-safe; the
@@ -134,13 +159,33 @@ class SqliteStore(Store):
         with self._seg_lock:
             if self._woff >= SEGMENT_BYTES:
                 self._open_segment(self._segno + 1)
-            segno, off, fd = self._segno, self._woff, self._writers[self._segno]
-            self._woff += len(blob)
-        view = memoryview(blob)
-        pos = off
-        while view:
-            written = os.pwrite(fd, view, pos)
-            view, pos = view[written:], pos + written
+            segno, fd = self._segno, self._writers[self._segno]
+            direct_fd = self._direct_writers.get(segno) if len(blob) >= DIRECT_MIN_BYTES else None
+            if direct_fd is not None and self._direct:
+                off = padded(self._woff)
+                self._woff = off + padded(len(blob))
+            else:
+                direct_fd = None
+                off = self._woff
+                self._woff += len(blob)
+        if direct_fd is not None:
+            try:
+                write_direct(direct_fd, blob, off, self._buffers)
+                fd = direct_fd
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                logger.warning(
+                    "direct I/O refused in %s (%s); using buffered writes", self.blob_dir, e
+                )
+                self._direct = False
+                direct_fd = None
+        if direct_fd is None:
+            view = memoryview(blob)
+            pos = off
+            while view:
+                written = os.pwrite(fd, view, pos)
+                view, pos = view[written:], pos + written
         if self._full:
             os.fdatasync(fd)
         return segno, off, len(blob), zlib.crc32(blob)
@@ -152,9 +197,22 @@ class SqliteStore(Store):
             self._readers[segno] = fd
         return fd
 
+    def _direct_reader(self, segno: int) -> Optional[int]:
+        if segno not in self._direct_readers:
+            path = self.blob_dir / f"{segno:08d}.seg"
+            direct = open_direct(path, os.O_RDONLY) if self._direct else None
+            self._direct_readers[segno] = direct
+        return self._direct_readers[segno]
+
     def _read(self, segno: int, off: int, length: int, crc: int) -> Optional[bytes]:
         try:
-            data = os.pread(self._reader(segno), length, off)
+            direct_fd = None
+            if length >= DIRECT_MIN_BYTES and off % ALIGN == 0 and self._direct:
+                direct_fd = self._direct_reader(segno)
+            if direct_fd is not None:
+                data = read_direct(direct_fd, off, length, self._buffers)
+            else:
+                data = os.pread(self._reader(segno), length, off)
         except OSError as e:
             logger.error("payload of segment %d at %d unreadable: %s", segno, off, e)
             return None
@@ -320,7 +378,8 @@ class SqliteStore(Store):
                 "SELECT 1 FROM groups WHERE segment = ? AND length IS NOT NULL LIMIT 1", (segno,)
             ).fetchone()
             if alive is None:
-                for fds in (self._readers, self._writers):
+                maps = (self._readers, self._writers, self._direct_readers, self._direct_writers)
+                for fds in maps:
                     fd = fds.pop(segno, None)
                     if fd is not None:
                         os.close(fd)
@@ -338,22 +397,20 @@ class SqliteStore(Store):
             raise
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         with self._seg_lock:
-            for fd in [*self._readers.values(), *self._writers.values()]:
+            for fd in self._fds():
                 os.close(fd)
-            self._readers.clear()
-            self._writers.clear()
+            self._forget_fds()
             for path in self.blob_dir.glob("*.seg"):
                 path.unlink(missing_ok=True)
             self._open_segment(self._segno + 1)
 
     def close(self) -> None:
-        for fd in [*self._writers.values(), *self._readers.values()]:
+        for fd in self._fds():
             try:
                 os.close(fd)
             except OSError:  # pragma: no cover - already closed
                 pass
-        self._readers.clear()
-        self._writers.clear()
+        self._forget_fds()
         try:
             self._db.close()
         except sqlite3.Error:  # pragma: no cover - closing twice
