@@ -81,13 +81,17 @@ def save_checkpoint(
     extra: Optional[dict[str, Any]] = None,
     keep: int = 2,
     state_dict: Optional[dict[str, Any]] = None,
+    optimizer_state: Optional[dict[str, Any]] = None,
 ) -> Path:
+    """Write ``step_NNNNNNN/`` and point ``latest`` at it. FSDP passes the gathered full ``state_dict``
+    and ``optimizer_state`` (keyed by parameter name); otherwise the model's and optimizer's own."""
     root = Path(save_path) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     folder = save_model_folder(model, tokenizer, root / f"step_{step:07d}", state_dict)
     state = {
         "step": step,
-        "optimizer": optimizer.state_dict(),
+        "optimizer": optimizer_state if optimizer_state is not None else optimizer.state_dict(),
+        "optimizer_format": "full" if optimizer_state is not None else "local",
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "rng": rng_state(),
         "extra": extra or {},

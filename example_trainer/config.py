@@ -157,7 +157,7 @@ class TrainingConfig(BaseModel):
 
     # --- distributed ---------------------------------------------------------------------
     parallel: Literal["ddp", "fsdp"] = Field(
-        "ddp", description="Under torchrun: DDP (gloo on CPU, NCCL on GPU) or FSDP (GPU)."
+        "ddp", description="Under torchrun: DDP or FSDP2 (gloo on CPU, NCCL on GPU)."
     )
 
     @model_validator(mode="after")

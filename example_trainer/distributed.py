@@ -72,21 +72,64 @@ def all_reduce_sums(values: dict[str, float], info: DistInfo, maxima: tuple = ()
 
 
 def wrap_model(model: torch.nn.Module, info: DistInfo, parallel: str, device: torch.device) -> torch.nn.Module:
-    """DDP (gloo on CPU / NCCL on GPU) or FSDP2 ``fully_shard`` on GPU; unchanged on one process."""
+    """DDP or FSDP2 ``fully_shard`` (each decoder layer, then the root) over a 1-D mesh of all ranks, on
+    CPU with gloo or on GPUs with NCCL; unchanged on one process.
+
+    FSDP2 keeps the module's class (parameters become sharded DTensors), averages gradients over ranks
+    like DDP, and has no ``no_sync``: gradients are reduce-scattered after every micro-batch."""
     if not info.enabled:
         return model
     if parallel == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        mesh = init_device_mesh(device.type, (info.world_size,))
         layers = getattr(getattr(model, "model", model), "layers", [])
         for layer in layers:
-            fully_shard(layer)
-        fully_shard(model)
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     ids = [info.local_rank] if device.type == "cuda" else None
     return DDP(model, device_ids=ids)
+
+
+def full_model_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """FSDP: the full (unsharded) weights on CPU, on rank 0 (others get an empty dict); every rank must
+    call it. Aliases of tied weights (``lm_head`` = ``embed_tokens``) are dropped, as HF's own saving does:
+    ``save_pretrained`` with an explicit state dict would otherwise write them twice."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    first_name: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in first_name and name in sd:
+            del sd[name]
+        first_name.setdefault(id(param), name)
+    return sd
+
+
+def full_optimizer_state_dict(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> dict[str, Any]:
+    """FSDP: the whole optimizer state keyed by parameter name, on CPU on rank 0; every rank must
+    call it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def load_full_optimizer_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+) -> None:
+    """FSDP resume: every rank reads the full optimizer state (from the shared checkpoint folder) and
+    keeps its shard."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True)
+    set_optimizer_state_dict(model, optimizer, optim_state_dict=state, options=options)
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

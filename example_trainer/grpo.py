@@ -53,8 +53,12 @@ from example_trainer.config import TrainingConfig, parse_config
 from example_trainer.distributed import (
     DistInfo,
     all_reduce_sums,
+    barrier,
     broadcast_object,
+    full_model_state_dict,
+    full_optimizer_state_dict,
     init_distributed,
+    load_full_optimizer_state,
     shutdown,
     unwrap,
     wrap_model,
@@ -168,9 +172,10 @@ def train_step(
         sync = i == len(micro) - 1
         ctx = model.no_sync() if (info.enabled and not sync and hasattr(model, "no_sync")) else _nullctx()
         with ctx:
-            if not local:  # keep collective ops in step: a zero loss touching every parameter
-                loss = sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
-                loss.backward()
+            if not local:  # keep collective ops in step (DDP all-reduce, FSDP all-gather and reduce-scatter):
+                # a zero loss from a forward of one pad token reaches every parameter through the hooks
+                dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
+                (model(input_ids=dummy).logits.sum() * 0.0).backward()
                 continue
             mb = collate(local, pad_id=pad_id).to(device)
             logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
@@ -271,8 +276,13 @@ def train(cfg: TrainingConfig) -> int:
     step = 0
     if ckpt is not None:
         step = ckpt.step
-        if info.enabled and cfg.parallel == "fsdp":
-            log.warning("FSDP resume: optimizer moments are not restored (only rank 0's shard was saved)")
+        fsdp = info.enabled and cfg.parallel == "fsdp"
+        full_optimizer = ckpt.state.get("optimizer_format") == "full"
+        if fsdp and full_optimizer:  # every rank takes its shard of the gathered optimizer state
+            load_full_optimizer_state(model, optimizer, ckpt.state["optimizer"])
+        elif fsdp or full_optimizer:
+            log.warning("resume: optimizer moments are not restored (checkpoint written with another "
+                        "--parallel setting)")
         else:
             optimizer.load_state_dict(ckpt.state["optimizer"])
         if ckpt.state.get("scheduler"):
@@ -332,6 +342,8 @@ def train(cfg: TrainingConfig) -> int:
                 print(format_step_line(m, cfg.training_steps), flush=True)
         if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
             checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
+        # ranks leave together: one tearing down its process group while rank 0 still writes aborts (gloo)
+        barrier(info)
     finally:
         if info.is_main:
             refresher.close()
@@ -343,13 +355,9 @@ def train(cfg: TrainingConfig) -> int:
     return step
 
 
-def _full_state_dict(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo):
-    """FSDP: gather the full state dict (a collective every rank joins); otherwise None."""
-    if not (info.enabled and cfg.parallel == "fsdp"):
-        return None
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+def _full_state_dict(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo) -> Optional[dict[str, Any]]:
+    """FSDP: the gathered full weights (a collective every rank joins); otherwise None."""
+    return full_model_state_dict(model) if info.enabled and cfg.parallel == "fsdp" else None
 
 
 def publish(refresher: WeightRefresh, model: torch.nn.Module, tokenizer: Any, step: int, cfg: TrainingConfig,
@@ -364,13 +372,15 @@ def publish(refresher: WeightRefresh, model: torch.nn.Module, tokenizer: Any, st
 
 def checkpoint(model: torch.nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer,
                scheduler: torch.optim.lr_scheduler.LRScheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
-    # FSDP: every rank joins the gather of the full weights (the optimizer state saved is rank 0's shard,
-    # so an FSDP resume restarts the optimizer moments; untested here, see docs/training.md)
+    # FSDP: every rank joins the gathers of the full weights and of the full optimizer state
     sd = _full_state_dict(model, cfg, info)
+    optim_sd = None
+    if info.enabled and cfg.parallel == "fsdp":
+        optim_sd = full_optimizer_state_dict(model, optimizer)
     if info.is_main:
         save_checkpoint(Path(cfg.save_path), step, model=unwrap(model), tokenizer=tokenizer,
                         optimizer=optimizer, scheduler=scheduler, extra={"config": cfg.model_dump()},
-                        keep=cfg.keep_checkpoints, state_dict=sd)
+                        keep=cfg.keep_checkpoints, state_dict=sd, optimizer_state=optim_sd)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
