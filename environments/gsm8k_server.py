@@ -97,7 +97,7 @@ class GSM8kEnv(BaseEnv):
                             "correct": bool(verify_math(answer, row["answer"]))})
         accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
         self.eval_metrics.append(("eval/percent_correct", accuracy))
-        await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="gsm8k", samples=samples,
+        await self.evaluate_log({"eval/percent_correct": accuracy}, task_name=self.name, samples=samples,
                                 start_time=start, end_time=time.time(),
                                 generation_parameters={"temperature": 0.0})
 

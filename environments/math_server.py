@@ -11,19 +11,17 @@ is right. A group whose gold answer math-verify cannot parse is skipped (never t
 
     python environments/math_server.py process --env.tokenizer_name MODEL_DIR \\
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source procedural
+
+Sampling, scoring and evaluation are GSM8K's (this env subclasses ``GSM8kEnv``); only the data, the
+config and the answer instruction differ, which is how a variant env should be written.
 """
 
-import time
-from typing import Optional
-
-from envkit.chat import chat, system_prompt
+from envkit.chat import system_prompt
 from envkit.data_sources import DataSource, load_math
-from envkit.math_scoring import grade_math_group, verify_math
-from envkit.rollouts import drain_metrics, greedy_answer, sample_group
+from gsm8k_server import GSM8kEnv
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
-from atroposlib.type_definitions import Item
+from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 
 ANSWER_FORMAT = "Solve the problem and put only your final answer in \\boxed{}."
 
@@ -38,7 +36,7 @@ class MathConfig(BaseEnvConfig):
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature for training rollouts.")
 
 
-class MathEnv(BaseEnv):
+class MathEnv(GSM8kEnv):
     name = "math"
     env_config_cls = MathConfig
 
@@ -64,40 +62,6 @@ class MathEnv(BaseEnv):
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
         self.percent_correct_buffer: list[float] = []
-
-    async def get_next_item(self) -> Item:
-        row = self.train[self.iter % len(self.train)]
-        self.iter += 1
-        return row
-
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
-        messages = chat(self.system, item["question"])
-        answers, nodes = await sample_group(self, messages)
-        graded = grade_math_group(answers, item["answer"], [len(n.tokens) for n in nodes],
-                                  self.config.max_token_length)
-        if graded is None:
-            return None, []
-        correct, scores = graded
-        self.percent_correct_buffer.extend(1.0 if ok else 0.0 for ok in correct)
-        group = self.group_builder()
-        for answer, node, score in zip(answers, nodes, scores, strict=True):
-            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
-        return group.build(), []
-
-    async def evaluate(self, *args, **kwargs) -> None:
-        start, samples = time.time(), []
-        for row in self.test:
-            answer = await greedy_answer(self, chat(self.system, row["question"]))
-            samples.append({"question": row["question"], "gold_answer": row["answer"], "response": answer,
-                            "correct": bool(verify_math(answer, row["answer"]))})
-        accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
-        self.eval_metrics.append(("eval/percent_correct", accuracy))
-        await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="math", samples=samples,
-                                start_time=start, end_time=time.time())
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

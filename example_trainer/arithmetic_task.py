@@ -1,6 +1,6 @@
 """The demo's procedural task: single-digit addition, answered as a bare number.
 
-Pure Python, no model or server: the env (``environments/arithmetic_server.py``, and the minimal demo env)
+Pure Python, no model or server: the env (``environments/arithmetic_server.py``)
 draws problems and scores completions with it, and the supervised warm-up draws gold demonstrations
 from the same generator.
 """

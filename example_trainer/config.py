@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from atroposlib.errors import ConfigError
+from atroposlib.utils.yaml_config import load_yaml_mapping
 
 LossType = Literal["grpo", "gspo", "cispo"]
 Aggregation = Literal["token", "sequence", "constant"]
@@ -225,14 +225,7 @@ def config_from_sources(
     """defaults < YAML < overrides, validated; raises ``ConfigError`` naming the bad field."""
     values: dict[str, Any] = {}
     if yaml_path is not None:
-        if not yaml_path.is_file():
-            raise ConfigError(f"--config: file not found: {yaml_path}")
-        try:
-            loaded = yaml.safe_load(yaml_path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--config: {yaml_path} is not valid YAML: {e}") from e
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"--config: {yaml_path} must hold a mapping of field: value")
+        loaded = load_yaml_mapping(yaml_path)
         values.update(loaded)
     values.update(overrides)
     try:

@@ -6,8 +6,7 @@ One command (``bash scripts/demo.sh``, or ``python -m example_trainer.demo``) do
 2. **warm-up phase**: a few seconds of supervised training on gold demonstrations drawn from the task's
    own generator (a random model never samples a right answer, so RL would see only zero rewards);
 3. starts, as separate processes: ``run-api`` (trajectory API), the CPU inference engine serving the
-   warmed-up model, the arithmetic environment (``environments/arithmetic_server.py serve``, or with
-   ``--env minimal`` a bare env process over plain HTTP) and the GRPO trainer, which pulls batches from
+   warmed-up model, the arithmetic environment (``environments/arithmetic_server.py serve``) and the GRPO trainer, which pulls batches from
    the API, trains, and pushes its weights to the engine after every step (``--weight-refresh reload``);
 4. prints a live line (step, reward, tokens/s) and finally writes the report folder: ``metrics.jsonl``
    (one object per trainer step, with ``step`` and ``reward_mean``), ``reward_curve.png``,
@@ -71,8 +70,6 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="Supervised warm-up steps on gold demonstrations (default 100).")
     p.add_argument("--control", choices=["none", "shuffled"], default="none",
                    help="'shuffled': shuffle rewards within each group (the no-signal control).")
-    p.add_argument("--env", choices=["runtime", "minimal"], default="runtime",
-                   help="runtime: environments/arithmetic_server.py serve; minimal: a bare HTTP env process.")
     p.add_argument("--seed", type=int, default=0, help="Seed for model, warm-up, env and trainer.")
     p.add_argument("--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1).")
     return p.parse_args(argv)
@@ -163,10 +160,6 @@ def _prod(shape) -> int:
 
 
 def env_command(args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path) -> list[str]:
-    if args.env == "minimal":
-        return [sys.executable, "-m", "example_trainer.demo_env", "--api-url", api_url,
-                "--inference-url", engine_url, "--group-size", str(args.group_size),
-                "--max-queued-groups", str(args.prompts_per_step), "--seed", str(args.seed)]
     return [sys.executable, str(ENV_FILE), "serve", "--env.tokenizer_name", str(model_dir),
             "--env.rollout_server_url", api_url, "--env.group_size", str(args.group_size),
             "--env.max_batches_offpolicy", "1", "--env.total_steps", str(args.steps),
@@ -301,7 +294,7 @@ def write_report(out: Path, args: argparse.Namespace, prep: dict[str, Any], rows
         f"{args.warmup_sft_steps} supervised steps on gold answers (greedy accuracy {prep['warm_acc']:.2f}) "
         f"and then trained for {len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} "
         f"samples, lr {args.lr}) through the real loop: run-api, the CPU inference engine (weights reloaded "
-        f"after every step), the arithmetic environment ({args.env}) and the trainer as separate processes. "
+        f"after every step), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first 50 steps was {first:.3f} and over the last 50 "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); greedy accuracy on all 100 problems went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
@@ -316,8 +309,8 @@ def write_report(out: Path, args: argparse.Namespace, prep: dict[str, Any], rows
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
-    if args.env == "runtime" and not ENV_FILE.exists():
-        print(f"atropos-demo: error: {ENV_FILE} is missing; use --env minimal", file=sys.stderr)
+    if not ENV_FILE.exists():
+        print(f"atropos-demo: error: {ENV_FILE} is missing (run from a checkout of the repository)", file=sys.stderr)
         return 2
     try:
         return run(args)

@@ -24,7 +24,6 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any, Optional, Union
 
 import yaml
@@ -33,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from atroposlib.envs.config import BaseEnvConfig
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
 from atroposlib.errors import ConfigError
+from atroposlib.utils.yaml_config import load_yaml_mapping
 
 ServerConfigs = Union[ServerBaseline, list[APIServerConfig]]
 SUBCOMMANDS = ("serve", "process", "evaluate")
@@ -143,15 +143,7 @@ def _known_flags(env_model: type[BaseModel]) -> dict[str, bool]:
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"--config: no such file {path!r}")
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: the top level must be a mapping with keys {_TOP_LEVEL_YAML_KEYS}")
+    data = load_yaml_mapping(path)
     for key in data:
         if key not in _TOP_LEVEL_YAML_KEYS:
             raise ConfigError(f"--config {path}: unknown top-level key {key!r}{_suggest(str(key), _TOP_LEVEL_YAML_KEYS)}")

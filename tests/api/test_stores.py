@@ -8,7 +8,7 @@ import pytest
 
 from atroposlib.api.packing import GroupMeta
 from atroposlib.api.store import MemoryStore, SqliteStore
-from atroposlib.api.store import sqlite as sqlite_mod
+from atroposlib.api.store import segments as segments_mod
 from atroposlib.api.store.base import (
     ACKED,
     BUFFERED,
@@ -127,7 +127,7 @@ def test_concurrent_staging_never_overlaps(tmp_path):
 
 
 def test_fully_acknowledged_segments_are_deleted(tmp_path, monkeypatch):
-    monkeypatch.setattr(sqlite_mod, "SEGMENT_BYTES", 100)
+    monkeypatch.setattr(segments_mod, "SEGMENT_BYTES", 100)
     s = SqliteStore(tmp_path / "d")
     for seq in range(1, 7):
         s.commit(Mutation(new_groups=[(_row(seq), s.stage(b"x" * 60))]))
@@ -179,7 +179,7 @@ def test_large_payloads_round_trip_with_and_without_direct_io(tmp_path, monkeypa
     assert all(
         b[1] + b[2] <= a[1] for b, a in zip(handles, handles[1:], strict=False)
     )  # no overlap
-    if direct and s._direct_writers.get(1) is not None:  # the filesystem took O_DIRECT
+    if direct and s.segments._direct_writers.get(1) is not None:  # the filesystem took O_DIRECT
         assert all(
             o % direct_io.ALIGN == 0
             for o, p in zip(offsets, payloads, strict=True)
@@ -199,7 +199,7 @@ def test_refused_direct_write_falls_back_to_buffered(tmp_path, monkeypatch):
     def refuse(*a, **k):
         raise OSError(errno.EINVAL, "direct I/O not supported here")
 
-    monkeypatch.setattr(sqlite_mod, "write_direct", refuse)
+    monkeypatch.setattr(segments_mod, "write_direct", refuse)
     s = SqliteStore(tmp_path / "d")
     payloads = _payloads()
     handles = [s.stage(p) for p in payloads]

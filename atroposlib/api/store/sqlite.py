@@ -13,23 +13,20 @@ can drop the last commits (a payload whose bytes did not reach the disk fails it
 is dropped with an error log). ``synchronous=FULL`` fdatasyncs the segment and the WAL on every
 commit, so acknowledged groups also survive power loss. Each ``Mutation`` is one transaction.
 Segments whose groups are all acknowledged (and out of the peek history) are deleted.
-Large payloads are written and read with ``O_DIRECT`` where the filesystem allows it (see
-``direct_io``): the page cache is the most expensive part of storing a group on small machines.
+Payload files are ``segments.SegmentFiles`` (large payloads use ``O_DIRECT`` where the filesystem
+allows it: the page cache is the most expensive part of storing a group on small machines).
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
 import sqlite3
-import threading
 import time
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import orjson
 
@@ -45,19 +42,10 @@ from atroposlib.api.store.base import (
     Snapshot,
     Store,
 )
-from atroposlib.api.store.direct_io import (
-    ALIGN,
-    DIRECT_MIN_BYTES,
-    AlignedBuffers,
-    open_direct,
-    padded,
-    read_direct,
-    write_direct,
-)
+from atroposlib.api.store.segments import PayloadRef, SegmentFiles
 from atroposlib.errors import ConfigError
 
 DB_NAME = "trajectories.sqlite3"
-SEGMENT_BYTES = 256 * 1024 * 1024
 logger = logging.getLogger("atroposlib.api")
 
 _SCHEMA = """
@@ -125,103 +113,11 @@ class SqliteStore(Store):
         self._db.execute(f"PRAGMA synchronous={'FULL' if self._full else 'NORMAL'}")
         self._db.execute("PRAGMA temp_store=MEMORY")
         self._db.executescript(_SCHEMA)
-        self.blob_dir = data_dir / "blobs"
-        self.blob_dir.mkdir(exist_ok=True)
-        self._readers: dict[int, int] = {}
-        self._writers: dict[int, int] = {}
-        self._direct_readers: dict[int, Optional[int]] = {}
-        self._direct_writers: dict[int, Optional[int]] = {}
-        self._direct = True  # cleared if the filesystem refuses direct I/O
-        self._buffers = AlignedBuffers()
-        self._seg_lock = threading.Lock()
-        existing = sorted(int(p.stem) for p in self.blob_dir.glob("*.seg") if p.stem.isdigit())
-        self._open_segment(existing[-1] if existing else 1)
+        self.segments = SegmentFiles(data_dir / "blobs", fdatasync=self._full)
 
-    def _open_segment(self, segno: int) -> None:
-        self._segno = segno
-        path = self.blob_dir / f"{segno:08d}.seg"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        self._writers[segno] = fd
-        self._direct_writers[segno] = open_direct(path, os.O_WRONLY) if self._direct else None
-        self._woff = os.fstat(fd).st_size
-
-    def _fds(self) -> list[int]:
-        maps = (self._writers, self._readers, self._direct_writers, self._direct_readers)
-        return [fd for m in maps for fd in m.values() if fd is not None]
-
-    def _forget_fds(self) -> None:
-        for m in (self._writers, self._readers, self._direct_writers, self._direct_readers):
-            m.clear()
-
-    def stage(self, blob: bytes) -> Any:
-        """Reserve space in the current segment and write the payload there (thread-safe; the
-        write itself runs without holding any lock, so it overlaps with other requests' work)."""
-        with self._seg_lock:
-            if self._woff >= SEGMENT_BYTES:
-                self._open_segment(self._segno + 1)
-            segno, fd = self._segno, self._writers[self._segno]
-            direct_fd = self._direct_writers.get(segno) if len(blob) >= DIRECT_MIN_BYTES else None
-            if direct_fd is not None and self._direct:
-                off = padded(self._woff)
-                self._woff = off + padded(len(blob))
-            else:
-                direct_fd = None
-                off = self._woff
-                self._woff += len(blob)
-        if direct_fd is not None:
-            try:
-                write_direct(direct_fd, blob, off, self._buffers)
-                fd = direct_fd
-            except OSError as e:
-                if e.errno != errno.EINVAL:
-                    raise
-                logger.warning(
-                    "direct I/O refused in %s (%s); using buffered writes", self.blob_dir, e
-                )
-                self._direct = False
-                direct_fd = None
-        if direct_fd is None:
-            view = memoryview(blob)
-            pos = off
-            while view:
-                written = os.pwrite(fd, view, pos)
-                view, pos = view[written:], pos + written
-        if self._full:
-            os.fdatasync(fd)
-        return segno, off, len(blob), zlib.crc32(blob)
-
-    def _reader(self, segno: int) -> int:
-        fd = self._readers.get(segno)
-        if fd is None:
-            fd = os.open(self.blob_dir / f"{segno:08d}.seg", os.O_RDONLY)
-            self._readers[segno] = fd
-        return fd
-
-    def _direct_reader(self, segno: int) -> Optional[int]:
-        if segno not in self._direct_readers:
-            path = self.blob_dir / f"{segno:08d}.seg"
-            direct = open_direct(path, os.O_RDONLY) if self._direct else None
-            self._direct_readers[segno] = direct
-        return self._direct_readers[segno]
-
-    def _read(self, segno: int, off: int, length: int, crc: int) -> Optional[bytes]:
-        try:
-            direct_fd = None
-            if length >= DIRECT_MIN_BYTES and off % ALIGN == 0 and self._direct:
-                direct_fd = self._direct_reader(segno)
-            if direct_fd is not None:
-                data = read_direct(direct_fd, off, length, self._buffers)
-            else:
-                data = os.pread(self._reader(segno), length, off)
-        except OSError as e:
-            logger.error("payload of segment %d at %d unreadable: %s", segno, off, e)
-            return None
-        if len(data) != length or zlib.crc32(data) != crc:
-            logger.error(
-                "payload of segment %d at %d is corrupt (lost in a power failure?)", segno, off
-            )
-            return None
-        return data
+    def stage(self, blob: bytes) -> PayloadRef:
+        """Write the payload to its segment before the transaction that references it commits."""
+        return self.segments.write(blob)
 
     # -- reads -------------------------------------------------------------------------------
     def load(self) -> Snapshot:
@@ -264,7 +160,7 @@ class SqliteStore(Store):
                 f" WHERE length IS NOT NULL AND seq IN ({','.join('?' * len(chunk))})"
             )
             for seq, segno, off, length, crc in self._db.execute(q, chunk).fetchall():
-                data = self._read(segno, off, length, crc)
+                data = self.segments.read(segno, off, length, crc)
                 if data is not None:
                     found[seq] = data
         return [found[s] for s in seqs]
@@ -286,7 +182,7 @@ class SqliteStore(Store):
         rows.sort(key=lambda r: r[0])
         out = []
         for seq, received_at, name, state, segno, off, length, crc in rows:
-            data = self._read(segno, off, length, crc)
+            data = self.segments.read(segno, off, length, crc)
             if data is not None:
                 out.append(PeekRow(seq, received_at, name, state, data))
         return out
@@ -370,20 +266,14 @@ class SqliteStore(Store):
 
     def _delete_dead_segments(self) -> None:
         """Remove segment files (except the one being written) no live or peekable row points into."""
-        for path in self.blob_dir.glob("*.seg"):
-            if not path.stem.isdigit() or int(path.stem) == self._segno:
+        for segno in self.segments.numbers():
+            if segno == self.segments.current:
                 continue
-            segno = int(path.stem)
             alive = self._db.execute(
                 "SELECT 1 FROM groups WHERE segment = ? AND length IS NOT NULL LIMIT 1", (segno,)
             ).fetchone()
             if alive is None:
-                maps = (self._readers, self._writers, self._direct_readers, self._direct_writers)
-                for fds in maps:
-                    fd = fds.pop(segno, None)
-                    if fd is not None:
-                        os.close(fd)
-                path.unlink(missing_ok=True)
+                self.segments.drop(segno)
 
     def reset(self) -> None:
         db = self._db
@@ -396,21 +286,10 @@ class SqliteStore(Store):
             db.execute("ROLLBACK")
             raise
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        with self._seg_lock:
-            for fd in self._fds():
-                os.close(fd)
-            self._forget_fds()
-            for path in self.blob_dir.glob("*.seg"):
-                path.unlink(missing_ok=True)
-            self._open_segment(self._segno + 1)
+        self.segments.clear()
 
     def close(self) -> None:
-        for fd in self._fds():
-            try:
-                os.close(fd)
-            except OSError:  # pragma: no cover - already closed
-                pass
-        self._forget_fds()
+        self.segments.close()
         try:
             self._db.close()
         except sqlite3.Error:  # pragma: no cover - closing twice
