@@ -22,9 +22,9 @@ The algorithm, one optimizer step per API batch:
 5. Every ``vllm_restart_interval`` steps rank 0 publishes the weights to the inference servers
    (``weight_refresh.py``: restart | reload | lora | none); every ``checkpoint_interval`` steps it writes
    a resumable checkpoint (model, optimizer, scheduler, RNG, step); then it acknowledges the batch
-   (``POST /batch/ack``: never redelivered; an unacknowledged one is, so a crash loses no batch) and
-   logs the step (``metrics.jsonl``, wandb if enabled). ``--resume`` continues from the checkpoint and
-   registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
+   (``POST /batch/ack``: never redelivered; an unacknowledged one is, so a crash loses no batch). The
+   step's metrics row (``metrics.jsonl``, wandb if enabled) is written before both. ``--resume``
+   continues from the checkpoint and registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
    retrained. With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
 
 Run: ``atropos-grpo --model-name DIR --api-url http://127.0.0.1:8000 ...`` (``--help`` lists every field of
@@ -330,16 +330,16 @@ def train(cfg: TrainingConfig) -> int:
             extra: dict[str, Any] = {}
             if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
                 extra = publish(refresher, model, tokenizer, step, cfg, info)
-            if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
-                checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
-            if info.is_main and batch_id:  # after the update (and its checkpoint): never redelivered
-                client.ack_batch(batch_id)
-            if info.is_main:
+            if info.is_main:  # logged before the checkpoint and ack, so a kill after them loses no row
                 m = step_metrics(step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time,
                                  t0 - t_wait)
                 m.update(extra)
                 metrics.log(m)
                 print(format_step_line(m, cfg.training_steps), flush=True)
+            if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
+                checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
+            if info.is_main and batch_id:  # after the update (and its checkpoint): never redelivered
+                client.ack_batch(batch_id)
         if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
             checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
         # ranks leave together: one tearing down its process group while rank 0 still writes aborts (gloo)

@@ -56,6 +56,9 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
         _wait(lambda: c.status().current_step == 5, what="batch 5 delivered")
     second.kill()
     second.wait(30)
+    # whenever the kill lands, every checkpointed step already has its metrics row
+    ckpt_steps = {int(d.name[5:]) for d in (save / "checkpoints").glob("step_*") if d.name[5:].isdigit()}
+    assert ckpt_steps <= set(metrics_steps(save)), (ckpt_steps, metrics_steps(save))
     assert "resumed from" in (tmp_path / "t2.log").read_text()
 
     # run 3: resume again; batch 5 comes back unless its update was already checkpointed and acked
