@@ -12,12 +12,14 @@ What is enforced, and how:
   including the captured stdout/stderr; RLIMIT_NOFILE caps open files; no core dumps.
 * **network** — when the kernel allows it (root, or unprivileged user namespaces), the child gets its
   own empty network namespace (``unshare(CLONE_NEWNET)``): no interface but a down loopback, so no
-  connection is possible. Always, a prelude replaces ``socket.socket``/``create_connection`` with a
-  function that raises; that alone is a speed bump, not a wall (code can re-import ``_socket``).
+  connection is possible. Always, a launcher script replaces ``socket.socket``/``create_connection``
+  with a function that raises; that alone is a speed bump, not a wall (code can re-import ``_socket``).
+  The launcher then runs the code (a separate ``main.py``) with ``runpy``, so code that does not even
+  compile is the code's failure (``failed: SyntaxError``), never the sandbox's.
   ``require_network_isolation=True`` makes a missing namespace an infrastructure failure instead.
 
 Outcomes: ``passed`` (exit 0), ``failed`` (non-zero exit, exception, MemoryError), ``timeout``, and
-``unavailable`` when the sandbox itself could not run the code (no interpreter, fork failure, the prelude
+``unavailable`` when the sandbox itself could not run the code (no interpreter, fork failure, the launcher
 never ran) — environments turn that into ``reward_status="unavailable"``, never a 0 reward.
 """
 
@@ -46,6 +48,7 @@ _CLONE_NEWNET = 0x40000000
 _SANDBOX_UIDS = itertools.cycle(range(200_000, 260_000))
 _UID_LOCK = threading.Lock()
 _MARKER = ".sandbox-started"
+_PROGRAM = "main.py"  # the code under test; the launcher runs it, so its syntax errors are its own failures
 _OUTPUT_LIMIT = 64 * 1024
 # Resolved once in the parent: after fork() the child must not dlopen() (it could deadlock on a lock
 # another thread of the parent held at fork time).
@@ -60,6 +63,8 @@ _socket.create_connection = _no_network
 _socket.socketpair = _no_network
 open({_MARKER!r}, "w").close()
 del _socket, _no_network
+import runpy as _runpy
+_runpy.run_path({_PROGRAM!r}, run_name="__main__")
 """
 
 
@@ -124,13 +129,16 @@ def _execute(code: str, limits: SandboxLimits, plan: _Plan) -> SandboxResult:
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="sandbox-")
     try:
-        script = os.path.join(workdir, "main.py")
+        script = os.path.join(workdir, "launcher.py")
+        program = os.path.join(workdir, _PROGRAM)
         with open(script, "w", encoding="utf-8") as handle:
-            handle.write(_PRELUDE + "\n" + code)
+            handle.write(_PRELUDE)
+        with open(program, "w", encoding="utf-8", errors="surrogatepass") as handle:
+            handle.write(code)
         out_path, err_path = os.path.join(workdir, "stdout"), os.path.join(workdir, "stderr")
         uid = _next_uid()
         if plan.drop_privileges:
-            for path in (workdir, script):
+            for path in (workdir, script, program):
                 os.chown(path, uid, uid)
         env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONHASHSEED": "0", "SANDBOX_NO_NETWORK": "1"}

@@ -13,6 +13,9 @@ def test_sandbox_outcomes():
     assert failed.status == "failed" and failed.detail == "ValueError: boom"
     assert run_python("while True: pass", FAST).status == "timeout"
     assert run_python("import time; time.sleep(60)", FAST).status == "timeout"
+    syntax = run_python("print('started')\ndef f(:\n    pass", FAST)  # does not compile: the code's failure
+    assert syntax.status == "failed" and syntax.detail.startswith("SyntaxError") and syntax.stdout == ""
+    assert run_python("print(__name__)", FAST).stdout.strip() == "__main__"
     memory = run_python("x = bytearray(1024 ** 3)", FAST)
     assert memory.status == "failed" and "MemoryError" in memory.detail
 
