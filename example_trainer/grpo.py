@@ -364,19 +364,14 @@ def publish(refresher: WeightRefresh, model: torch.nn.Module, tokenizer: Any, st
             info: DistInfo) -> dict[str, Any]:
     """Push the current weights to the inference server (rank 0 only); every rank joins the gather."""
     sd = _full_state_dict(model, cfg, info)
-    out: dict[str, Any] = {}
-    if info.is_main:
-        out = refresher.refresh(step, unwrap(model), tokenizer, state_dict=sd)
-    return out
+    return refresher.refresh(step, unwrap(model), tokenizer, state_dict=sd) if info.is_main else {}
 
 
 def checkpoint(model: torch.nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer,
                scheduler: torch.optim.lr_scheduler.LRScheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
     # FSDP: every rank joins the gathers of the full weights and of the full optimizer state
     sd = _full_state_dict(model, cfg, info)
-    optim_sd = None
-    if info.enabled and cfg.parallel == "fsdp":
-        optim_sd = full_optimizer_state_dict(model, optimizer)
+    optim_sd = full_optimizer_state_dict(model, optimizer) if info.enabled and cfg.parallel == "fsdp" else None
     if info.is_main:
         save_checkpoint(Path(cfg.save_path), step, model=unwrap(model), tokenizer=tokenizer,
                         optimizer=optimizer, scheduler=scheduler, extra={"config": cfg.model_dump()},

@@ -55,7 +55,19 @@ def _check_roles(v: tuple[str, ...]) -> tuple[str, ...]:
     return roles
 
 
-class SftOptions(BaseModel):
+class _CommonOptions(BaseModel):
+    """Settings both generators share: the length cap and which roles reach the output."""
+
+    max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
+    keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
+
+    @field_validator("keep_roles")
+    @classmethod
+    def _roles_named(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_roles(v)
+
+
+class SftOptions(_CommonOptions):
     """Selection settings of ``atropos-sft-gen``."""
 
     save_messages: bool = Field(False, description="Write {'messages','score'} instead of prefix/completion text.")
@@ -64,16 +76,9 @@ class SftOptions(BaseModel):
     minimum_score_diff_max_min: float = Field(
         0.0, ge=0.0, description="Keep a sequence only if its score exceeds the group minimum by more than this."
     )
-    max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
-    keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
-
-    @field_validator("keep_roles")
-    @classmethod
-    def _roles_named(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return _check_roles(v)
 
 
-class DpoOptions(BaseModel):
+class DpoOptions(_CommonOptions):
     """Selection settings of ``atropos-dpo-gen``."""
 
     save_messages: bool = Field(False, description="Write message lists as pos/neg instead of completion text.")
@@ -82,13 +87,6 @@ class DpoOptions(BaseModel):
     minimum_score_diff_max_min: float = Field(
         0.5, ge=0.0, description="A rejected sequence must score lower than the chosen one by more than this."
     )
-    max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
-    keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
-
-    @field_validator("keep_roles")
-    @classmethod
-    def _roles_named(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return _check_roles(v)
 
 
 @dataclass
