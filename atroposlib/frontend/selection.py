@@ -142,18 +142,25 @@ def _length_ok(group: dict[str, Any], i: int, max_len: Optional[int]) -> bool:
     return max_len is None or i >= len(toks) or len(toks[i]) <= max_len
 
 
-def _payloads(
+def _usable(
     group: dict[str, Any], save_messages: bool, decode: Optional[Decoder], sel: Selection
-) -> Optional[tuple[str, list[Any]]]:
-    """(prefix, per-sequence payload): messages, or decoded completions after the shared prefix.
-    None (and the group counted as rejected) when the group lacks what the format needs."""
-    n = len(_scores(group))
+) -> Optional[tuple[list[float], str, list[Any]]]:
+    """(scores, prefix, per-sequence payload): messages, or decoded completions after the shared
+    prefix. None (and the group counted as rejected) when the group has no scores, an unavailable
+    reward, or lacks what the format needs."""
+    scores = _scores(group)
+    n = len(scores)
+    if not n:
+        return None
+    if group.get("reward_status") == "unavailable":
+        sel.rejected[RULE_UNAVAILABLE] += n
+        return None
     if save_messages:
         msgs = group.get("messages")
         if not msgs or len(msgs) != n:
             sel.rejected[RULE_NO_MESSAGES] += n
             return None
-        return "", list(msgs)
+        return scores, "", list(msgs)
     toks = group.get("tokens")
     if not toks or len(toks) != n:
         sel.rejected[RULE_NO_TOKENS] += n
@@ -161,26 +168,16 @@ def _payloads(
     if decode is None:
         raise ValueError("a tokenizer (decode function) is needed unless save_messages is set")
     prefix, rest = split_prefix([decode(list(t)) for t in toks])
-    return prefix, rest
-
-
-def _unavailable(group: dict[str, Any], sel: Selection) -> bool:
-    if group.get("reward_status") == "unavailable":
-        sel.rejected[RULE_UNAVAILABLE] += len(_scores(group))
-        return True
-    return False
+    return scores, prefix, rest
 
 
 def select_sft(group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder] = None) -> Selection:
     """The SFT records of one group (best first) and the count of sequences dropped per rule."""
     sel = Selection()
-    scores = _scores(group)
-    if not scores or _unavailable(group, sel):
-        return sel
-    got = _payloads(group, opts.save_messages, decode, sel)
+    got = _usable(group, opts.save_messages, decode, sel)
     if got is None:
         return sel
-    prefix, payloads = got
+    scores, prefix, payloads = got
     order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
     group_min = min(scores)
     for i in order:
@@ -204,13 +201,10 @@ def select_sft(group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder
 def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder] = None) -> Selection:
     """The DPO pairs of one group and the count of sequences left unpaired per rule."""
     sel = Selection()
-    scores = _scores(group)
-    if not scores or _unavailable(group, sel):
-        return sel
-    got = _payloads(group, opts.save_messages, decode, sel)
+    got = _usable(group, opts.save_messages, decode, sel)
     if got is None:
         return sel
-    prefix, payloads = got
+    scores, prefix, payloads = got
     usable = [i for i in range(len(scores)) if _length_ok(group, i, opts.max_token_len)]
     if len(usable) < len(scores):
         sel.rejected[RULE_TOO_LONG] += len(scores) - len(usable)
