@@ -106,19 +106,30 @@ class ScoredData(BaseModel):
     )
     scores: list[float] = Field(description="One reward per sequence.")
     advantages: Optional[list[list[float]]] = Field(
-        None, description="Per-token advantages set by the env; the trainer computes them if absent."
+        None,
+        description="Per-token advantages set by the env; the trainer computes them if absent.",
     )
-    ref_logprobs: Optional[list[list[float]]] = Field(None, description="Per-token reference logprobs.")
+    ref_logprobs: Optional[list[list[float]]] = Field(
+        None, description="Per-token reference logprobs."
+    )
     messages: Optional[list[list[dict[str, Any]]]] = Field(
         None, description="The conversation of each sequence (for viewers and SFT export)."
     )
-    generation_params: Optional[dict[str, Any]] = Field(None, description="Sampling parameters used.")
+    generation_params: Optional[dict[str, Any]] = Field(
+        None, description="Sampling parameters used."
+    )
     inference_logprobs: Optional[list[list[float]]] = Field(
         None, description="Per-token logprobs from the inference server, aligned with tokens."
     )
-    overrides: Optional[list[dict[str, Any]]] = Field(None, description="Per-sequence trainer overrides.")
-    group_overrides: Optional[dict[str, Any]] = Field(None, description="Group-level trainer overrides.")
-    images: Optional[Any] = Field(None, description="Images for multimodal groups (opaque to the API).")
+    overrides: Optional[list[dict[str, Any]]] = Field(
+        None, description="Per-sequence trainer overrides."
+    )
+    group_overrides: Optional[dict[str, Any]] = Field(
+        None, description="Group-level trainer overrides."
+    )
+    images: Optional[Any] = Field(
+        None, description="Images for multimodal groups (opaque to the API)."
+    )
     env_id: Optional[int] = Field(None, description="Id returned by /register-env.")
     distill_token_ids: Optional[list[list[list[int]]]] = Field(
         None, description="Per sequence, per token: the teacher's top-k token ids."
@@ -130,7 +141,9 @@ class ScoredData(BaseModel):
         None, ge=0, description="Trainer step whose weights generated this group."
     )
     group_id: Optional[str] = Field(
-        None, max_length=200, description="Client-chosen id; a retried POST with it is not queued twice."
+        None,
+        max_length=200,
+        description="Client-chosen id; a retried POST with it is not queued twice.",
     )
     reward_status: Optional[RewardStatus] = Field(
         None,
@@ -149,7 +162,9 @@ class ScoredData(BaseModel):
                 raise ValueError(f"messages[{i}] must be a list of messages")
             for j, msg in enumerate(conv):
                 if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
-                    raise ValueError(f"messages[{i}][{j}] must be an object with 'role' and 'content'")
+                    raise ValueError(
+                        f"messages[{i}][{j}] must be an object with 'role' and 'content'"
+                    )
         return v
 
     @model_validator(mode="after")
@@ -161,7 +176,9 @@ class ScoredData(BaseModel):
             if len(seq) == 0:
                 raise ValueError(f"tokens[{i}] is empty")
         if len(self.scores) != n:
-            raise ValueError(f"scores has {len(self.scores)} entries but the group has {n} sequences")
+            raise ValueError(
+                f"scores has {len(self.scores)} entries but the group has {n} sequences"
+            )
         for name in _PER_TOKEN_FIELDS:
             rows = getattr(self, name)
             if rows is None:

@@ -28,7 +28,9 @@ class ArithmeticEnvConfig(BaseEnvConfig):
     max_operand: int = Field(9, ge=1, le=99, description="Largest operand (0..max_operand).")
     seed: int = Field(0, description="Seed of the problem sampler.")
     max_completion_tokens: int = Field(4, ge=1, description="Completion budget in tokens.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature (1.0 = the policy itself).")
+    temperature: float = Field(
+        1.0, gt=0, description="Sampling temperature (1.0 = the policy itself)."
+    )
 
 
 class ArithmeticEnv(BaseEnv):
@@ -38,12 +40,25 @@ class ArithmeticEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[ArithmeticEnvConfig, list[APIServerConfig]]:
         env = ArithmeticEnvConfig(
-            group_size=8, max_token_length=64, batch_size=128, max_batches_offpolicy=1,
-            ensure_scores_are_not_same=False, include_messages=True, use_wandb=False,
-            steps_per_eval=0, total_steps=300, wandb_name="arithmetic",
+            group_size=8,
+            max_token_length=64,
+            batch_size=128,
+            max_batches_offpolicy=1,
+            ensure_scores_are_not_same=False,
+            include_messages=True,
+            use_wandb=False,
+            steps_per_eval=0,
+            total_steps=300,
+            wandb_name="arithmetic",
         )
-        servers = [APIServerConfig(model_name="policy", base_url="http://127.0.0.1:9001/v1",
-                                   api_key="x", server_type="vllm")]
+        servers = [
+            APIServerConfig(
+                model_name="policy",
+                base_url="http://127.0.0.1:9001/v1",
+                api_key="x",
+                server_type="vllm",
+            )
+        ]
         return env, servers
 
     async def setup(self) -> None:
@@ -53,23 +68,38 @@ class ArithmeticEnv(BaseEnv):
     async def get_next_item(self) -> Item:
         return make_problem(self.rng, self.config.max_operand)
 
-    async def collect_trajectories(self, item: Problem) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Problem
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             await managed.completion(
-                prompt=item.prompt, n=self.config.group_size, max_tokens=self.config.max_completion_tokens,
+                prompt=item.prompt,
+                n=self.config.group_size,
+                max_tokens=self.config.max_completion_tokens,
                 temperature=self.config.temperature,
             )
             nodes = managed.get_state()["nodes"]
-        group = self.group_builder(generation_params={"temperature": self.config.temperature,
-                                                      "max_tokens": self.config.max_completion_tokens})
+        group = self.group_builder(
+            generation_params={
+                "temperature": self.config.temperature,
+                "max_tokens": self.config.max_completion_tokens,
+            }
+        )
         for node in nodes:
             prompt_len = node.metadata["prompt_length"]
             text = self.tokenizer.decode(node.tokens[prompt_len:], skip_special_tokens=True)
             score = score_completion(text, item)
             self.correct.append(score)
-            group.add(node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs,
-                      messages=[{"role": "user", "content": item.prompt},
-                                {"role": "assistant", "content": text}])
+            group.add(
+                node.tokens,
+                node.masked_tokens,
+                score,
+                inference_logprobs=node.logprobs,
+                messages=[
+                    {"role": "user", "content": item.prompt},
+                    {"role": "assistant", "content": text},
+                ],
+            )
         return group.build(), []
 
     async def wandb_log(self, wandb_metrics=None) -> None:

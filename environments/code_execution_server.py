@@ -27,8 +27,10 @@ from pydantic import Field
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.type_definitions import Item
 
-INSTRUCTION = ("Complete the Python function below. Reply with the complete function in a ```python code "
-               "block; it must pass hidden tests.")
+INSTRUCTION = (
+    "Complete the Python function below. Reply with the complete function in a ```python code "
+    "block; it must pass hidden tests."
+)
 
 
 class CodeExecutionConfig(BaseEnvConfig):
@@ -36,7 +38,8 @@ class CodeExecutionConfig(BaseEnvConfig):
     memory_mb: int = Field(default=1024, ge=64, description="Address-space limit of one test run.")
     max_parallel_runs: int = Field(default=2, ge=1, description="Sandboxed runs at once.")
     require_network_isolation: bool = Field(
-        default=False, description="Treat a missing network namespace as an infrastructure failure.")
+        default=False, description="Treat a missing network namespace as an infrastructure failure."
+    )
     eval_size: int = Field(default=20, ge=1, description="Problems held out for evaluate().")
     seed: int = Field(default=0, description="Shuffle seed of the problems.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
@@ -48,20 +51,32 @@ class CodeExecutionEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[CodeExecutionConfig, list[APIServerConfig]]:
-        env_config = CodeExecutionConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                         group_size=8, max_token_length=4096, total_steps=1000, batch_size=16,
-                                         wandb_name="humaneval")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = CodeExecutionConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=4096,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="humaneval",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
         problems = load_problems()
         random.Random(self.config.seed).shuffle(problems)
-        self.test, self.train = problems[: self.config.eval_size], problems[self.config.eval_size:]
+        self.test, self.train = problems[: self.config.eval_size], problems[self.config.eval_size :]
         self.system = system_prompt(INSTRUCTION, thinking=self.config.thinking_mode)
-        self.limits = SandboxLimits(timeout_s=self.config.timeout_s, memory_mb=self.config.memory_mb,
-                                    require_network_isolation=self.config.require_network_isolation)
+        self.limits = SandboxLimits(
+            timeout_s=self.config.timeout_s,
+            memory_mb=self.config.memory_mb,
+            require_network_isolation=self.config.require_network_isolation,
+        )
         self.sandbox_slots = asyncio.Semaphore(self.config.max_parallel_runs)
         self.iter = 0
         self.pass_buffer: list[float] = []
@@ -73,9 +88,13 @@ class CodeExecutionEnv(BaseEnv):
 
     async def run_tests(self, problem: Item, completion: str) -> SandboxResult:
         async with self.sandbox_slots:
-            return await asyncio.to_thread(run_python, build_program(problem, completion), self.limits)
+            return await asyncio.to_thread(
+                run_python, build_program(problem, completion), self.limits
+            )
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, f"```python\n{item['prompt']}```")
         answers, nodes = await sample_group(self, messages)
         results = await asyncio.gather(*[self.run_tests(item, answer) for answer in answers])
@@ -85,15 +104,24 @@ class CodeExecutionEnv(BaseEnv):
             score = 1.0 if result.status == "passed" else -1.0
             if not unavailable:
                 self.pass_buffer.append(1.0 if result.status == "passed" else 0.0)
-            group.add_node(node, score, reward_unavailable=unavailable, messages=messages + [
-                {"role": "assistant", "content": answer},
-                {"role": "grader", "content": f"{result.status}: {result.detail}"}])
+            group.add_node(
+                node,
+                score,
+                reward_unavailable=unavailable,
+                messages=messages
+                + [
+                    {"role": "assistant", "content": answer},
+                    {"role": "grader", "content": f"{result.status}: {result.detail}"},
+                ],
+            )
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
         passed = 0
         for problem in self.test:
-            answer = await greedy_answer(self, chat(self.system, f"```python\n{problem['prompt']}```"))
+            answer = await greedy_answer(
+                self, chat(self.system, f"```python\n{problem['prompt']}```")
+            )
             result = await self.run_tests(problem, answer)
             passed += result.status == "passed"
         self.eval_metrics.append(("eval/pass@1", passed / len(self.test)))

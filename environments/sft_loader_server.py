@@ -29,17 +29,29 @@ from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 
-_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                   "system": "system"}
+_SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+}
 
 
 class SFTConfig(BaseEnvConfig):
-    dataset: str = Field(default="", description="A local .jsonl/.json file, or a hub dataset name.")
-    split: str = Field(default="train", description="Split to read (hub datasets; local files use train).")
+    dataset: str = Field(
+        default="", description="A local .jsonl/.json file, or a hub dataset name."
+    )
+    split: str = Field(
+        default="train", description="Split to read (hub datasets; local files use train)."
+    )
     dataset_format: Literal["messages", "sharegpt", "prompt_completion", "text"] = Field(
-        default="messages", description="How rows are laid out (see the module docstring).")
+        default="messages", description="How rows are laid out (see the module docstring)."
+    )
     column: str = Field(default="messages", description="Column holding the conversation or text.")
-    train_on_all_assistant_turns: bool = Field(default=True, description="Train on every assistant turn.")
+    train_on_all_assistant_turns: bool = Field(
+        default=True, description="Train on every assistant turn."
+    )
 
 
 class SFTLoaderEnv(BaseEnv):
@@ -48,23 +60,40 @@ class SFTLoaderEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[SFTConfig, list[APIServerConfig]]:
-        env_config = SFTConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview", group_size=8,
-                               max_token_length=2048, total_steps=1000, batch_size=16, wandb_name="sft",
-                               ensure_scores_are_not_same=False, inference_weight=-1)
+        env_config = SFTConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=2048,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="sft",
+            ensure_scores_are_not_same=False,
+            inference_weight=-1,
+        )
         # No request is ever sent; a server entry is kept only because every env has one.
-        server = APIServerConfig(model_name="none", base_url="http://localhost:9001/v1", api_key="x",
-                                 server_type="vllm", health_check=False)
+        server = APIServerConfig(
+            model_name="none",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+            health_check=False,
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
         cfg = self.config
         if not cfg.dataset:
-            raise ConfigError("sft_loader needs --env.dataset (a .jsonl/.json file or a hub dataset name)")
+            raise ConfigError(
+                "sft_loader needs --env.dataset (a .jsonl/.json file or a hub dataset name)"
+            )
         local = Path(cfg.dataset)
         if local.suffix in (".jsonl", ".json") and not local.is_file():
             raise ConfigError(f"--env.dataset: file not found: {cfg.dataset}")
-        self.rows = (load_hub_rows("json", split="train", data_files=str(local)) if local.is_file()
-                     else load_hub_rows(cfg.dataset, split=cfg.split))
+        self.rows = (
+            load_hub_rows("json", split="train", data_files=str(local))
+            if local.is_file()
+            else load_hub_rows(cfg.dataset, split=cfg.split)
+        )
         if not self.rows:
             raise ConfigError(f"--env.dataset {cfg.dataset} has no rows")
         self.iter = 0
@@ -80,25 +109,43 @@ class SFTLoaderEnv(BaseEnv):
             return [{"role": m["role"], "content": m["content"]} for m in row[col]]
         if fmt == "sharegpt":
             return [{"role": _SHAREGPT_ROLES[m["from"]], "content": m["value"]} for m in row[col]]
-        return [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["completion"]}]
+        return [
+            {"role": "user", "content": row["prompt"]},
+            {"role": "assistant", "content": row["completion"]},
+        ]
 
     def tokenize(self, row: dict) -> dict:
         if self.config.dataset_format == "text":
             tokens = list(self.tokenizer.encode(row[self.config.column], add_special_tokens=True))
-            return {"tokens": tokens, "masks": list(tokens), "messages": [{"role": "text",
-                                                                          "content": row[self.config.column]}]}
+            return {
+                "tokens": tokens,
+                "masks": list(tokens),
+                "messages": [{"role": "text", "content": row[self.config.column]}],
+            }
         messages = self.to_messages(row)
-        out = tokenize_for_trainer(self.tokenizer, messages, include_messages=True,
-                                   train_on_all_assistant_turns=self.config.train_on_all_assistant_turns)
+        out = tokenize_for_trainer(
+            self.tokenizer,
+            messages,
+            include_messages=True,
+            train_on_all_assistant_turns=self.config.train_on_all_assistant_turns,
+        )
         return out
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         group = self.group_builder(group_overrides={"sft": True})
         for row in item:
             example = self.tokenize(row)
             advantages = [1.0 if m != -100 else 0.0 for m in example["masks"]]
-            group.add(example["tokens"], example["masks"], 1.0, messages=example["messages"],
-                      advantages=advantages, overrides={"sft": True})
+            group.add(
+                example["tokens"],
+                example["masks"],
+                1.0,
+                messages=example["messages"],
+                advantages=advantages,
+                overrides={"sft": True},
+            )
         return group.build(), []
 
 

@@ -42,17 +42,29 @@ logger = logging.getLogger(__name__)
 
 
 class DistillConfig(GSM8kConfig):
-    teacher_base_url: Optional[str] = Field(default=None, pattern=r"^https?://",
-                                            description="Teacher server URL (required).")
-    teacher_model_name: str = Field(default="teacher", description="Model name sent to the teacher.")
-    teacher_server_type: Literal["vllm", "trl"] = Field(default="vllm", description="Teacher backend.")
+    teacher_base_url: Optional[str] = Field(
+        default=None, pattern=r"^https?://", description="Teacher server URL (required)."
+    )
+    teacher_model_name: str = Field(
+        default="teacher", description="Model name sent to the teacher."
+    )
+    teacher_server_type: Literal["vllm", "trl"] = Field(
+        default="vllm", description="Teacher backend."
+    )
     teacher_api_key: str = Field(default="x", description="Teacher API key.")
     teacher_tokenizer_name: str = Field(
-        default="none", description="Teacher tokenizer; 'none' uses the model_path the teacher reports.")
-    teacher_top_k: int = Field(default=4, ge=1, le=20, description="Top-k logprobs per token position.")
-    teacher_batch_size: int = Field(default=64, ge=1, description="Prefixes per request (prefixes method).")
+        default="none",
+        description="Teacher tokenizer; 'none' uses the model_path the teacher reports.",
+    )
+    teacher_top_k: int = Field(
+        default=4, ge=1, le=20, description="Top-k logprobs per token position."
+    )
+    teacher_batch_size: int = Field(
+        default=64, ge=1, description="Prefixes per request (prefixes method)."
+    )
     teacher_method: Literal["auto", "prompt_logprobs", "prefixes"] = Field(
-        default="auto", description="How to fetch teacher logprobs (see the module docstring).")
+        default="auto", description="How to fetch teacher logprobs (see the module docstring)."
+    )
 
 
 class TeacherDistillationEnv(GSM8kEnv):
@@ -62,7 +74,9 @@ class TeacherDistillationEnv(GSM8kEnv):
     @classmethod
     def config_init(cls):
         env_config, servers = super().config_init()
-        return DistillConfig(**env_config.model_dump(), teacher_base_url="http://localhost:9002/v1"), servers
+        return DistillConfig(
+            **env_config.model_dump(), teacher_base_url="http://localhost:9002/v1"
+        ), servers
 
     async def setup(self) -> None:
         await super().setup()
@@ -72,18 +86,31 @@ class TeacherDistillationEnv(GSM8kEnv):
         teacher_tokenizer_name = cfg.teacher_tokenizer_name
         if teacher_tokenizer_name == "none":
             teacher_tokenizer_name = await self.teacher_model_path(cfg.teacher_base_url)
-        check_same_tokenizer(self.tokenizer, load_tokenizer(teacher_tokenizer_name),
-                             cfg.tokenizer_name, teacher_tokenizer_name)
-        self.teacher = ServerManager([APIServerConfig(
-            base_url=cfg.teacher_base_url, model_name=cfg.teacher_model_name, api_key=cfg.teacher_api_key,
-            server_type=cfg.teacher_server_type, health_check=False)])
+        check_same_tokenizer(
+            self.tokenizer,
+            load_tokenizer(teacher_tokenizer_name),
+            cfg.tokenizer_name,
+            teacher_tokenizer_name,
+        )
+        self.teacher = ServerManager(
+            [
+                APIServerConfig(
+                    base_url=cfg.teacher_base_url,
+                    model_name=cfg.teacher_model_name,
+                    api_key=cfg.teacher_api_key,
+                    server_type=cfg.teacher_server_type,
+                    health_check=False,
+                )
+            ]
+        )
         self.token_ids = text_to_id(self.tokenizer)
         self.teacher_failures = 0
         self.method = cfg.teacher_method
         if self.method == "auto":
             try:
-                probe = await self.teacher.completion(prompt=[0, 1, 2], max_tokens=1, temperature=0.0,
-                                                      prompt_logprobs=1)
+                probe = await self.teacher.completion(
+                    prompt=[0, 1, 2], max_tokens=1, temperature=0.0, prompt_logprobs=1
+                )
                 has = getattr(probe.choices[0], "prompt_logprobs", None) is not None
             except InferenceError as exc:  # e.g. a server that rejects the unknown field with a 400
                 logger.info("teacher refused prompt_logprobs (%s)", exc)
@@ -98,10 +125,14 @@ class TeacherDistillationEnv(GSM8kEnv):
             async with httpx.AsyncClient(timeout=30) as client:
                 path = (await client.get(f"{root}/health")).json().get("model_path")
         except (httpx.HTTPError, ValueError) as exc:
-            raise ConfigError(f"cannot ask the teacher at {root}/health for its model ({exc!r}); "
-                              "set --env.teacher_tokenizer_name") from None
+            raise ConfigError(
+                f"cannot ask the teacher at {root}/health for its model ({exc!r}); "
+                "set --env.teacher_tokenizer_name"
+            ) from None
         if not path:
-            raise ConfigError("the teacher does not report a model_path; set --env.teacher_tokenizer_name")
+            raise ConfigError(
+                "the teacher does not report a model_path; set --env.teacher_tokenizer_name"
+            )
         return path
 
     async def teacher_top_k(self, tokens: list[int], masks: list[int]):
@@ -112,10 +143,13 @@ class TeacherDistillationEnv(GSM8kEnv):
         k = self.config.teacher_top_k
         if self.method == "prompt_logprobs":
             try:
-                completion = await self.teacher.completion(prompt=tokens, max_tokens=1, temperature=0.0,
-                                                           prompt_logprobs=k)
+                completion = await self.teacher.completion(
+                    prompt=tokens, max_tokens=1, temperature=0.0, prompt_logprobs=k
+                )
             except InferenceError as exc:  # e.g. a sequence filling the teacher's whole context
-                logger.info("prompt_logprobs request refused (%s); using prefixes for this sequence", exc)
+                logger.info(
+                    "prompt_logprobs request refused (%s); using prefixes for this sequence", exc
+                )
             else:
                 entries = completion.choices[0].prompt_logprobs
                 for p in positions:
@@ -123,11 +157,16 @@ class TeacherDistillationEnv(GSM8kEnv):
                 return ids, logprobs
         step = self.config.teacher_batch_size
         for start in range(0, len(positions), step):
-            chunk = positions[start:start + step]
+            chunk = positions[start : start + step]
             completion = await self.teacher.completion(
-                prompt=[tokens[:p] for p in chunk], max_tokens=1, temperature=0.0,
-                logprobs=self.config.teacher_top_k)
-            for p, choice in zip(chunk, sorted(completion.choices, key=lambda c: c.index), strict=True):
+                prompt=[tokens[:p] for p in chunk],
+                max_tokens=1,
+                temperature=0.0,
+                logprobs=self.config.teacher_top_k,
+            )
+            for p, choice in zip(
+                chunk, sorted(completion.choices, key=lambda c: c.index), strict=True
+            ):
                 top = choice.logprobs.top_logprobs[0]
                 ids[p], logprobs[p] = top_k_entry(top, self.token_ids, self.config.teacher_top_k)
         return ids, logprobs
@@ -139,17 +178,26 @@ class TeacherDistillationEnv(GSM8kEnv):
             if group is None:
                 continue
             try:
-                fetched = [await self.teacher_top_k(t, m) for t, m in zip(group["tokens"], group["masks"], strict=True)]
-            except InferenceError as exc:  # the group stays valid for RL; it just carries no teacher signal
+                fetched = [
+                    await self.teacher_top_k(t, m)
+                    for t, m in zip(group["tokens"], group["masks"], strict=True)
+                ]
+            except (
+                InferenceError
+            ) as exc:  # the group stays valid for RL; it just carries no teacher signal
                 self.teacher_failures += 1
-                logger.warning("teacher failed (%s); sending the group without distillation arrays", exc)
+                logger.warning(
+                    "teacher failed (%s); sending the group without distillation arrays", exc
+                )
                 continue
             group["distill_token_ids"] = [f[0] for f in fetched]
             group["distill_logprobs"] = [f[1] for f in fetched]
         return trajectories
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        await super().wandb_log({**(wandb_metrics or {}), "train/teacher_failures": self.teacher_failures})
+        await super().wandb_log(
+            {**(wandb_metrics or {}), "train/teacher_failures": self.teacher_failures}
+        )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,12 @@ from atroposlib.type_definitions import Item
 
 
 class MultiTurnToolConfig(BaseEnvConfig):
-    max_turns: int = Field(default=4, ge=1, description="Assistant turns before the episode is cut.")
-    max_tokens_per_turn: int = Field(default=512, ge=1, description="Completion budget of one turn.")
+    max_turns: int = Field(
+        default=4, ge=1, description="Assistant turns before the episode is cut."
+    )
+    max_tokens_per_turn: int = Field(
+        default=512, ge=1, description="Completion budget of one turn."
+    )
     seed: int = Field(default=0, description="Seed of the task generator.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
@@ -46,11 +50,20 @@ class MultiTurnToolEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[MultiTurnToolConfig, list[APIServerConfig]]:
-        env_config = MultiTurnToolConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                         group_size=8, max_token_length=4096, total_steps=1000, batch_size=16,
-                                         wandb_name="tool_calling_multiturn")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = MultiTurnToolConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=4096,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="tool_calling_multiturn",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
@@ -69,8 +82,11 @@ class MultiTurnToolEnv(BaseEnv):
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             for _ in range(self.config.max_turns):
                 completion = await managed.chat_completion(
-                    messages=messages, n=1, max_tokens=self.config.max_tokens_per_turn,
-                    temperature=self.config.temperature)
+                    messages=messages,
+                    n=1,
+                    max_tokens=self.config.max_tokens_per_turn,
+                    temperature=self.config.temperature,
+                )
                 reply = completion.choices[0].message.content or ""
                 messages.append({"role": "assistant", "content": reply})
                 parsed = parse_tool_calls(reply)
@@ -81,7 +97,11 @@ class MultiTurnToolEnv(BaseEnv):
                 if not parsed.calls:
                     answer = extract_answer_tag(reply)
                     ok = answer is not None and _close(answer, item["answer"])
-                    score, note = (1.0, "correct") if ok else (0.0, f"answer {answer!r}, expected {item['answer']}")
+                    score, note = (
+                        (1.0, "correct")
+                        if ok
+                        else (0.0, f"answer {answer!r}, expected {item['answer']}")
+                    )
                     break
                 responses = [execute_call(call)[1] for call in parsed.calls]
                 tool_turn = "\n".join(f"<tool_response>{r}</tool_response>" for r in responses)
@@ -91,13 +111,19 @@ class MultiTurnToolEnv(BaseEnv):
                     break
                 messages.append({"role": "tool", "content": tool_turn})
             node = episode_node(managed)
-        scored: ScoredDataItem = {"tokens": node.tokens, "masks": node.masked_tokens, "scores": score,
-                                  "inference_logprobs": node.logprobs,
-                                  "messages": messages + [{"role": "grader", "content": note}]}
+        scored: ScoredDataItem = {
+            "tokens": node.tokens,
+            "masks": node.masked_tokens,
+            "scores": score,
+            "inference_logprobs": node.logprobs,
+            "messages": messages + [{"role": "grader", "content": note}],
+        }
         return scored, []
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        await super().wandb_log({**(wandb_metrics or {}), "train/malformed_tool_calls": self.malformed})
+        await super().wandb_log(
+            {**(wandb_metrics or {}), "train/malformed_tool_calls": self.malformed}
+        )
 
 
 def _close(text: str, expected: float) -> bool:

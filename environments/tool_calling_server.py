@@ -37,8 +37,10 @@ from atroposlib.type_definitions import Item
 
 
 class ToolCallingConfig(BaseEnvConfig):
-    tools: list[str] = Field(default_factory=lambda: list(TOOLBOX),
-                             description="Tools offered (and asked for); fewer tools = a shorter prompt.")
+    tools: list[str] = Field(
+        default_factory=lambda: list(TOOLBOX),
+        description="Tools offered (and asked for); fewer tools = a shorter prompt.",
+    )
     seed: int = Field(default=0, description="Seed of the task generator.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
@@ -49,17 +51,28 @@ class ToolCallingEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[ToolCallingConfig, list[APIServerConfig]]:
-        env_config = ToolCallingConfig(tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                       group_size=8, max_token_length=2048, total_steps=1000, batch_size=16,
-                                       wandb_name="tool_calling")
-        server = APIServerConfig(model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-                                 base_url="http://localhost:9001/v1", api_key="x", server_type="vllm")
+        env_config = ToolCallingConfig(
+            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            group_size=8,
+            max_token_length=2048,
+            total_steps=1000,
+            batch_size=16,
+            wandb_name="tool_calling",
+        )
+        server = APIServerConfig(
+            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
+            base_url="http://localhost:9001/v1",
+            api_key="x",
+            server_type="vllm",
+        )
         return env_config, [server]
 
     async def setup(self) -> None:
         unknown = sorted(set(self.config.tools) - set(TOOLBOX))
         if unknown or not self.config.tools:
-            raise ConfigError(f"--env.tools: unknown or no tools {unknown}; choose from {sorted(TOOLBOX)}")
+            raise ConfigError(
+                f"--env.tools: unknown or no tools {unknown}; choose from {sorted(TOOLBOX)}"
+            )
         self.rng = random.Random(self.config.seed)
         self.system = hermes_system_prompt([TOOLBOX[name] for name in self.config.tools])
         require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
@@ -69,7 +82,9 @@ class ToolCallingEnv(BaseEnv):
     async def get_next_item(self) -> Item:
         return single_turn_task(self.rng, self.config.tools)
 
-    async def collect_trajectories(self, item: Item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(
+        self, item: Item
+    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = chat(self.system, item["question"])
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
@@ -78,8 +93,12 @@ class ToolCallingEnv(BaseEnv):
             score, reason = compare_tool_calls(parsed, item["reference"])
             self.malformed += len(parsed.errors)
             self.scores_buffer.append(score)
-            group.add_node(node, score, messages=messages + [{"role": "assistant", "content": answer},
-                                                            {"role": "grader", "content": reason}])
+            group.add_node(
+                node,
+                score,
+                messages=messages
+                + [{"role": "assistant", "content": answer}, {"role": "grader", "content": reason}],
+            )
         return group.build(), []
 
     async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:

@@ -68,7 +68,9 @@ def flatten_batch(
         if env_adv is not None:
             out.advantages_from_env += 1
         else:
-            train_scores = shuffled_scores(scores, shuffle_generator) if shuffle_generator else scores
+            train_scores = (
+                shuffled_scores(scores, shuffle_generator) if shuffle_generator else scores
+            )
             seq_adv = group_advantages(train_scores, advantage_mode)
         for i, toks in enumerate(g["tokens"]):
             n = min(len(toks), seq_len)
@@ -164,7 +166,10 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
             dtype=torch.long,
         )
         distill_lps = torch.tensor(
-            [pad_k(s.distill_logprobs[1:], 0.0) + [[0.0] * k] * (width - len(s.tokens) + 1) for s in seqs],
+            [
+                pad_k(s.distill_logprobs[1:], 0.0) + [[0.0] * k] * (width - len(s.tokens) + 1)
+                for s in seqs
+            ],
             dtype=torch.float32,
         )
     return MicroBatch(

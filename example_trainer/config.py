@@ -38,12 +38,18 @@ class TrainingConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     adam_betas: list[float] = Field([0.9, 0.99], description="AdamW betas (two numbers).")
     warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up steps.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping threshold (global L2 norm).")
-    training_steps: int = Field(10, gt=0, description="Optimizer steps to run (one batch per step).")
+    max_grad_norm: float = Field(
+        1.0, gt=0, description="Gradient clipping threshold (global L2 norm)."
+    )
+    training_steps: int = Field(
+        10, gt=0, description="Optimizer steps to run (one batch per step)."
+    )
     batch_size: int = Field(
         32, gt=0, description="Sequences per batch (registered with the API, which packs batches)."
     )
-    seq_len: int = Field(2048, gt=1, description="Longest sequence accepted; longer ones are truncated.")
+    seq_len: int = Field(
+        2048, gt=1, description="Longest sequence accepted; longer ones are truncated."
+    )
     gradient_accumulation_steps: int = Field(
         1, gt=0, description="Micro-batches per optimizer step (the batch is split into this many)."
     )
@@ -53,16 +59,21 @@ class TrainingConfig(BaseModel):
         description="If > 0, split the batch into length-sorted micro-batches of at most this many "
         "padded tokens (overrides gradient_accumulation_steps).",
     )
-    device: str = Field("auto", description="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available).")
+    device: str = Field(
+        "auto", description="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available)."
+    )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="Training dtype (bfloat16 only makes sense on GPU)."
     )
-    torch_threads: int = Field(0, ge=0, description="torch.set_num_threads on CPU (0 = torch default).")
+    torch_threads: int = Field(
+        0, ge=0, description="torch.set_num_threads on CPU (0 = torch default)."
+    )
     seed: int = Field(0, description="Seed for torch, Python and NumPy RNGs.")
 
     # --- loss ------------------------------------------------------------------------------
     loss_type: LossType = Field(
-        "grpo", description="grpo (token ratio, clipped), gspo (sequence ratio) or cispo (clipped IS weight)."
+        "grpo",
+        description="grpo (token ratio, clipped), gspo (sequence ratio) or cispo (clipped IS weight).",
     )
     aggregation: Aggregation = Field(
         "token",
@@ -75,7 +86,9 @@ class TrainingConfig(BaseModel):
         "mean_only = score - group mean (Dr. GRPO).",
     )
     eps_low: float = Field(0.2, ge=0, description="Lower clip: ratio >= 1 - eps_low.")
-    eps_high: float = Field(0.28, ge=0, description="Upper clip: ratio <= 1 + eps_high (clip-higher).")
+    eps_high: float = Field(
+        0.28, ge=0, description="Upper clip: ratio <= 1 + eps_high (clip-higher)."
+    )
     tis_cap: float = Field(
         2.0,
         ge=0,
@@ -85,7 +98,9 @@ class TrainingConfig(BaseModel):
         True,
         description="Take the ratio against the inference logprobs carried in the batch (else on-policy).",
     )
-    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL to a reference policy (0 = off).")
+    kl_coef: float = Field(
+        0.0, ge=0, description="Weight of the k3 KL to a reference policy (0 = off)."
+    )
     ref_model_name: Optional[str] = Field(
         None, description="Reference model for the KL term (default: a frozen copy of model_name)."
     )
@@ -101,7 +116,9 @@ class TrainingConfig(BaseModel):
     )
 
     # --- API ------------------------------------------------------------------------------
-    api_url: str = Field("http://localhost:8000", pattern=r"^https?://", description="Trajectory API base URL.")
+    api_url: str = Field(
+        "http://localhost:8000", pattern=r"^https?://", description="Trajectory API base URL."
+    )
     api_token: Optional[str] = Field(None, description="Bearer token for the trajectory API.")
     wandb_project: str = Field("atropos-grpo", description="wandb project (when use_wandb).")
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
@@ -112,7 +129,9 @@ class TrainingConfig(BaseModel):
     )
 
     # --- checkpoints and weight refresh -----------------------------------------------------
-    save_path: str = Field("trained_model_checkpoints", description="Folder for checkpoints and metrics.")
+    save_path: str = Field(
+        "trained_model_checkpoints", description="Folder for checkpoints and metrics."
+    )
     checkpoint_interval: int = Field(
         0, ge=0, description="Save a resumable checkpoint every N steps (0 = only at the end)."
     )
@@ -141,7 +160,9 @@ class TrainingConfig(BaseModel):
         "placeholders (default: vLLM's OpenAI server).",
     )
     inference_startup_timeout: float = Field(
-        300.0, gt=0, description="Seconds to wait for a (re)started inference server to answer /health."
+        300.0,
+        gt=0,
+        description="Seconds to wait for a (re)started inference server to answer /health.",
     )
     lora_adapter_name: str = Field(
         "policy",
@@ -165,7 +186,9 @@ class TrainingConfig(BaseModel):
         if len(self.adam_betas) != 2:
             raise ValueError("adam_betas must be two numbers")
         if self.eps_low >= 1:
-            raise ValueError("eps_low must be < 1 (the lower clip bound 1 - eps_low must stay positive)")
+            raise ValueError(
+                "eps_low must be < 1 (the lower clip bound 1 - eps_low must stay positive)"
+            )
         return self
 
     def resolved_inference_urls(self) -> list[str]:
@@ -208,13 +231,18 @@ def add_model_arguments(parser: argparse.ArgumentParser, model: type[BaseModel])
         parser.add_argument(_flag(name), **kwargs)
 
 
-def build_parser(prog: str = "atropos-grpo", description: Optional[str] = None) -> argparse.ArgumentParser:
+def build_parser(
+    prog: str = "atropos-grpo", description: Optional[str] = None
+) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description=description or "GRPO trainer for atroposlib (reads batches from the trajectory API).",
+        description=description
+        or "GRPO trainer for atroposlib (reads batches from the trajectory API).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--config", type=Path, default=None, help="YAML file of TrainingConfig fields.")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="YAML file of TrainingConfig fields."
+    )
     add_model_arguments(parser, TrainingConfig)
     return parser
 
@@ -238,7 +266,9 @@ def format_validation_error(e: ValidationError) -> str:
     parts = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "config"
-        parts.append(f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if loc != "config" else ""))
+        parts.append(
+            f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if loc != "config" else "")
+        )
     return "invalid config: " + "; ".join(parts)
 
 

@@ -59,19 +59,39 @@ _NON_NEGATIVE_INT = _number(int, 0, "integer")
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     """Parse the demo's flags; counts are checked here so a typo never wipes the report folder."""
-    p = argparse.ArgumentParser(prog="atropos-demo", description="End-to-end CPU RL demo (see README).")
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "demo",
-                   help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).")
+    p = argparse.ArgumentParser(
+        prog="atropos-demo", description="End-to-end CPU RL demo (see README)."
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "runs" / "demo",
+        help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).",
+    )
     p.add_argument("--steps", type=_POSITIVE_INT, default=300, help="GRPO steps (default 300).")
-    p.add_argument("--prompts-per-step", type=_POSITIVE_INT, default=16, help="Groups per batch (default 16).")
-    p.add_argument("--group-size", type=_POSITIVE_INT, default=8, help="Samples per prompt (default 8).")
+    p.add_argument(
+        "--prompts-per-step", type=_POSITIVE_INT, default=16, help="Groups per batch (default 16)."
+    )
+    p.add_argument(
+        "--group-size", type=_POSITIVE_INT, default=8, help="Samples per prompt (default 8)."
+    )
     p.add_argument("--lr", type=float, default=5e-4, help="GRPO learning rate (default 5e-4).")
-    p.add_argument("--warmup-sft-steps", type=_NON_NEGATIVE_INT, default=100,
-                   help="Supervised warm-up steps on gold demonstrations (default 100).")
-    p.add_argument("--control", choices=["none", "shuffled"], default="none",
-                   help="'shuffled': shuffle rewards within each group (the no-signal control).")
+    p.add_argument(
+        "--warmup-sft-steps",
+        type=_NON_NEGATIVE_INT,
+        default=100,
+        help="Supervised warm-up steps on gold demonstrations (default 100).",
+    )
+    p.add_argument(
+        "--control",
+        choices=["none", "shuffled"],
+        default="none",
+        help="'shuffled': shuffle rewards within each group (the no-signal control).",
+    )
     p.add_argument("--seed", type=int, default=0, help="Seed for model, warm-up, env and trainer.")
-    p.add_argument("--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1).")
+    p.add_argument(
+        "--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1)."
+    )
     return p.parse_args(argv)
 
 
@@ -82,7 +102,9 @@ class Services:
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+    def start(
+        self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None
+    ) -> subprocess.Popen:
         fh = open(self.logs / f"{name}.log", "ab")
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         fh.close()
@@ -98,7 +120,9 @@ class Services:
 
     def tail(self, name: str, n: int = 15) -> str:
         path = self.logs / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
+        )
 
     def stop(self, name: str) -> None:
         p = self.procs.pop(name, None)
@@ -118,9 +142,16 @@ class Services:
 
 def _child_env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
-               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), TRANSFORMERS_VERBOSITY="error",
-               PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        WANDB_MODE="disabled",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS=str(threads),
+        TRANSFORMERS_VERBOSITY="error",
+        PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
     return env
 
 
@@ -142,14 +173,21 @@ def prepare_model(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         return [(p.prompt, p.answer) for p in (make_problem(rng) for _ in range(n))]
 
     t0 = time.perf_counter()
-    warm = sft_warmup(base, out / "model" / "warm", gold, steps=args.warmup_sft_steps, seed=args.seed)
+    warm = sft_warmup(
+        base, out / "model" / "warm", gold, steps=args.warmup_sft_steps, seed=args.seed
+    )
     acc = greedy_accuracy(warm, all_problems(), score_completion)
     from safetensors import safe_open
 
     with safe_open(str(warm / "model.safetensors"), "pt") as f:
         n_params = sum(_prod(f.get_slice(k).get_shape()) for k in f.keys())
-    return {"base": base, "warm": warm, "warm_acc": acc, "warm_s": time.perf_counter() - t0,
-            "n_params": n_params}
+    return {
+        "base": base,
+        "warm": warm,
+        "warm_acc": acc,
+        "warm_s": time.perf_counter() - t0,
+        "n_params": n_params,
+    }
 
 
 def _prod(shape) -> int:
@@ -159,14 +197,38 @@ def _prod(shape) -> int:
     return n
 
 
-def env_command(args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path) -> list[str]:
-    return [sys.executable, str(ENV_FILE), "serve", "--env.tokenizer_name", str(model_dir),
-            "--env.rollout_server_url", api_url, "--env.group_size", str(args.group_size),
-            "--env.max_batches_offpolicy", "1", "--env.total_steps", str(args.steps),
-            "--env.seed", str(args.seed), "--env.spool_dir", str(out / "spool"),
-            "--env.max_num_workers", str(args.prompts_per_step // 2),
-            "--openai.base_url", engine_url + "/v1", "--openai.api_key", "x",
-            "--openai.model_name", "policy", "--openai.server_type", "vllm"]
+def env_command(
+    args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path
+) -> list[str]:
+    return [
+        sys.executable,
+        str(ENV_FILE),
+        "serve",
+        "--env.tokenizer_name",
+        str(model_dir),
+        "--env.rollout_server_url",
+        api_url,
+        "--env.group_size",
+        str(args.group_size),
+        "--env.max_batches_offpolicy",
+        "1",
+        "--env.total_steps",
+        str(args.steps),
+        "--env.seed",
+        str(args.seed),
+        "--env.spool_dir",
+        str(out / "spool"),
+        "--env.max_num_workers",
+        str(args.prompts_per_step // 2),
+        "--openai.base_url",
+        engine_url + "/v1",
+        "--openai.api_key",
+        "x",
+        "--openai.model_name",
+        "policy",
+        "--openai.server_type",
+        "vllm",
+    ]
 
 
 def first_last(values: list[float], k: int = 50) -> tuple[float, float]:
@@ -185,7 +247,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"[demo] report folder: {out}", flush=True)
     print("[demo] building a tiny model and warming it up on gold demonstrations ...", flush=True)
     prep = prepare_model(out, args)
-    print(f"[demo] warm-up done in {prep['warm_s']:.1f}s: greedy accuracy {prep['warm_acc']:.2f}", flush=True)
+    print(
+        f"[demo] warm-up done in {prep['warm_s']:.1f}s: greedy accuracy {prep['warm_acc']:.2f}",
+        flush=True,
+    )
 
     svc = Services(out / "logs")
     env = _child_env(args.threads)
@@ -193,26 +258,88 @@ def run(args: argparse.Namespace) -> int:
     api_url, engine_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{engine_port}"
     trainer_dir = out / "trainer"
     try:
-        svc.start("run-api", [sys.executable, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1",
-                              "--port", str(api_port), "--data-dir", str(out / "api-data")], env)
-        svc.start("engine", [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(prep["warm"]),
-                             "--host", "127.0.0.1", "--port", str(engine_port), "--served-model-name", "policy",
-                             "--torch-threads", str(args.threads), "--batch-window-ms", "10"], env)
+        svc.start(
+            "run-api",
+            [
+                sys.executable,
+                "-m",
+                "atroposlib.cli.run_api",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(api_port),
+                "--data-dir",
+                str(out / "api-data"),
+            ],
+            env,
+        )
+        svc.start(
+            "engine",
+            [
+                sys.executable,
+                "-m",
+                "atroposlib.cli.serve_model",
+                "--model",
+                str(prep["warm"]),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(engine_port),
+                "--served-model-name",
+                "policy",
+                "--torch-threads",
+                str(args.threads),
+                "--batch-window-ms",
+                "10",
+            ],
+            env,
+        )
         wait_for_http(api_url + "/health", timeout=120, proc=svc.procs["run-api"])
         wait_for_http(engine_url + "/health", timeout=120, proc=svc.procs["engine"])
-        svc.start("trainer", [
-            sys.executable, "-m", "example_trainer.grpo", "--model-name", str(prep["warm"]),
-            "--api-url", api_url, "--inference-urls", engine_url, "--weight-refresh", "reload",
-            "--vllm-restart-interval", "1", "--training-steps", str(args.steps),
-            "--batch-size", str(args.prompts_per_step * args.group_size), "--seq-len", "64",
-            "--lr", str(args.lr), "--save-path", str(trainer_dir), "--torch-threads", str(args.threads),
-            "--control", args.control, "--seed", str(args.seed), "--device", "cpu",
-        ], env)
+        svc.start(
+            "trainer",
+            [
+                sys.executable,
+                "-m",
+                "example_trainer.grpo",
+                "--model-name",
+                str(prep["warm"]),
+                "--api-url",
+                api_url,
+                "--inference-urls",
+                engine_url,
+                "--weight-refresh",
+                "reload",
+                "--vllm-restart-interval",
+                "1",
+                "--training-steps",
+                str(args.steps),
+                "--batch-size",
+                str(args.prompts_per_step * args.group_size),
+                "--seq-len",
+                "64",
+                "--lr",
+                str(args.lr),
+                "--save-path",
+                str(trainer_dir),
+                "--torch-threads",
+                str(args.threads),
+                "--control",
+                args.control,
+                "--seed",
+                str(args.seed),
+                "--device",
+                "cpu",
+            ],
+            env,
+        )
         svc.start("env", env_command(args, api_url, engine_url, prep["warm"], out), env)
         t_loop = time.perf_counter()
         early: list[dict[str, Any]] = []
 
-        def snapshot_early(step: int) -> None:  # the API keeps only recent groups: read early ones now
+        def snapshot_early(
+            step: int,
+        ) -> None:  # the API keeps only recent groups: read early ones now
             if not early and step >= 3:
                 early.extend(_peek(api_url, after=0))
 
@@ -240,11 +367,15 @@ def follow(
             shown = m["step"]
             if on_step is not None:
                 on_step(shown)
-            line = (f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
-                    f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}")
+            line = (
+                f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
+                f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}"
+            )
             if tty:
                 print("\r" + line, end="", flush=True)
-            elif shown // 25 > printed_bucket or shown == steps:  # a plain log: one line per 25 steps
+            elif (
+                shown // 25 > printed_bucket or shown == steps
+            ):  # a plain log: one line per 25 steps
                 printed_bucket = shown // 25
                 print(line, flush=True)
         trainer = svc.procs["trainer"]
@@ -252,7 +383,9 @@ def follow(
             if tty:
                 print(flush=True)
             if trainer.returncode != 0:
-                raise SystemExit(f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}")
+                raise SystemExit(
+                    f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}"
+                )
             return read_metrics(metrics_path)
         dead = svc.dead()
         if dead:
@@ -271,8 +404,16 @@ def _peek(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
         return []
 
 
-def write_report(out: Path, args: argparse.Namespace, prep: dict[str, Any], rows: list[dict[str, Any]],
-                 early: list[dict[str, Any]], late: list[dict[str, Any]], loop_s: float, total_s: float) -> int:
+def write_report(
+    out: Path,
+    args: argparse.Namespace,
+    prep: dict[str, Any],
+    rows: list[dict[str, Any]],
+    early: list[dict[str, Any]],
+    late: list[dict[str, Any]],
+    loop_s: float,
+    total_s: float,
+) -> int:
     """Write summary.txt, the reward curve and the rollouts page; return the exit code."""
     from example_trainer.arithmetic_task import all_problems, score_completion
     from example_trainer.report import plot_curve, write_rollouts
@@ -285,7 +426,11 @@ def write_report(out: Path, args: argparse.Namespace, prep: dict[str, Any], rows
     first, last = first_last(rewards)
     final_dir = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
     final_acc = greedy_accuracy(final_dir, all_problems(), score_completion)
-    plot_curve(rows, out / "reward_curve.png", title=f"GRPO on single-digit addition (control={args.control})")
+    plot_curve(
+        rows,
+        out / "reward_curve.png",
+        title=f"GRPO on single-digit addition (control={args.control})",
+    )
     write_rollouts(early, late, out / "rollouts.html")
     gain = last - first
     verdict = "improved" if gain >= 0.15 else "did not improve by 0.15"
@@ -300,17 +445,29 @@ def write_report(out: Path, args: argparse.Namespace, prep: dict[str, Any], rows
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
     )
     (out / "summary.txt").write_text(summary + "\n")
-    print(f"[demo] reward first-50 mean {first:.3f}  last-50 mean {last:.3f}  change {gain:+.3f}", flush=True)
-    print(f"[demo] greedy accuracy {prep['warm_acc']:.2f} -> {final_acc:.2f}; RL loop {loop_s:.0f}s, "
-          f"total {total_s:.0f}s", flush=True)
-    print(f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html", flush=True)
+    print(
+        f"[demo] reward first-50 mean {first:.3f}  last-50 mean {last:.3f}  change {gain:+.3f}",
+        flush=True,
+    )
+    print(
+        f"[demo] greedy accuracy {prep['warm_acc']:.2f} -> {final_acc:.2f}; RL loop {loop_s:.0f}s, "
+        f"total {total_s:.0f}s",
+        flush=True,
+    )
+    print(
+        f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html",
+        flush=True,
+    )
     return 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     if not ENV_FILE.exists():
-        print(f"atropos-demo: error: {ENV_FILE} is missing (run from a checkout of the repository)", file=sys.stderr)
+        print(
+            f"atropos-demo: error: {ENV_FILE} is missing (run from a checkout of the repository)",
+            file=sys.stderr,
+        )
         return 2
     try:
         return run(args)

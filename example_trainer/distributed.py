@@ -52,7 +52,9 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
     return box[0]
 
 
-def all_reduce_sums(values: dict[str, float], info: DistInfo, maxima: tuple = (), minima: tuple = ()) -> dict[str, float]:
+def all_reduce_sums(
+    values: dict[str, float], info: DistInfo, maxima: tuple = (), minima: tuple = ()
+) -> dict[str, float]:
     """Sum (or max/min for the named keys) scalar statistics over ranks."""
     if not info.enabled or not values:
         return values
@@ -71,7 +73,9 @@ def all_reduce_sums(values: dict[str, float], info: DistInfo, maxima: tuple = ()
     return out
 
 
-def wrap_model(model: torch.nn.Module, info: DistInfo, parallel: str, device: torch.device) -> torch.nn.Module:
+def wrap_model(
+    model: torch.nn.Module, info: DistInfo, parallel: str, device: torch.device
+) -> torch.nn.Module:
     """DDP or FSDP2 ``fully_shard`` (each decoder layer, then the root) over a 1-D mesh of all ranks, on
     CPU with gloo or on GPUs with NCCL; unchanged on one process.
 
@@ -101,7 +105,9 @@ def full_model_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     ``save_pretrained`` with an explicit state dict would otherwise write them twice."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    sd = get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
     first_name: dict[int, str] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         if id(param) in first_name and name in sd:
@@ -133,7 +139,11 @@ def load_full_optimizer_state(
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if hasattr(model, "module") and not hasattr(model, "save_pretrained") else model
+    return (
+        model.module
+        if hasattr(model, "module") and not hasattr(model, "save_pretrained")
+        else model
+    )
 
 
 def barrier(info: DistInfo) -> None:

@@ -97,7 +97,10 @@ def load_policy(path: str, dtype: str, device: torch.device) -> tuple[Any, Any]:
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
         tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as e:  # missing folder, bad hub id, not a causal LM: the user's input
+    except (
+        OSError,
+        ValueError,
+    ) as e:  # missing folder, bad hub id, not a causal LM: the user's input
         lines = str(e).strip().splitlines()
         reason = lines[0] if lines else type(e).__name__
         raise ModelLoadError(f"cannot load the model {path!r}: {reason}") from e
@@ -109,18 +112,26 @@ def make_optimizer(
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over the trainable parameters with a linear warm-up schedule."""
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(
+        params, lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay
+    )
     warm = cfg.warmup_steps
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
+    )
     return opt, sched
 
 
 def register(client: TrajectoryClient, cfg: TrainingConfig, step: int) -> None:
     client.register(
         Registration(
-            wandb_group=cfg.wandb_group, wandb_project=cfg.wandb_project, batch_size=cfg.batch_size,
-            max_token_len=cfg.seq_len, checkpoint_dir=str(Path(cfg.save_path).resolve()),
-            save_checkpoint_interval=cfg.checkpoint_interval, starting_step=step,
+            wandb_group=cfg.wandb_group,
+            wandb_project=cfg.wandb_project,
+            batch_size=cfg.batch_size,
+            max_token_len=cfg.seq_len,
+            checkpoint_dir=str(Path(cfg.save_path).resolve()),
+            save_checkpoint_interval=cfg.checkpoint_interval,
+            starting_step=step,
             num_steps=cfg.training_steps,
         )
     )
@@ -139,7 +150,9 @@ def wait_for_batch(
         except APIUnavailable as e:
             log.warning("trajectory API unavailable, retrying: %s", e)
         if time.monotonic() > deadline:
-            raise AtroposError(f"no batch from {cfg.api_url} for {cfg.batch_wait_timeout:.0f}s; is an env running?")
+            raise AtroposError(
+                f"no batch from {cfg.api_url} for {cfg.batch_wait_timeout:.0f}s; is an env running?"
+            )
         time.sleep(cfg.batch_poll_interval)
 
 
@@ -161,18 +174,35 @@ def train_step(
     norm = normaliser_for(cfg.aggregation, n_tokens, len(seqs), cfg.seq_len)
     # the same global micro-batches on every rank (DDP needs equal counts), each split across ranks
     micro = split_micro_batches(
-        seqs, num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
+        seqs,
+        num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
         max_tokens=cfg.micro_batch_tokens * info.world_size,
     )
-    stats: dict[str, float] = {"loss": 0.0, "kl": 0.0, "distill": 0.0, "tokens": 0.0, "clipped": 0.0,
-                               "ratio_sum": 0.0, "abs_delta_sum": 0.0, "mismatch_kl_sum": 0.0,
-                               "ratio_max": 0.0, "ratio_min": float("inf"), "seq_tokens": 0.0}
+    stats: dict[str, float] = {
+        "loss": 0.0,
+        "kl": 0.0,
+        "distill": 0.0,
+        "tokens": 0.0,
+        "clipped": 0.0,
+        "ratio_sum": 0.0,
+        "abs_delta_sum": 0.0,
+        "mismatch_kl_sum": 0.0,
+        "ratio_max": 0.0,
+        "ratio_min": float("inf"),
+        "seq_tokens": 0.0,
+    }
     for i, global_mb in enumerate(micro):
         local = global_mb[info.rank :: info.world_size]
         sync = i == len(micro) - 1
-        ctx = model.no_sync() if (info.enabled and not sync and hasattr(model, "no_sync")) else _nullctx()
+        ctx = (
+            model.no_sync()
+            if (info.enabled and not sync and hasattr(model, "no_sync"))
+            else _nullctx()
+        )
         with ctx:
-            if not local:  # keep collective ops in step (DDP all-reduce, FSDP all-gather and reduce-scatter):
+            if (
+                not local
+            ):  # keep collective ops in step (DDP all-reduce, FSDP all-gather and reduce-scatter):
                 # a zero loss from a forward of one pad token reaches every parameter through the hooks
                 dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
                 (model(input_ids=dummy).logits.sum() * 0.0).backward()
@@ -182,8 +212,14 @@ def train_step(
             lp = token_logprobs(logits, mb.targets)
             weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
             parts = policy_loss(
-                lp, mb.inf_logprobs if cfg.use_inference_logprobs else None, mb.advantages, mb.mask,
-                loss_type=cfg.loss_type, eps_low=cfg.eps_low, eps_high=cfg.eps_high, tis_cap=cfg.tis_cap,
+                lp,
+                mb.inf_logprobs if cfg.use_inference_logprobs else None,
+                mb.advantages,
+                mb.mask,
+                loss_type=cfg.loss_type,
+                eps_low=cfg.eps_low,
+                eps_high=cfg.eps_high,
+                tis_cap=cfg.tis_cap,
                 weights=weights,
             )
             loss = parts.loss_sum
@@ -191,7 +227,9 @@ def train_step(
                 ref = mb.ref_logprobs
                 if ref is None:
                     with torch.no_grad():
-                        ref_logits = ref_model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+                        ref_logits = ref_model(
+                            input_ids=mb.input_ids, attention_mask=mb.attention_mask
+                        ).logits
                         ref = token_logprobs(ref_logits, mb.targets)
                 kl = kl_k3(lp, ref, mb.mask)
                 loss = loss + cfg.kl_coef * kl
@@ -219,27 +257,53 @@ class _nullctx:
         return None
 
 
-def step_metrics(step: int, flat: FlatBatch, s: dict[str, float], grad_norm: float, lr: float,
-                 step_time: float, wait_time: float) -> dict[str, Any]:
+def step_metrics(
+    step: int,
+    flat: FlatBatch,
+    s: dict[str, float],
+    grad_norm: float,
+    lr: float,
+    step_time: float,
+    wait_time: float,
+) -> dict[str, Any]:
     tok = max(s["tokens"], 1.0)
     advs = [a for q in flat.sequences for a, m in zip(q.advantages, q.trained, strict=False) if m]
     adv_t = torch.tensor(advs) if advs else torch.zeros(1)
     scores = [q.score for q in flat.sequences]
-    lag = (step - 1 - sum(flat.policy_versions) / len(flat.policy_versions)) if flat.policy_versions else None
+    lag = (
+        (step - 1 - sum(flat.policy_versions) / len(flat.policy_versions))
+        if flat.policy_versions
+        else None
+    )
     return {
         "step": step,
-        "reward_mean": sum(flat.group_scores) / len(flat.group_scores) if flat.group_scores else None,
+        "reward_mean": sum(flat.group_scores) / len(flat.group_scores)
+        if flat.group_scores
+        else None,
         "reward_std": float(torch.tensor(scores).std(unbiased=False)) if scores else None,
-        "loss": s["loss"], "kl": s["kl"], "distill": s["distill"],
-        "adv_mean": float(adv_t.mean()), "adv_std": float(adv_t.std(unbiased=False)),
+        "loss": s["loss"],
+        "kl": s["kl"],
+        "distill": s["distill"],
+        "adv_mean": float(adv_t.mean()),
+        "adv_std": float(adv_t.std(unbiased=False)),
         "adv_abs_mean": float(adv_t.abs().mean()),
-        "clip_frac": s["clipped"] / tok, "ratio_mean": s["ratio_sum"] / tok,
-        "ratio_max": s["ratio_max"], "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,
-        "mismatch_abs_delta": s["abs_delta_sum"] / tok, "mismatch_kl": s["mismatch_kl_sum"] / tok,
-        "grad_norm": grad_norm, "lr": lr, "trained_tokens": int(s["tokens"]),
-        "tokens_per_s": s["seq_tokens"] / max(step_time, 1e-9), "step_time_s": step_time,
-        "batch_wait_s": wait_time, "sequences": len(flat.sequences), "groups": len(flat.group_scores),
-        "masked_groups": flat.masked_groups, "policy_lag": lag, "time": time.time(),
+        "clip_frac": s["clipped"] / tok,
+        "ratio_mean": s["ratio_sum"] / tok,
+        "ratio_max": s["ratio_max"],
+        "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,
+        "mismatch_abs_delta": s["abs_delta_sum"] / tok,
+        "mismatch_kl": s["mismatch_kl_sum"] / tok,
+        "grad_norm": grad_norm,
+        "lr": lr,
+        "trained_tokens": int(s["tokens"]),
+        "tokens_per_s": s["seq_tokens"] / max(step_time, 1e-9),
+        "step_time_s": step_time,
+        "batch_wait_s": wait_time,
+        "sequences": len(flat.sequences),
+        "groups": len(flat.group_scores),
+        "masked_groups": flat.masked_groups,
+        "policy_lag": lag,
+        "time": time.time(),
     }
 
 
@@ -261,7 +325,9 @@ def train(cfg: TrainingConfig) -> int:
 
     ckpt = load_latest(save_path) if cfg.resume else None
     start_from = str(ckpt.path) if ckpt else cfg.model_name
-    lora = cfg.weight_refresh == "lora"  # a LoRA checkpoint holds the adapter: load the base, then it
+    lora = (
+        cfg.weight_refresh == "lora"
+    )  # a LoRA checkpoint holds the adapter: load the base, then it
     model, tokenizer = load_policy(cfg.model_name if lora else start_from, cfg.dtype, device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ref_model = None
@@ -281,24 +347,33 @@ def train(cfg: TrainingConfig) -> int:
         if fsdp and full_optimizer:  # every rank takes its shard of the gathered optimizer state
             load_full_optimizer_state(model, optimizer, ckpt.state["optimizer"])
         elif fsdp or full_optimizer:
-            log.warning("resume: optimizer moments are not restored (checkpoint written with another "
-                        "--parallel setting)")
+            log.warning(
+                "resume: optimizer moments are not restored (checkpoint written with another "
+                "--parallel setting)"
+            )
         else:
             optimizer.load_state_dict(ckpt.state["optimizer"])
         if ckpt.state.get("scheduler"):
             scheduler.load_state_dict(ckpt.state["scheduler"])
         set_rng_state(ckpt.state["rng"])
         log.info("resumed from %s at step %d", ckpt.path, step)
-    shuffle_gen = torch.Generator().manual_seed(cfg.seed + 7919 * step) if cfg.control == "shuffled" else None
+    shuffle_gen = (
+        torch.Generator().manual_seed(cfg.seed + 7919 * step) if cfg.control == "shuffled" else None
+    )
 
     client = metrics = None
     if info.is_main:
         client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
         register(client, cfg, step)
-        refresher.start(str(Path(start_from).resolve()) if Path(start_from).exists() else start_from)
+        refresher.start(
+            str(Path(start_from).resolve()) if Path(start_from).exists() else start_from
+        )
         metrics = MetricsLogger(
-            save_path / "metrics.jsonl", use_wandb=cfg.use_wandb, wandb_project=cfg.wandb_project,
-            wandb_group=cfg.wandb_group, config=cfg.model_dump(),
+            save_path / "metrics.jsonl",
+            use_wandb=cfg.use_wandb,
+            wandb_project=cfg.wandb_project,
+            wandb_group=cfg.wandb_group,
+            config=cfg.model_dump(),
         )
     try:
         while step < cfg.training_steps:
@@ -310,13 +385,21 @@ def train(cfg: TrainingConfig) -> int:
             if batch_step is not None and batch_step <= step:
                 # redelivered after a crash between checkpoint and ack: its update is already in the
                 # weights we resumed from, so acknowledge it without training it twice
-                log.info("batch of step %d is already in the checkpoint (step %d); acking it", batch_step, step)
+                log.info(
+                    "batch of step %d is already in the checkpoint (step %d); acking it",
+                    batch_step,
+                    step,
+                )
                 if info.is_main:
                     client.ack_batch(batch_id)
                 continue
             t0 = time.perf_counter()
-            flat = flatten_batch(batch, seq_len=cfg.seq_len, advantage_mode=cfg.advantage_mode,
-                                 shuffle_generator=shuffle_gen)
+            flat = flatten_batch(
+                batch,
+                seq_len=cfg.seq_len,
+                advantage_mode=cfg.advantage_mode,
+                shuffle_generator=shuffle_gen,
+            )
             optimizer.zero_grad(set_to_none=True)
             stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
@@ -330,15 +413,20 @@ def train(cfg: TrainingConfig) -> int:
             extra: dict[str, Any] = {}
             if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
                 extra = publish(refresher, model, tokenizer, step, cfg, info)
-            if info.is_main:  # logged before the checkpoint and ack, so a kill after them loses no row
-                m = step_metrics(step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time,
-                                 t0 - t_wait)
+            if (
+                info.is_main
+            ):  # logged before the checkpoint and ack, so a kill after them loses no row
+                m = step_metrics(
+                    step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time, t0 - t_wait
+                )
                 m.update(extra)
                 metrics.log(m)
                 print(format_step_line(m, cfg.training_steps), flush=True)
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
                 checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
-            if info.is_main and batch_id:  # after the update (and its checkpoint): never redelivered
+            if (
+                info.is_main and batch_id
+            ):  # after the update (and its checkpoint): never redelivered
                 client.ack_batch(batch_id)
         if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
             checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
@@ -355,31 +443,61 @@ def train(cfg: TrainingConfig) -> int:
     return step
 
 
-def _full_state_dict(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo) -> Optional[dict[str, Any]]:
+def _full_state_dict(
+    model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo
+) -> Optional[dict[str, Any]]:
     """FSDP: the gathered full weights (a collective every rank joins); otherwise None."""
     return full_model_state_dict(model) if info.enabled and cfg.parallel == "fsdp" else None
 
 
-def publish(refresher: WeightRefresh, model: torch.nn.Module, tokenizer: Any, step: int, cfg: TrainingConfig,
-            info: DistInfo) -> dict[str, Any]:
+def publish(
+    refresher: WeightRefresh,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    step: int,
+    cfg: TrainingConfig,
+    info: DistInfo,
+) -> dict[str, Any]:
     """Push the current weights to the inference server (rank 0 only); every rank joins the gather."""
     sd = _full_state_dict(model, cfg, info)
     return refresher.refresh(step, unwrap(model), tokenizer, state_dict=sd) if info.is_main else {}
 
 
-def checkpoint(model: torch.nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer,
-               scheduler: torch.optim.lr_scheduler.LRScheduler, step: int, cfg: TrainingConfig, info: DistInfo) -> None:
+def checkpoint(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    step: int,
+    cfg: TrainingConfig,
+    info: DistInfo,
+) -> None:
     # FSDP: every rank joins the gathers of the full weights and of the full optimizer state
     sd = _full_state_dict(model, cfg, info)
-    optim_sd = full_optimizer_state_dict(model, optimizer) if info.enabled and cfg.parallel == "fsdp" else None
+    optim_sd = (
+        full_optimizer_state_dict(model, optimizer)
+        if info.enabled and cfg.parallel == "fsdp"
+        else None
+    )
     if info.is_main:
-        save_checkpoint(Path(cfg.save_path), step, model=unwrap(model), tokenizer=tokenizer,
-                        optimizer=optimizer, scheduler=scheduler, extra={"config": cfg.model_dump()},
-                        keep=cfg.keep_checkpoints, state_dict=sd, optimizer_state=optim_sd)
+        save_checkpoint(
+            Path(cfg.save_path),
+            step,
+            model=unwrap(model),
+            tokenizer=tokenizer,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            extra={"config": cfg.model_dump()},
+            keep=cfg.keep_checkpoints,
+            state_dict=sd,
+            optimizer_state=optim_sd,
+        )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     # SIGTERM unwinds like Ctrl-C, so `finally` stops an inference server the trainer launched
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

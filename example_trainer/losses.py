@@ -122,7 +122,9 @@ def policy_loss(
         n_tok = mask.sum(-1).clamp_min(1.0)
         seq_log_ratio = delta.sum(-1) / n_tok  # [B]
         seq_ratio = torch.exp(seq_log_ratio).unsqueeze(-1)
-        ratio = seq_ratio.detach() * torch.exp(logprobs - logprobs.detach())  # value s, grad per token
+        ratio = seq_ratio.detach() * torch.exp(
+            logprobs - logprobs.detach()
+        )  # value s, grad per token
         per_tok = torch.minimum(
             _truncated(ratio, tis_cap) * advantages,
             torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * advantages,
@@ -154,7 +156,9 @@ def policy_loss(
             "clipped": float((clipped.to(mask.dtype) * mask).sum()),
             "ratio_sum": float((ratio_value * mask).sum()),
             "ratio_max": float((ratio_value * mask).max()) if mask.any() else 0.0,
-            "ratio_min": float(torch.where(mask > 0, ratio_value, torch.full_like(ratio_value, float("inf"))).min())
+            "ratio_min": float(
+                torch.where(mask > 0, ratio_value, torch.full_like(ratio_value, float("inf"))).min()
+            )
             if mask.any()
             else 0.0,
             "abs_delta_sum": float(d.abs().sum()),
@@ -183,7 +187,9 @@ def distill_loss(
     logp = torch.log_softmax(logits.float(), dim=-1)
     valid = teacher_ids >= 0
     student = logp.gather(-1, teacher_ids.clamp_min(0))
-    t_logits = torch.where(valid, teacher_logprobs.float(), torch.full_like(teacher_logprobs.float(), -1e9))
+    t_logits = torch.where(
+        valid, teacher_logprobs.float(), torch.full_like(teacher_logprobs.float(), -1e9)
+    )
     q = torch.softmax(t_logits, dim=-1) * valid
     per_tok = -(q * student).sum(-1)
     return (per_tok * mask).sum()

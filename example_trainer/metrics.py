@@ -29,7 +29,9 @@ class _WandbSink:
         self._run = wandb.init(project=project, group=group or None, config=config)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
-        self._run.log({f"train/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
+        self._run.log(
+            {f"train/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step
+        )
 
     def close(self) -> None:
         self._run.finish()
@@ -56,7 +58,9 @@ class MetricsLogger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a", buffering=1)
-        self._sink = _WandbSink(wandb_project, wandb_group, config or {}) if use_wandb else _NullSink()
+        self._sink = (
+            _WandbSink(wandb_project, wandb_group, config or {}) if use_wandb else _NullSink()
+        )
 
     def log(self, metrics: dict[str, Any]) -> None:
         row = {k: _clean(v) for k, v in metrics.items()}

@@ -50,4 +50,6 @@ def write_rollouts(early: list[dict[str, Any]], late: list[dict[str, Any]], out_
         for g in gs:
             # the page groups and filters by env name: use it to tell the two phases apart
             groups.append({**g, "env_name": f"arithmetic, {label}"})
-    return write_html_report(groups, out_path, title="Demo rollouts: early (first groups) and late (last groups)")
+    return write_html_report(
+        groups, out_path, title="Demo rollouts: early (first groups) and late (last groups)"
+    )

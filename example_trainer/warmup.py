@@ -17,7 +17,9 @@ import torch
 Pair = tuple[str, str]
 
 
-def _encode_pairs(tokenizer, pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _encode_pairs(
+    tokenizer, pairs: Sequence[Pair]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     eos = tokenizer.eos_token or ""
     rows, labels = [], []
     for prompt, completion in pairs:
@@ -66,7 +68,9 @@ def sft_warmup(
 
 
 @torch.no_grad()
-def greedy_accuracy(model_dir: str | Path, problems: Iterable, score: Callable, max_new_tokens: int = 4) -> float:
+def greedy_accuracy(
+    model_dir: str | Path, problems: Iterable, score: Callable, max_new_tokens: int = 4
+) -> float:
     """Fraction of ``problems`` (objects with ``.prompt``) whose greedy completion scores 1."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -76,8 +80,9 @@ def greedy_accuracy(model_dir: str | Path, problems: Iterable, score: Callable, 
     correct = 0.0
     for p in problems:
         ids = torch.tensor([tok(p.prompt, add_special_tokens=False)["input_ids"]])
-        out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=tok.pad_token_id)
-        text = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=False)
+        out = model.generate(
+            ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+        )
+        text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=False)
         correct += score(text, p)
     return correct / max(len(problems), 1)

@@ -59,7 +59,9 @@ class WeightRefresh:
     def start(self, model_path: str) -> None:
         """Called once before the first step, with the weights the run starts from."""
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
+    def refresh(
+        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
+    ) -> dict[str, Any]:
         return {"policy_version": step}
 
     def close(self) -> None:
@@ -68,7 +70,9 @@ class WeightRefresh:
     # helpers ----------------------------------------------------------------------------
     def _save(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> Path:
         self.weights_root.mkdir(parents=True, exist_ok=True)
-        out = save_model_folder(model, tokenizer, self.weights_root / f"step_{step:07d}", state_dict)
+        out = save_model_folder(
+            model, tokenizer, self.weights_root / f"step_{step:07d}", state_dict
+        )
         # keep this one and the previous (a server may still be reading it)
         for old in sorted(p for p in self.weights_root.glob("step_*") if p.is_dir())[:-2]:
             shutil.rmtree(old, ignore_errors=True)
@@ -105,16 +109,22 @@ class ReloadRefresh(WeightRefresh):
         versions = []
         for url in self.urls:
             try:
-                r = self._http.post(url.rstrip("/") + "/update_weights_from_disk", json={"model_path": path})
+                r = self._http.post(
+                    url.rstrip("/") + "/update_weights_from_disk", json={"model_path": path}
+                )
             except httpx.TransportError as e:
                 raise InferenceError(f"reload: cannot reach inference server {url}: {e!r}") from e
             if r.status_code == 404:
                 raise InferenceError(
                     f"reload: {url} has no /update_weights_from_disk endpoint; use --weight-refresh restart"
                 )
-            body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+            body = (
+                r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+            )
             if r.status_code >= 400 or body.get("success") is False:
-                raise InferenceError(f"reload: {url} refused the weights: {r.status_code} {r.text[:300]}")
+                raise InferenceError(
+                    f"reload: {url} refused the weights: {r.status_code} {r.text[:300]}"
+                )
             versions.append(body.get("weights_version"))
         self._last_version = versions[0] if versions else None
         return versions
@@ -124,7 +134,9 @@ class ReloadRefresh(WeightRefresh):
             fut, self._pending = self._pending, None
             fut.result()  # re-raises the background failure here
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
+    def refresh(
+        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
+    ) -> dict[str, Any]:
         t0 = time.perf_counter()
         self._wait_pending()
         path = str(self._save(step, model, tokenizer, state_dict).resolve())
@@ -132,8 +144,11 @@ class ReloadRefresh(WeightRefresh):
             self._pending = self._pool.submit(self._push, path)
         else:
             self._push(path)
-        return {"policy_version": step, "weights_version": self._last_version,
-                "refresh_s": time.perf_counter() - t0}
+        return {
+            "policy_version": step,
+            "weights_version": self._last_version,
+            "refresh_s": time.perf_counter() - t0,
+        }
 
     def close(self) -> None:
         try:
@@ -160,23 +175,31 @@ class RestartRefresh(WeightRefresh):
 
     def _launch(self, model_path: str) -> None:
         cmd = self.command.format(
-            model_path=shlex.quote(model_path), port=self.cfg.vllm_port,
-            served_name=shlex.quote(self.cfg.model_name), seq_len=self.cfg.seq_len,
+            model_path=shlex.quote(model_path),
+            port=self.cfg.vllm_port,
+            served_name=shlex.quote(self.cfg.model_name),
+            seq_len=self.cfg.seq_len,
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "ab")
         log.info("starting inference server: %s", cmd)
         try:
             self.proc = subprocess.Popen(shlex.split(cmd), stdout=logf, stderr=subprocess.STDOUT)
-        except OSError as e:  # e.g. the command's program is not installed: the user's --inference-command
-            raise InferenceError(f"restart: cannot start the inference server with {cmd!r}: {e}") from e
+        except (
+            OSError
+        ) as e:  # e.g. the command's program is not installed: the user's --inference-command
+            raise InferenceError(
+                f"restart: cannot start the inference server with {cmd!r}: {e}"
+            ) from e
         finally:
             logf.close()
         url = f"http://127.0.0.1:{self.cfg.vllm_port}/health"
         try:
             wait_for_http(url, timeout=self.cfg.inference_startup_timeout, proc=self.proc)
         except (TimeoutError, RuntimeError) as e:
-            raise InferenceError(f"restart: inference server did not come up ({e}); see {self.log_path}") from e
+            raise InferenceError(
+                f"restart: inference server did not come up ({e}); see {self.log_path}"
+            ) from e
 
     def _stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -191,7 +214,9 @@ class RestartRefresh(WeightRefresh):
     def start(self, model_path: str) -> None:
         self._launch(model_path)
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
+    def refresh(
+        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
+    ) -> dict[str, Any]:
         t0 = time.perf_counter()
         path = self._save(step, model, tokenizer, state_dict)
         self._stop()
@@ -218,12 +243,16 @@ class LoraRefresh(WeightRefresh):
             return PeftModel.from_pretrained(model, resume_from, is_trainable=True)
 
         lcfg = LoraConfig(
-            r=self.cfg.lora_rank, lora_alpha=self.cfg.lora_alpha,
-            target_modules=list(self.cfg.lora_target_modules), task_type="CAUSAL_LM",
+            r=self.cfg.lora_rank,
+            lora_alpha=self.cfg.lora_alpha,
+            target_modules=list(self.cfg.lora_target_modules),
+            task_type="CAUSAL_LM",
         )
         return get_peft_model(model, lcfg)
 
-    def refresh(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> dict[str, Any]:
+    def refresh(
+        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
+    ) -> dict[str, Any]:
         path = self._save(step, model, None)  # a PeftModel saves only the adapter
         # One stable name, replaced each time: envs keep requesting the same model name and always get
         # the newest adapter, and servers never accumulate one adapter per step.
@@ -232,16 +261,23 @@ class LoraRefresh(WeightRefresh):
             base = url.rstrip("/")
             r = self._http.post(base + "/v1/unload_lora_adapter", json={"lora_name": name})
             if r.status_code >= 500:
-                raise InferenceError(f"lora: {url} failed to unload adapter {name}: {r.status_code} {r.text[:300]}")
+                raise InferenceError(
+                    f"lora: {url} failed to unload adapter {name}: {r.status_code} {r.text[:300]}"
+                )
             # 4xx here means "not loaded yet" (first refresh) or no LoRA support, which the load reports.
-            r = self._http.post(base + "/v1/load_lora_adapter", json={"lora_name": name, "lora_path": str(path.resolve())})
+            r = self._http.post(
+                base + "/v1/load_lora_adapter",
+                json={"lora_name": name, "lora_path": str(path.resolve())},
+            )
             if r.status_code == 404:
                 raise InferenceError(
                     f"lora: {url} has no /v1/load_lora_adapter endpoint (vLLM needs --enable-lora and "
                     "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; the CPU engine has it)"
                 )
             if r.status_code >= 400:
-                raise InferenceError(f"lora: {url} refused adapter {name}: {r.status_code} {r.text[:300]}")
+                raise InferenceError(
+                    f"lora: {url} refused adapter {name}: {r.status_code} {r.text[:300]}"
+                )
         return {"policy_version": step, "lora_name": name}
 
     def close(self) -> None:
@@ -250,5 +286,8 @@ class LoraRefresh(WeightRefresh):
 
 def make_weight_refresh(cfg: TrainingConfig) -> WeightRefresh:
     return {
-        "none": NoRefresh, "reload": ReloadRefresh, "restart": RestartRefresh, "lora": LoraRefresh,
+        "none": NoRefresh,
+        "reload": ReloadRefresh,
+        "restart": RestartRefresh,
+        "lora": LoraRefresh,
     }[cfg.weight_refresh](cfg)

@@ -35,8 +35,15 @@ class ApiProcess:
 
     def start(self, timeout: float = 60.0) -> ApiProcess:
         cmd = [
-            sys.executable, "-m", "atroposlib.cli.run_api",
-            "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir),
+            sys.executable,
+            "-m",
+            "atroposlib.cli.run_api",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
             *self.extra_args,
         ]
         self._log = open(self.log_path, "ab")
@@ -68,7 +75,9 @@ def run_api(tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
     `run_api(data_dir=path, port=p)` restarts one on the same data directory and port."""
     started: list[ApiProcess] = []
 
-    def start(*extra_args: str, data_dir: Optional[Path] = None, port: Optional[int] = None) -> ApiProcess:
+    def start(
+        *extra_args: str, data_dir: Optional[Path] = None, port: Optional[int] = None
+    ) -> ApiProcess:
         d = data_dir or (tmp_path / f"api-data-{len(started)}")
         d.mkdir(parents=True, exist_ok=True)
         api = ApiProcess(d, list(extra_args), port=port).start()

@@ -27,37 +27,54 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("package, forbidden", [
-    ("api", ("atroposlib.envs", "atroposlib.inference", "example_trainer")),
-    ("inference", ("atroposlib.envs", "atroposlib.api", "example_trainer")),
-])
+@pytest.mark.parametrize(
+    "package, forbidden",
+    [
+        ("api", ("atroposlib.envs", "atroposlib.inference", "example_trainer")),
+        ("inference", ("atroposlib.envs", "atroposlib.api", "example_trainer")),
+    ],
+)
 def test_package_does_not_import_upper_layers(package, forbidden):
     files = sorted((PKG / package).rglob("*.py"))
     assert files, f"no modules found under atroposlib/{package}"
-    bad = [f"{f.relative_to(PKG.parent)}: {m}" for f in files for m in sorted(_imported_modules(f))
-           if m.startswith(forbidden)]
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        for m in sorted(_imported_modules(f))
+        if m.startswith(forbidden)
+    ]
     assert not bad, bad
 
 
 def test_forbidden_import_is_detected(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from atroposlib.envs.base import BaseEnv\n    import example_trainer.grpo\n")
+    probe.write_text(
+        "def f():\n    from atroposlib.envs.base import BaseEnv\n    import example_trainer.grpo\n"
+    )
     assert {"atroposlib.envs.base", "example_trainer.grpo"} <= _imported_modules(probe)
 
 
 TOOL_MODULES = [
-    "atroposlib.envs.base", "atroposlib.envs.runner", "atroposlib.frontend.report",
-    "atroposlib.frontend.viewer", "atroposlib.frontend.datagen", "atroposlib.cli.view_run",
-    "atroposlib.cli.sft", "atroposlib.cli.dpo", "atroposlib.cli.jsonl2html",
+    "atroposlib.envs.base",
+    "atroposlib.envs.runner",
+    "atroposlib.frontend.report",
+    "atroposlib.frontend.viewer",
+    "atroposlib.frontend.datagen",
+    "atroposlib.cli.view_run",
+    "atroposlib.cli.sft",
+    "atroposlib.cli.dpo",
+    "atroposlib.cli.jsonl2html",
     "atroposlib.utils.tokenize_for_trainer",
 ]
 
 
 def test_env_runtime_and_tools_import_without_torch():
-    script = ("import importlib, sys\n"
-              f"for m in {TOOL_MODULES!r}:\n"
-              "    importlib.import_module(m)\n"
-              "    assert 'torch' not in sys.modules, m\n"
-              "print('ok')\n")
+    script = (
+        "import importlib, sys\n"
+        f"for m in {TOOL_MODULES!r}:\n"
+        "    importlib.import_module(m)\n"
+        "    assert 'torch' not in sys.modules, m\n"
+        "print('ok')\n"
+    )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

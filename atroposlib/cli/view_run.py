@@ -33,17 +33,36 @@ def build_parser() -> argparse.ArgumentParser:
         description="Browse a run's scored groups (read-only): from a trajectory API or a groups JSONL file.",
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--api-url", default=None,
-                     help="Trajectory API to read with GET /peek (default http://localhost:8000).")
+    src.add_argument(
+        "--api-url",
+        default=None,
+        help="Trajectory API to read with GET /peek (default http://localhost:8000).",
+    )
     src.add_argument("--file", default=None, help="Groups JSONL file written by serve/process.")
-    src.add_argument("--demo", action="store_true", help="Show built-in example groups (no API, no file).")
-    p.add_argument("--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN).")
-    p.add_argument("--host", default="127.0.0.1", help="Interface to serve on (default: local only).")
+    src.add_argument(
+        "--demo", action="store_true", help="Show built-in example groups (no API, no file)."
+    )
+    p.add_argument(
+        "--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN)."
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="Interface to serve on (default: local only)."
+    )
     p.add_argument("--port", type=_port, default=7860, help="Port to serve on.")
-    p.add_argument("--share", action="store_true", help="Also open a public Gradio share link (off by default).")
-    p.add_argument("--tokenizer", default=None, help="Tokenizer dir or hub id, to show tokens as text.")
-    p.add_argument("--refresh-seconds", type=float, default=0.0,
-                   help="Refresh automatically every this many seconds (0: only with the button).")
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="Also open a public Gradio share link (off by default).",
+    )
+    p.add_argument(
+        "--tokenizer", default=None, help="Tokenizer dir or hub id, to show tokens as text."
+    )
+    p.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=0.0,
+        help="Refresh automatically every this many seconds (0: only with the button).",
+    )
     p.add_argument("--title", default="Atropos run viewer", help="Page title.")
     return p
 
@@ -92,11 +111,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         token_text = lambda t: bytes([t]).decode("utf-8", "replace") if t < 256 else f"[{t}]"  # noqa: E731
     state = ViewerState(source, decode=decode, token_text=token_text)
     demo = build_app(state, title=args.title, refresh_seconds=args.refresh_seconds)
-    print(f"view-run: reading {source.description}; serving on http://{args.host}:{args.port}", flush=True)
+    print(
+        f"view-run: reading {source.description}; serving on http://{args.host}:{args.port}",
+        flush=True,
+    )
     try:
         demo.launch(
-            server_name=args.host, server_port=args.port, share=args.share, inbrowser=False,
-            css=VIEW_CSS, theme=launch_theme(), footer_links=[], show_error=True,
+            server_name=args.host,
+            server_port=args.port,
+            share=args.share,
+            inbrowser=False,
+            css=VIEW_CSS,
+            theme=launch_theme(),
+            footer_links=[],
+            show_error=True,
         )
     except OSError as e:
         print(f"view-run: error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)

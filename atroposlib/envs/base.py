@@ -58,7 +58,9 @@ class BaseEnv:
         testing: bool = False,
     ) -> None:
         self.config = config
-        self.server = ServerManager(server_configs, server_class=self.server_cls, slurm=slurm, testing=testing)
+        self.server = ServerManager(
+            server_configs, server_class=self.server_cls, slurm=slurm, testing=testing
+        )
         self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
         self.tokenizer = load_tokenizer(config.tokenizer_name)
         self.curr_step = 0
@@ -69,7 +71,9 @@ class BaseEnv:
         self.checkpoint_dir = ""
         self.checkpoint_interval = -1
         self.backlog: list[Item] = []
-        self.workers: set = set()  # Atropos attribute names some envs read; the runner owns the real pool
+        self.workers: set = (
+            set()
+        )  # Atropos attribute names some envs read; the runner owns the real pool
         self.eval_workers: set = set()
         self.eval_metrics: list[tuple[str, Any]] = []
         self.rollouts_for_wandb: list[list[tuple[str, float]]] = []
@@ -84,7 +88,9 @@ class BaseEnv:
             config.data_path_to_save_groups = str(self.jsonl_writer.path)
         n_servers = len(self.server.servers)
         self.max_num_workers = (
-            config.max_num_workers if config.max_num_workers > 0 else config.max_num_workers_per_node * n_servers
+            config.max_num_workers
+            if config.max_num_workers > 0
+            else config.max_num_workers_per_node * n_servers
         )
 
     # --- configuration ---------------------------------------------------------------------
@@ -110,7 +116,9 @@ class BaseEnv:
     async def get_next_item(self) -> Item:
         raise NotImplementedError(f"{type(self).__name__} must implement get_next_item()")
 
-    async def collect_trajectory(self, item: Item) -> tuple[Optional[Union[ScoredDataItem, Any]], list[Item]]:
+    async def collect_trajectory(
+        self, item: Item
+    ) -> tuple[Optional[Union[ScoredDataItem, Any]], list[Item]]:
         raise NotImplementedError(
             f"{type(self).__name__} must implement collect_trajectories(item) or collect_trajectory(item)"
         )
@@ -119,7 +127,9 @@ class BaseEnv:
         self, item: Item
     ) -> tuple[Union[Optional[ScoredDataGroup], list[Optional[ScoredDataGroup]]], list[Item]]:
         """Default: ``group_size`` concurrent ``collect_trajectory`` calls, combined into one group."""
-        results = await asyncio.gather(*[self.collect_trajectory(item) for _ in range(self.config.group_size)])
+        results = await asyncio.gather(
+            *[self.collect_trajectory(item) for _ in range(self.config.group_size)]
+        )
         backlog: list[Item] = []
         items = []
         for scored, more in results:
@@ -153,14 +163,19 @@ class BaseEnv:
 
     def load_checkpoint(self) -> None:
         """Restore attributes saved for ``curr_step`` (called on resume)."""
-        for key, value in checkpoint.load(self.checkpoint_dir, self.wandb_prepend or self.name or "env", self.curr_step).items():
+        for key, value in checkpoint.load(
+            self.checkpoint_dir, self.wandb_prepend or self.name or "env", self.curr_step
+        ).items():
             setattr(self, key, value)
 
     async def add_rollouts_for_wandb(self, scored_data: ScoredDataGroup, item: Item = None) -> None:
         keep = self.config.num_rollouts_per_group_for_logging
         keep = len(scored_data["tokens"]) if keep == -1 else min(keep, len(scored_data["tokens"]))
         self.rollouts_for_wandb.append(
-            [(self.tokenizer.decode(scored_data["tokens"][i]), scored_data["scores"][i]) for i in range(keep)]
+            [
+                (self.tokenizer.decode(scored_data["tokens"][i]), scored_data["scores"][i])
+                for i in range(keep)
+            ]
         )
         while len(self.rollouts_for_wandb) > self.config.num_rollouts_to_keep:
             self.rollouts_for_wandb.pop(0)
@@ -183,7 +198,9 @@ class BaseEnv:
         """Log metrics (envs add theirs and call super())."""
         metrics = dict(wandb_metrics or {})
         if self.completion_lengths:
-            metrics["train/completion_lengths"] = sum(self.completion_lengths) / len(self.completion_lengths)
+            metrics["train/completion_lengths"] = sum(self.completion_lengths) / len(
+                self.completion_lengths
+            )
             metrics["train/completion_lengths_max"] = max(self.completion_lengths)
         for reason, count in self.drop_counts.items():
             metrics[f"train/groups_dropped_{reason}"] = count
@@ -194,16 +211,31 @@ class BaseEnv:
             metrics = {f"{self.wandb_prepend}_{k}": v for k, v in metrics.items()}
         self.metrics_logger.log(metrics, step=self.curr_step)
 
-    async def evaluate_log(self, metrics: dict[str, Any], task_name: Optional[str] = None,
-                           model_name: Optional[str] = None, start_time: Optional[float] = None,
-                           end_time: Optional[float] = None, generation_parameters: Optional[dict] = None,
-                           samples: Optional[list[dict]] = None, verbose: bool = True) -> None:
+    async def evaluate_log(
+        self,
+        metrics: dict[str, Any],
+        task_name: Optional[str] = None,
+        model_name: Optional[str] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
+        generation_parameters: Optional[dict] = None,
+        samples: Optional[list[dict]] = None,
+        verbose: bool = True,
+    ) -> None:
         """Write ``metrics.json`` (+ ``samples.jsonl``) to ``data_dir_to_save_evals``, print a table."""
         from atroposlib.envs.evaluation import write_eval_results
 
-        write_eval_results(self, metrics, task_name=task_name, model_name=model_name, start_time=start_time,
-                           end_time=end_time or time.time(), generation_parameters=generation_parameters,
-                           samples=samples, verbose=verbose)
+        write_eval_results(
+            self,
+            metrics,
+            task_name=task_name,
+            model_name=model_name,
+            start_time=start_time,
+            end_time=end_time or time.time(),
+            generation_parameters=generation_parameters,
+            samples=samples,
+            verbose=verbose,
+        )
 
     async def handle_send_to_api(
         self,
@@ -213,9 +245,13 @@ class BaseEnv:
         abort_on_any_max_length_exceeded: bool = True,
     ) -> list[dict[str, Any]]:
         """Filter, validate and stamp groups, save them to JSONL if configured, hand them to the sink."""
-        groups = prepare_groups(self, scored_data, abort_on_any_max_length_exceeded, self.drop_counts)
+        groups = prepare_groups(
+            self, scored_data, abort_on_any_max_length_exceeded, self.drop_counts
+        )
         for group in groups:
-            self.completion_lengths.extend(sum(1 for m in mask if m != -100) for mask in group["masks"])
+            self.completion_lengths.extend(
+                sum(1 for m in mask if m != -100) for mask in group["masks"]
+            )
             await self.add_rollouts_for_wandb(group, item)
             if self.jsonl_writer is not None:
                 self.jsonl_writer.write(group)
@@ -251,6 +287,16 @@ class BaseEnv:
 
 
 __all__ = [
-    "APIServerConfig", "BaseEnv", "BaseEnvConfig", "EvalHandlingEnum", "GroupBuilder", "Item", "Message",
-    "ScoredDataGroup", "ScoredDataItem", "ServerBaseline", "ServerManager", "load_tokenizer",
+    "APIServerConfig",
+    "BaseEnv",
+    "BaseEnvConfig",
+    "EvalHandlingEnum",
+    "GroupBuilder",
+    "Item",
+    "Message",
+    "ScoredDataGroup",
+    "ScoredDataItem",
+    "ServerBaseline",
+    "ServerManager",
+    "load_tokenizer",
 ]

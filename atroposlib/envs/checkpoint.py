@@ -18,7 +18,9 @@ def checkpoint_path(checkpoint_dir: str, env_name: str, step: int) -> Path:
     return Path(checkpoint_dir or ".") / "env_checkpoints" / env_name / f"step-{step}.json"
 
 
-def save(checkpoint_dir: str, env_name: str, step: int, data: Optional[dict[str, Any]]) -> Optional[Path]:
+def save(
+    checkpoint_dir: str, env_name: str, step: int, data: Optional[dict[str, Any]]
+) -> Optional[Path]:
     if not data:
         return None
     path = checkpoint_path(checkpoint_dir, env_name, step)

@@ -46,17 +46,33 @@ def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
         raise SystemExit(0) from None
     except ConfigError as e:
         _fail(str(e))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for noisy in ("httpx", "httpcore", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        env = env_cls(config=loaded.env, server_configs=loaded.servers, slurm=loaded.slurm, testing=loaded.testing)
+        env = env_cls(
+            config=loaded.env,
+            server_configs=loaded.servers,
+            slurm=loaded.slurm,
+            testing=loaded.testing,
+        )
     except (ConfigError, ModelLoadError) as e:
         _fail(str(e))
-    logging.getLogger(__name__).info("%s %s: %d group(s) of %d; servers: %s", env_cls.__name__, sub,
-                                     loaded.env.total_steps, loaded.env.group_size,
-                                     ", ".join(s.config.base_url or s.config.server_type for s in env.server.servers))
-    runner = {"serve": env.env_manager, "process": env.process_manager, "evaluate": env._run_evaluate}[sub]
+    logging.getLogger(__name__).info(
+        "%s %s: %d group(s) of %d; servers: %s",
+        env_cls.__name__,
+        sub,
+        loaded.env.total_steps,
+        loaded.env.group_size,
+        ", ".join(s.config.base_url or s.config.server_type for s in env.server.servers),
+    )
+    runner = {
+        "serve": env.env_manager,
+        "process": env.process_manager,
+        "evaluate": env._run_evaluate,
+    }[sub]
     try:
         asyncio.run(runner())
     except ConfigError as e:

@@ -25,12 +25,16 @@ class BaseEnvConfig(BaseModel):
 
     model_config = ConfigDict(validate_assignment=True, use_enum_values=False)
 
-    group_size: int = Field(default=4, ge=1, description="How many responses are grouped together for scoring.")
+    group_size: int = Field(
+        default=4, ge=1, description="How many responses are grouped together for scoring."
+    )
     max_num_workers: int = Field(
         default=-1,
         description="Maximum concurrent rollout workers; -1 means max_num_workers_per_node x number of servers.",
     )
-    max_eval_workers: int = Field(default=16, ge=1, description="Maximum concurrent workers during evaluation.")
+    max_eval_workers: int = Field(
+        default=16, ge=1, description="Maximum concurrent workers during evaluation."
+    )
     max_num_workers_per_node: int = Field(
         default=8, ge=1, description="Workers per inference server when max_num_workers is -1."
     )
@@ -46,38 +50,50 @@ class BaseEnvConfig(BaseModel):
         "eval_limit_ratio, NONE keeps going.",
     )
     eval_limit_ratio: float = Field(
-        default=0.5, ge=0.0, le=1.0, description="Fraction of training workers kept during evals (LIMIT_TRAIN)."
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Fraction of training workers kept during evals (LIMIT_TRAIN).",
     )
     inference_weight: float = Field(
         default=1.0,
         description="Share of inference capacity for this env relative to others; -1 ignores it.",
     )
     batch_size: int = Field(
-        default=-1, description="Training batch size in sequences; set by the trainer through the API (/info)."
+        default=-1,
+        description="Training batch size in sequences; set by the trainer through the API (/info).",
     )
     max_batches_offpolicy: int = Field(
-        default=3, description="Maximum number of batches queued ahead of the trainer (off-policy limit)."
+        default=3,
+        description="Maximum number of batches queued ahead of the trainer (off-policy limit).",
     )
     tokenizer_name: str = Field(
         default="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
         description="Hugging Face tokenizer name or local directory.",
     )
     use_wandb: bool = Field(
-        default=True, description="Log to Weights & Biases (falls back to offline/disabled without credentials)."
+        default=True,
+        description="Log to Weights & Biases (falls back to offline/disabled without credentials).",
     )
     rollout_server_url: str = Field(
         default="http://localhost:8000", description="URL of the trajectory API (run-api)."
     )
     total_steps: int = Field(
-        default=1000, description="Trainer steps to generate for (serve) or number of groups to make (process)."
+        default=1000,
+        description="Trainer steps to generate for (serve) or number of groups to make (process).",
     )
-    wandb_name: Optional[str] = Field(default=None, description="Name of this env in the API and in wandb.")
-    num_rollouts_to_keep: int = Field(default=32, ge=0, description="Number of rollouts to keep for logging.")
+    wandb_name: Optional[str] = Field(
+        default=None, description="Name of this env in the API and in wandb."
+    )
+    num_rollouts_to_keep: int = Field(
+        default=32, ge=0, description="Number of rollouts to keep for logging."
+    )
     num_rollouts_per_group_for_logging: int = Field(
         default=1, description="Rollouts per group kept for logging; -1 keeps all of them."
     )
     ensure_scores_are_not_same: bool = Field(
-        default=True, description="Drop groups whose scores are all equal (they carry no learning signal)."
+        default=True,
+        description="Drop groups whose scores are all equal (they carry no learning signal).",
     )
     data_path_to_save_groups: Optional[str] = Field(
         default=None, description="If set, append every produced group to this JSONL file."
@@ -86,34 +102,41 @@ class BaseEnvConfig(BaseModel):
         default=None, description="Directory for evaluation results (metrics.json, samples.jsonl)."
     )
     min_items_sent_before_logging: int = Field(
-        default=2, description="Groups sent before the env logs its metrics; 0 or less logs every step."
+        default=2,
+        description="Groups sent before the env logs its metrics; 0 or less logs every step.",
     )
     include_messages: bool = Field(
         default=False, description="Send each sequence's messages to the trainer along with tokens."
     )
     min_batch_allocation: Optional[float] = Field(
-        default=None, ge=0.0, le=1.0, description="Minimum fraction (0-1) of every batch reserved for this env."
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Minimum fraction (0-1) of every batch reserved for this env.",
     )
     worker_timeout: float = Field(
-        default=600, description="Seconds before a rollout worker is cancelled and its item retried; -1: never."
+        default=600,
+        description="Seconds before a rollout worker is cancelled and its item retried; -1: never.",
     )
     thinking_mode: bool = Field(
         default=False,
         description="Ask for thinking: chat requests carry chat_template_kwargs.enable_thinking (vllm/sglang, "
-        "managed_server templates); envs may also read it to change their prompts."
+        "managed_server templates); envs may also read it to change their prompts.",
     )
     reasoning_effort: Optional[Literal["low", "medium", "high"]] = Field(
-        default=None, description="Sent as reasoning_effort with chat requests to server_type openai."
+        default=None,
+        description="Sent as reasoning_effort with chat requests to server_type openai.",
     )
     max_reasoning_tokens: Optional[int] = Field(
-        default=None, ge=1, description="Token budget for reasoning; read by envs (not sent to servers by the runtime)."
+        default=None,
+        ge=1,
+        description="Token budget for reasoning; read by envs (not sent to servers by the runtime).",
     )
     spool_dir: Optional[str] = Field(
         default=None,
         description="Directory of the on-disk spool for groups the API cannot take yet (serve); "
         "default: ./spool/<env name>.",
     )
-
 
 
 __all__ = ["BaseEnvConfig", "EvalHandlingEnum"]

@@ -93,7 +93,9 @@ def _format_validation_error(err: ValidationError, sources: dict[str, str], pref
     loc = ".".join(str(p) for p in first.get("loc", ()))
     key = f"{prefix}{loc}" if loc else prefix.rstrip(".")
     where = sources.get(key, "defaults")
-    return f"invalid value for --{key} (from {where}): {first.get('msg')} (got {first.get('input')!r})"
+    return (
+        f"invalid value for --{key} (from {where}): {first.get('msg')} (got {first.get('input')!r})"
+    )
 
 
 def _split_flags(argv: Sequence[str], env_model: type[BaseModel]) -> tuple[dict[str, str], bool]:
@@ -112,7 +114,9 @@ def _split_flags(argv: Sequence[str], env_model: type[BaseModel]) -> tuple[dict[
             raise ConfigError(f"unexpected argument {tok!r}; flags look like --env.group_size 8")
         name, eq, value = tok[2:].partition("=")
         if name not in known:
-            raise ConfigError(f"unknown flag --{name}{_suggest('--' + name, ['--' + k for k in known])}")
+            raise ConfigError(
+                f"unknown flag --{name}{_suggest('--' + name, ['--' + k for k in known])}"
+            )
         is_bool = known[name]
         if not eq:
             nxt = argv[i + 1] if i + 1 < len(argv) else None
@@ -146,7 +150,9 @@ def _read_yaml(path: str) -> dict[str, Any]:
     data = load_yaml_mapping(path)
     for key in data:
         if key not in _TOP_LEVEL_YAML_KEYS:
-            raise ConfigError(f"--config {path}: unknown top-level key {key!r}{_suggest(str(key), _TOP_LEVEL_YAML_KEYS)}")
+            raise ConfigError(
+                f"--config {path}: unknown top-level key {key!r}{_suggest(str(key), _TOP_LEVEL_YAML_KEYS)}"
+            )
     return data
 
 
@@ -155,7 +161,9 @@ def _check_keys(mapping: Any, model: type[BaseModel], where: str) -> dict[str, A
         raise ConfigError(f"{where} must be a mapping of field names to values")
     for key in mapping:
         if key not in model.model_fields:
-            raise ConfigError(f"{where}: unknown field {key!r}{_suggest(str(key), list(model.model_fields))}")
+            raise ConfigError(
+                f"{where}: unknown field {key!r}{_suggest(str(key), list(model.model_fields))}"
+            )
     return dict(mapping)
 
 
@@ -181,7 +189,11 @@ def subcommand_env_defaults(env_cls: type, subcommand: str, env: BaseEnvConfig) 
 
 
 def _resolve_servers(
-    defaults: Any, yaml_openai: Any, cli_openai: dict[str, Any], sources: dict[str, str], config_path: str
+    defaults: Any,
+    yaml_openai: Any,
+    cli_openai: dict[str, Any],
+    sources: dict[str, str],
+    config_path: str,
 ) -> ServerConfigs:
     if isinstance(defaults, APIServerConfig):
         base: list[APIServerConfig] = [defaults]
@@ -189,7 +201,11 @@ def _resolve_servers(
         base = list(defaults)
     else:
         base = []
-    baseline = defaults if (isinstance(defaults, ServerBaseline) and not isinstance(defaults, APIServerConfig)) else None
+    baseline = (
+        defaults
+        if (isinstance(defaults, ServerBaseline) and not isinstance(defaults, APIServerConfig))
+        else None
+    )
     if yaml_openai is None and not cli_openai:
         return baseline if baseline is not None and not base else base
 
@@ -209,7 +225,9 @@ def _resolve_servers(
             raise ConfigError(f"--config {config_path}: 'openai' is an empty list")
         dicts = []
         for i, entry in enumerate(entries):
-            where = f"--config {config_path}: openai" + (f"[{i}]" if isinstance(yaml_openai, list) else "")
+            where = f"--config {config_path}: openai" + (
+                f"[{i}]" if isinstance(yaml_openai, list) else ""
+            )
             dicts.append({**template(i), **_check_keys(entry, APIServerConfig, where)})
     else:
         dicts = [template(i) for i in range(max(1, len(base)))]
@@ -219,7 +237,10 @@ def _resolve_servers(
         urls = overrides.pop("base_url", None)
         if urls is not None:
             url_list = [u.strip() for u in str(urls).split(",") if u.strip()] if urls else [""]
-            dicts = [{**(dicts[i] if i < len(dicts) else dicts[0]), "base_url": u} for i, u in enumerate(url_list)]
+            dicts = [
+                {**(dicts[i] if i < len(dicts) else dicts[0]), "base_url": u}
+                for i, u in enumerate(url_list)
+            ]
         dicts = [{**d, **overrides} for d in dicts]
 
     servers = []
@@ -238,7 +259,9 @@ def load_config(env_cls: type, subcommand: str, argv: Sequence[str]) -> LoadedCo
     ``HelpRequested`` carrying the help text.
     """
     if subcommand not in SUBCOMMANDS:
-        raise ConfigError(f"unknown subcommand {subcommand!r}{_suggest(subcommand, SUBCOMMANDS)}; use one of {', '.join(SUBCOMMANDS)}")
+        raise ConfigError(
+            f"unknown subcommand {subcommand!r}{_suggest(subcommand, SUBCOMMANDS)}; use one of {', '.join(SUBCOMMANDS)}"
+        )
     env_default, server_default = env_cls.config_init()
     env_model = type(env_default)
     flags, help_requested = _split_flags(argv, env_model)
@@ -280,9 +303,17 @@ def load_config(env_cls: type, subcommand: str, argv: Sequence[str]) -> LoadedCo
         env = env_model.model_validate(merged)
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, sources, "env.")) from None
-    servers = _resolve_servers(server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path))
-    return LoadedConfig(env=env, servers=servers, slurm=top["slurm"], testing=top["testing"],
-                        config_path=config_path, sources=sources)
+    servers = _resolve_servers(
+        server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path)
+    )
+    return LoadedConfig(
+        env=env,
+        servers=servers,
+        slurm=top["slurm"],
+        testing=top["testing"],
+        config_path=config_path,
+        sources=sources,
+    )
 
 
 class HelpRequested(Exception):
@@ -295,8 +326,13 @@ def _fmt_default(v: Any) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def render_help(env_cls: type, subcommand: str, env_model: type[BaseModel], env_values: dict[str, Any],
-                server_default: Any) -> str:
+def render_help(
+    env_cls: type,
+    subcommand: str,
+    env_model: type[BaseModel],
+    env_values: dict[str, Any],
+    server_default: Any,
+) -> str:
     """Every flag with its description and the default that applies to this env and subcommand."""
     if isinstance(server_default, list) and server_default:
         server_values = _dump(server_default[0])
@@ -319,7 +355,9 @@ def render_help(env_cls: type, subcommand: str, env_model: type[BaseModel], env_
         "env options:",
     ]
     for name, f in env_model.model_fields.items():
-        lines.append(f"  --env.{name:<36} {f.description or ''} (default: {_fmt_default(env_values.get(name))})")
+        lines.append(
+            f"  --env.{name:<36} {f.description or ''} (default: {_fmt_default(env_values.get(name))})"
+        )
     lines += ["", "openai (inference server) options:"]
     for name, f in APIServerConfig.model_fields.items():
         value = server_values.get(name)
@@ -328,4 +366,11 @@ def render_help(env_cls: type, subcommand: str, env_model: type[BaseModel], env_
     return "\n".join(lines)
 
 
-__all__ = ["HelpRequested", "LoadedConfig", "ServerConfigs", "load_config", "render_help", "subcommand_env_defaults"]
+__all__ = [
+    "HelpRequested",
+    "LoadedConfig",
+    "ServerConfigs",
+    "load_config",
+    "render_help",
+    "subcommand_env_defaults",
+]

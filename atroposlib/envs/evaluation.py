@@ -23,7 +23,11 @@ def format_table(task: str, metrics: dict[str, Any], seconds: Optional[float] = 
     w1 = max([len("metric")] + [len(k) for k, _ in rows])
     w2 = max([len("value")] + [len(v) for _, v in rows])
     head = f"{task}" + (f"  ({seconds:.1f}s)" if seconds is not None else "")
-    lines = [head, f"| {'metric'.ljust(w1)} | {'value'.rjust(w2)} |", f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|"]
+    lines = [
+        head,
+        f"| {'metric'.ljust(w1)} | {'value'.rjust(w2)} |",
+        f"|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|",
+    ]
     lines += [f"| {k.ljust(w1)} | {v.rjust(w2)} |" for k, v in rows]
     return "\n".join(lines)
 
@@ -35,10 +39,18 @@ def _model_name(env: Any) -> Optional[str]:
     return name
 
 
-def write_eval_results(env: Any, metrics: dict[str, Any], *, task_name: Optional[str] = None,
-                       model_name: Optional[str] = None, start_time: Optional[float] = None,
-                       end_time: Optional[float] = None, generation_parameters: Optional[dict] = None,
-                       samples: Optional[list[dict]] = None, verbose: bool = True) -> Optional[Path]:
+def write_eval_results(
+    env: Any,
+    metrics: dict[str, Any],
+    *,
+    task_name: Optional[str] = None,
+    model_name: Optional[str] = None,
+    start_time: Optional[float] = None,
+    end_time: Optional[float] = None,
+    generation_parameters: Optional[dict] = None,
+    samples: Optional[list[dict]] = None,
+    verbose: bool = True,
+) -> Optional[Path]:
     task = task_name or f"{env.name or type(env).__name__}_eval"
     end = end_time or time.time()
     start = start_time or end
@@ -52,8 +64,11 @@ def write_eval_results(env: Any, metrics: dict[str, Any], *, task_name: Optional
     out.mkdir(parents=True, exist_ok=True)
     params = {"max_new_tokens": env.config.max_token_length, **(generation_parameters or {})}
     result = {
-        "config_general": {"model_name": model_name or _model_name(env),
-                           "total_evaluation_time_seconds": str(end - start), "generation_parameters": params},
+        "config_general": {
+            "model_name": model_name or _model_name(env),
+            "total_evaluation_time_seconds": str(end - start),
+            "generation_parameters": params,
+        },
         "results": {f"atropos|{task}|0": metrics, "all": metrics},
     }
     (out / "metrics.json").write_text(json.dumps(result, indent=2, default=str))
@@ -75,7 +90,9 @@ async def run_evaluate(env: Any) -> None:
         if not env._eval_logged:
             metrics = {k: v for k, v in (env.eval_metrics or [])}
             if not metrics:
-                logger.warning("evaluate() reported no metrics (neither evaluate_log() nor self.eval_metrics)")
+                logger.warning(
+                    "evaluate() reported no metrics (neither evaluate_log() nor self.eval_metrics)"
+                )
             write_eval_results(env, metrics, start_time=start, end_time=time.time())
     finally:
         await env.server.close()

@@ -55,7 +55,9 @@ class FakeOpenAIServer:
 
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or tiny_tokenizer_dir()))
         self.tokenizer = tokenizer
-        self._cycle = itertools.cycle(list(responses) if responses else ["This is a fake completion."])
+        self._cycle = itertools.cycle(
+            list(responses) if responses else ["This is a fake completion."]
+        )
         self.responder = responder
         self.model = model
         self.port = port or free_port()
@@ -79,9 +81,13 @@ class FakeOpenAIServer:
     def start(self, timeout: float = 30.0) -> FakeOpenAIServer:
         import uvicorn
 
-        config = uvicorn.Config(self._app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            self._app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"fake-openai-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, name=f"fake-openai-{self.port}", daemon=True
+        )
         self._thread.start()
         wait_for_http(f"http://127.0.0.1:{self.port}/health", timeout=timeout)
         return self
@@ -124,7 +130,9 @@ class FakeOpenAIServer:
             ids, finish = ids[: int(max_tokens)], "length"
         elif self.tokenizer.eos_token_id is not None:
             ids = ids + [self.tokenizer.eos_token_id]
-        shown = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        shown = self.tokenizer.decode(
+            ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
         return {"ids": ids, "text": shown, "finish": finish}
 
     def _app(self):
@@ -143,7 +151,9 @@ class FakeOpenAIServer:
                 status = self._failures.pop(0) if self._failures else None
             if status is None:
                 return None
-            return JSONResponse({"error": {"message": f"scripted failure {status}"}}, status_code=status)
+            return JSONResponse(
+                {"error": {"message": f"scripted failure {status}"}}, status_code=status
+            )
 
         @app.post("/v1/completions")
         async def completions(request: Request):
@@ -158,27 +168,50 @@ class FakeOpenAIServer:
                 prompt_ids = [int(t) for t in prompt]
                 prompt_text = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
             elif isinstance(prompt, str):
-                prompt_text, prompt_ids = prompt, list(self.tokenizer.encode(prompt, add_special_tokens=True))
+                prompt_text, prompt_ids = (
+                    prompt,
+                    list(self.tokenizer.encode(prompt, add_special_tokens=True)),
+                )
             else:
-                return JSONResponse({"error": {"message": "prompt must be a string or a list of token ids"}}, 400)
+                return JSONResponse(
+                    {"error": {"message": "prompt must be a string or a list of token ids"}}, 400
+                )
             choices = []
             for i in range(int(body.get("n") or 1)):
                 g = await run_in_threadpool(self._generate, prompt_text, body, i)
-                ch: dict[str, Any] = {"index": i, "text": g["text"], "finish_reason": g["finish"], "logprobs": None}
+                ch: dict[str, Any] = {
+                    "index": i,
+                    "text": g["text"],
+                    "finish_reason": g["finish"],
+                    "logprobs": None,
+                }
                 if body.get("logprobs") not in (None, False):
                     toks = [self.tokenizer.decode([t], skip_special_tokens=False) for t in g["ids"]]
                     lps = [fake_logprob(t, len(prompt_ids) + j) for j, t in enumerate(g["ids"])]
-                    ch["logprobs"] = {"tokens": toks, "token_logprobs": lps,
-                                      "top_logprobs": [{tk: lp} for tk, lp in zip(toks, lps, strict=True)],
-                                      "text_offset": list(itertools.accumulate([0] + [len(t) for t in toks[:-1]]))}
+                    ch["logprobs"] = {
+                        "tokens": toks,
+                        "token_logprobs": lps,
+                        "top_logprobs": [{tk: lp} for tk, lp in zip(toks, lps, strict=True)],
+                        "text_offset": list(
+                            itertools.accumulate([0] + [len(t) for t in toks[:-1]])
+                        ),
+                    }
                 if body.get("return_token_ids"):
                     ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
                 choices.append(ch)
             n_out = sum(len(c.get("token_ids") or []) for c in choices)
-            return {"id": f"cmpl-{uuid.uuid4().hex[:10]}", "object": "text_completion", "created": int(time.time()),
-                    "model": self.model, "choices": choices,
-                    "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": n_out,
-                              "total_tokens": len(prompt_ids) + n_out}}
+            return {
+                "id": f"cmpl-{uuid.uuid4().hex[:10]}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": len(prompt_ids),
+                    "completion_tokens": n_out,
+                    "total_tokens": len(prompt_ids) + n_out,
+                },
+            }
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request):
@@ -188,24 +221,44 @@ class FakeOpenAIServer:
                 return f
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
-                return JSONResponse({"error": {"message": "messages must be a non-empty list"}}, 400)
-            prompt_text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+                return JSONResponse(
+                    {"error": {"message": "messages must be a non-empty list"}}, 400
+                )
+            prompt_text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
             prompt_ids = list(self.tokenizer.encode(prompt_text, add_special_tokens=False))
             choices = []
             for i in range(int(body.get("n") or 1)):
                 g = await run_in_threadpool(self._generate, prompt_text, body, i)
-                ch = {"index": i, "message": {"role": "assistant", "content": g["text"]},
-                      "finish_reason": g["finish"], "logprobs": None}
+                ch = {
+                    "index": i,
+                    "message": {"role": "assistant", "content": g["text"]},
+                    "finish_reason": g["finish"],
+                    "logprobs": None,
+                }
                 if body.get("logprobs"):
-                    ch["logprobs"] = {"content": [
-                        {"token": self.tokenizer.decode([t], skip_special_tokens=False), "bytes": None,
-                         "logprob": fake_logprob(t, len(prompt_ids) + j), "top_logprobs": []}
-                        for j, t in enumerate(g["ids"])]}
+                    ch["logprobs"] = {
+                        "content": [
+                            {
+                                "token": self.tokenizer.decode([t], skip_special_tokens=False),
+                                "bytes": None,
+                                "logprob": fake_logprob(t, len(prompt_ids) + j),
+                                "top_logprobs": [],
+                            }
+                            for j, t in enumerate(g["ids"])
+                        ]
+                    }
                 if body.get("return_token_ids"):
                     ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
                 choices.append(ch)
-            return {"id": f"chatcmpl-{uuid.uuid4().hex[:10]}", "object": "chat.completion",
-                    "created": int(time.time()), "model": self.model, "choices": choices}
+            return {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:10]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": choices,
+            }
 
         @app.post("/generate")
         async def sglang_generate(request: Request):
@@ -224,11 +277,15 @@ class FakeOpenAIServer:
                 ids = [int(t) for t in p] if isinstance(p, list) else list(self.tokenizer.encode(p))
                 text = self.tokenizer.decode(ids, skip_special_tokens=False)
                 g = await run_in_threadpool(self._generate, text, gen_body, i)
-                meta: dict[str, Any] = {"prompt_tokens": len(ids), "completion_tokens": len(g["ids"]),
-                                        "finish_reason": {"type": g["finish"]}}
+                meta: dict[str, Any] = {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": len(g["ids"]),
+                    "finish_reason": {"type": g["finish"]},
+                }
                 if body.get("return_logprob"):
-                    meta["output_token_logprobs"] = [[fake_logprob(t, len(ids) + j), t, None]
-                                                     for j, t in enumerate(g["ids"])]
+                    meta["output_token_logprobs"] = [
+                        [fake_logprob(t, len(ids) + j), t, None] for j, t in enumerate(g["ids"])
+                    ]
                 results.append({"text": g["text"], "output_ids": g["ids"], "meta_info": meta})
             return results[0] if single else results
 

@@ -19,8 +19,15 @@ from pydantic import ValidationError
 from atroposlib.errors import SchemaError
 from atroposlib.type_definitions import ScoredDataGroup, ScoredDataItem, validate_group
 
-_PER_SEQUENCE = ("messages", "inference_logprobs", "advantages", "ref_logprobs", "overrides",
-                 "distill_token_ids", "distill_logprobs")
+_PER_SEQUENCE = (
+    "messages",
+    "inference_logprobs",
+    "advantages",
+    "ref_logprobs",
+    "overrides",
+    "distill_token_ids",
+    "distill_logprobs",
+)
 
 
 class GroupBuilder:
@@ -61,33 +68,51 @@ class GroupBuilder:
         """Add one sequence. ``reward_unavailable=True`` marks the group's reward as unavailable
         (infrastructure failure): the trainer masks it out instead of training on a 0."""
         if len(tokens) != len(masks):
-            raise SchemaError(f"sequence {len(self.tokens)}: {len(tokens)} tokens but {len(masks)} masks")
+            raise SchemaError(
+                f"sequence {len(self.tokens)}: {len(tokens)} tokens but {len(masks)} masks"
+            )
         self.tokens.append(list(tokens))
         self.masks.append(list(masks))
         self.scores.append(float(score))
-        values = {"messages": messages, "inference_logprobs": inference_logprobs, "advantages": advantages,
-                  "ref_logprobs": ref_logprobs, "overrides": overrides}
+        values = {
+            "messages": messages,
+            "inference_logprobs": inference_logprobs,
+            "advantages": advantages,
+            "ref_logprobs": ref_logprobs,
+            "overrides": overrides,
+        }
         for key, value in values.items():
             if value is not None:
                 self.optional[key].append(list(value) if key != "overrides" else dict(value))
             elif self.optional[key]:
-                raise SchemaError(f"sequence {len(self.tokens) - 1}: {key} missing but given for earlier sequences")
+                raise SchemaError(
+                    f"sequence {len(self.tokens) - 1}: {key} missing but given for earlier sequences"
+                )
         self.reward_unavailable = self.reward_unavailable or reward_unavailable
         return self
 
     def add_item(self, item: ScoredDataItem) -> GroupBuilder:
         """Add a ``ScoredDataItem`` (what ``collect_trajectory`` returns)."""
-        self.add(item["tokens"], item["masks"], item["scores"], messages=item.get("messages"),
-                 inference_logprobs=item.get("inference_logprobs"), advantages=item.get("advantages"),
-                 ref_logprobs=item.get("ref_logprobs"), overrides=item.get("overrides"),
-                 reward_unavailable=item.get("reward_status") == "unavailable")
+        self.add(
+            item["tokens"],
+            item["masks"],
+            item["scores"],
+            messages=item.get("messages"),
+            inference_logprobs=item.get("inference_logprobs"),
+            advantages=item.get("advantages"),
+            ref_logprobs=item.get("ref_logprobs"),
+            overrides=item.get("overrides"),
+            reward_unavailable=item.get("reward_status") == "unavailable",
+        )
         if item.get("group_overrides"):
             self.group_overrides.update(item["group_overrides"])
         return self
 
     def add_node(self, node: Any, score: float, **kwargs: Any) -> GroupBuilder:
         """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs)."""
-        return self.add(node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs, **kwargs)
+        return self.add(
+            node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs, **kwargs
+        )
 
     def build(self, validate: bool = True) -> ScoredDataGroup:
         """The group dict; raises ``SchemaError`` naming the field when it would be rejected."""
@@ -95,7 +120,9 @@ class GroupBuilder:
         for key, rows in self.optional.items():
             if rows:
                 if len(rows) != len(self.tokens):
-                    raise SchemaError(f"{key} given for {len(rows)} of {len(self.tokens)} sequences")
+                    raise SchemaError(
+                        f"{key} given for {len(rows)} of {len(self.tokens)} sequences"
+                    )
                 group[key] = rows
         if self.generation_params is not None:
             group["generation_params"] = self.generation_params

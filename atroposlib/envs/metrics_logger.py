@@ -70,22 +70,35 @@ class WandbMetricsLogger(NullMetricsLogger):
 
 
 def make_metrics_logger(
-    use_wandb: bool, *, project: Optional[str], group: Optional[str], name: Optional[str], config: dict[str, Any]
+    use_wandb: bool,
+    *,
+    project: Optional[str],
+    group: Optional[str],
+    name: Optional[str],
+    config: dict[str, Any],
 ) -> NullMetricsLogger:
     if not use_wandb:
         return NullMetricsLogger()
     mode = os.environ.get("WANDB_MODE")
     if mode is None and not _has_wandb_credentials():
         mode = "offline"
-        logger.warning("use_wandb is on but no wandb credentials were found: logging wandb OFFLINE (wandb sync later)")
+        logger.warning(
+            "use_wandb is on but no wandb credentials were found: logging wandb OFFLINE (wandb sync later)"
+        )
     if mode == "disabled":
         logger.info("wandb disabled by WANDB_MODE=disabled; metrics are not logged")
         return NullMetricsLogger()
     try:
         import wandb
 
-        run = wandb.init(project=project or "atropos", group=group, name=name, config=config, mode=mode,
-                         settings=wandb.Settings(silent=True, init_timeout=30))
+        run = wandb.init(
+            project=project or "atropos",
+            group=group,
+            name=name,
+            config=config,
+            mode=mode,
+            settings=wandb.Settings(silent=True, init_timeout=30),
+        )
         return WandbMetricsLogger(run)
     except Exception:  # wandb raises many types; metrics must never stop a run
         logger.exception("wandb could not start; metrics are not logged for this run")

@@ -42,8 +42,13 @@ class ProcessRunner:
         env.process_mode = True  # Atropos names, read by some envs
         env.n_groups_to_process = self.n_groups
         env.group_size_to_process = env.config.group_size
-        env.metrics_logger = make_metrics_logger(env.config.use_wandb, project="atropos-process", group=None,
-                                                 name=env.config.wandb_name, config=env.config.model_dump(mode="json"))
+        env.metrics_logger = make_metrics_logger(
+            env.config.use_wandb,
+            project="atropos-process",
+            group=None,
+            name=env.config.wandb_name,
+            config=env.config.model_dump(mode="json"),
+        )
         try:
             await env.setup()
             await self._produce()
@@ -52,16 +57,26 @@ class ProcessRunner:
             self._write_report()
             await env.server.close()
             env.metrics_logger.finish()
-        logger.info("process: %d group(s) written to %s (%d attempt(s) gave no group, %d hook error(s))",
-                    self.done, env.jsonl_writer.path, self.failed, self.hook_errors)
+        logger.info(
+            "process: %d group(s) written to %s (%d attempt(s) gave no group, %d hook error(s))",
+            self.done,
+            env.jsonl_writer.path,
+            self.failed,
+            self.hook_errors,
+        )
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, self.stop.set)
-            except (NotImplementedError, RuntimeError):  # not the main thread / no signal support here
-                logger.debug("cannot install a handler for %s here; Ctrl-C interrupts without a summary", sig)
+            except (
+                NotImplementedError,
+                RuntimeError,
+            ):  # not the main thread / no signal support here
+                logger.debug(
+                    "cannot install a handler for %s here; Ctrl-C interrupts without a summary", sig
+                )
 
     async def _produce(self) -> None:
         env = self.env
@@ -73,8 +88,12 @@ class ProcessRunner:
         stop_wait = asyncio.ensure_future(self.stop.wait())
         try:
             while not self.stop.is_set():
-                while (len(running) < concurrency and self.done + len(running) < self.n_groups
-                       and self.attempted < max_attempts and not self.exhausted):
+                while (
+                    len(running) < concurrency
+                    and self.done + len(running) < self.n_groups
+                    and self.attempted < max_attempts
+                    and not self.exhausted
+                ):
                     item = env.backlog.pop() if env.backlog else await env.get_next_item()
                     if item is None:
                         self.exhausted = True
@@ -83,14 +102,18 @@ class ProcessRunner:
                     running.add(asyncio.ensure_future(self._one(item)))
                 if not running:
                     break
-                finished, running = await asyncio.wait(running | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                finished, running = await asyncio.wait(
+                    running | {stop_wait}, return_when=asyncio.FIRST_COMPLETED
+                )
                 running.discard(stop_wait)
                 finished.discard(stop_wait)
                 if bar is not None:
                     bar.n = self.done
                     rate = self.done / max(time.monotonic() - start, 1e-9)
                     mean = sum(self.scores) / len(self.scores) if self.scores else float("nan")
-                    bar.set_postfix(mean_score=f"{mean:.3f}", groups_per_s=f"{rate:.2f}", refresh=False)
+                    bar.set_postfix(
+                        mean_score=f"{mean:.3f}", groups_per_s=f"{rate:.2f}", refresh=False
+                    )
                     bar.refresh()
             if self.stop.is_set():
                 logger.warning("interrupted: keeping the %d group(s) already written", self.done)
@@ -103,7 +126,11 @@ class ProcessRunner:
             if bar is not None:
                 bar.close()
         if self.exhausted and self.done < self.n_groups:
-            logger.warning("get_next_item() returned None: the env has no more items (%d/%d groups)", self.done, self.n_groups)
+            logger.warning(
+                "get_next_item() returned None: the env has no more items (%d/%d groups)",
+                self.done,
+                self.n_groups,
+            )
 
     async def _one(self, item: Any) -> None:
         env = self.env
@@ -116,8 +143,12 @@ class ProcessRunner:
             if groups:
                 room = self.n_groups - self.done
                 items = groups if isinstance(groups, list) else [groups]
-                written = await env.handle_send_to_api(items[: max(room, 0)], item, do_send_to_api=False,
-                                                       abort_on_any_max_length_exceeded=False)
+                written = await env.handle_send_to_api(
+                    items[: max(room, 0)],
+                    item,
+                    do_send_to_api=False,
+                    abort_on_any_max_length_exceeded=False,
+                )
             if not written:
                 self.failed += 1
             for g in written:
@@ -149,7 +180,11 @@ class ProcessRunner:
             return None
         from tqdm import tqdm
 
-        return tqdm(total=self.n_groups, desc=f"{self.env.name or type(self.env).__name__} groups", unit="group")
+        return tqdm(
+            total=self.n_groups,
+            desc=f"{self.env.name or type(self.env).__name__} groups",
+            unit="group",
+        )
 
     def _write_report(self) -> None:
         path = Path(self.env.jsonl_writer.path)
@@ -160,8 +195,12 @@ class ProcessRunner:
             return
         out = path.with_suffix(".html")
         try:
-            self.report_path = write_html_report(path, out, title=f"{self.env.name or type(self.env).__name__} rollouts",
-                                                 tokenizer=self.env.tokenizer)
+            self.report_path = write_html_report(
+                path,
+                out,
+                title=f"{self.env.name or type(self.env).__name__} rollouts",
+                tokenizer=self.env.tokenizer,
+            )
             logger.info("HTML report: %s", self.report_path)
         except Exception:
             logger.exception("writing the HTML report failed (the JSONL %s is complete)", path)

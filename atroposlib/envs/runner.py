@@ -37,21 +37,36 @@ MAX_ITEM_ATTEMPTS = 3
 
 
 class ServeRunner:
-    def __init__(self, env: Any, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0) -> None:
+    def __init__(
+        self, env: Any, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0
+    ) -> None:
         self.env = env
         self.cfg = env.config
         self.tick_seconds = tick_seconds
         self.shutdown_grace = shutdown_grace
-        self.client = AsyncTrajectoryClient(self.cfg.rollout_server_url, token=os.environ.get("ATROPOS_API_TOKEN"),
-                                            retries=1, timeout=30.0)
+        self.client = AsyncTrajectoryClient(
+            self.cfg.rollout_server_url,
+            token=os.environ.get("ATROPOS_API_TOKEN"),
+            retries=1,
+            timeout=30.0,
+        )
         self.stop = asyncio.Event()
         self.wake = asyncio.Event()
-        self.slot_free = asyncio.Event()  # a worker finished: refill now rather than at the next tick
+        self.slot_free = (
+            asyncio.Event()
+        )  # a worker finished: refill now rather than at the next tick
         self.running: dict[int, dict[str, Any]] = {}
         self.attempts: dict[int, int] = {}
         self.eval_task: Optional[asyncio.Task] = None
-        self.counts = {"groups_sent": 0, "hook_errors": 0, "timeouts": 0, "items_started": 0, "rejected": 0,
-                       "api_errors": 0, "inference_unavailable": 0}
+        self.counts = {
+            "groups_sent": 0,
+            "hook_errors": 0,
+            "timeouts": 0,
+            "items_started": 0,
+            "rejected": 0,
+            "api_errors": 0,
+            "inference_unavailable": 0,
+        }
         self.api_ok = True
         self._next_id = 0
         name = self.cfg.wandb_name or env.name or type(env).__name__
@@ -64,7 +79,9 @@ class ServeRunner:
         await env.setup()
         env.group_sink = SpoolSink(self.spool, self.wake)
         if self.spool.pending():
-            logger.warning("resending %d spooled group(s) left from an earlier run", self.spool.pending())
+            logger.warning(
+                "resending %d spooled group(s) left from an earlier run", self.spool.pending()
+            )
         sender = asyncio.create_task(self._sender())
         try:
             if await self._register():
@@ -87,14 +104,20 @@ class ServeRunner:
             logger.warning("second signal: abandoning in-flight work now")
             for entry in self.running.values():
                 entry["task"].cancel()
-        logger.warning("received %s: finishing in-flight groups, then disconnecting", signal.Signals(sig).name)
+        logger.warning(
+            "received %s: finishing in-flight groups, then disconnecting", signal.Signals(sig).name
+        )
         self.stop.set()
 
     async def _register(self) -> bool:
         env, cfg = self.env, self.cfg
-        req = RegisterEnv(max_token_length=cfg.max_token_length, desired_name=cfg.wandb_name or env.name or type(env).__name__,
-                          weight=cfg.inference_weight if cfg.inference_weight >= 0 else 1.0, group_size=cfg.group_size,
-                          min_batch_allocation=cfg.min_batch_allocation)
+        req = RegisterEnv(
+            max_token_length=cfg.max_token_length,
+            desired_name=cfg.wandb_name or env.name or type(env).__name__,
+            weight=cfg.inference_weight if cfg.inference_weight >= 0 else 1.0,
+            group_size=cfg.group_size,
+            min_batch_allocation=cfg.min_batch_allocation,
+        )
         last_log = 0.0
         while not self.stop.is_set():
             try:
@@ -108,14 +131,23 @@ class ServeRunner:
                     env.wandb_prepend = resp.wandb_name or req.desired_name
                     env.curr_step = resp.starting_step or 0
                     env.checkpoint_dir = resp.checkpoint_dir or ""
-                    env.checkpoint_interval = resp.checkpoint_interval if resp.checkpoint_interval is not None else -1
+                    env.checkpoint_interval = (
+                        resp.checkpoint_interval if resp.checkpoint_interval is not None else -1
+                    )
                     if cfg.total_steps == -1:
                         if not resp.num_steps:
-                            raise ConfigError("total_steps is -1 and the trainer did not set num_steps")
+                            raise ConfigError(
+                                "total_steps is -1 and the trainer did not set num_steps"
+                            )
                         cfg.total_steps = resp.num_steps
                     if env.curr_step > 0:
                         env.load_checkpoint()
-                    logger.info("registered as env %s (%s) at step %s", env.env_id, env.wandb_prepend, env.curr_step)
+                    logger.info(
+                        "registered as env %s (%s) at step %s",
+                        env.env_id,
+                        env.wandb_prepend,
+                        env.curr_step,
+                    )
                     return True
             if time.monotonic() - last_log > 10:
                 logger.info("waiting to register: %s", why)
@@ -138,7 +170,9 @@ class ServeRunner:
         if info.max_token_len != -1:
             env.max_token_len = info.max_token_len
         if cfg.batch_size != -1 and cfg.group_size > cfg.batch_size:
-            raise ConfigError(f"group_size ({cfg.group_size}) must not exceed the trainer's batch_size ({cfg.batch_size})")
+            raise ConfigError(
+                f"group_size ({cfg.group_size}) must not exceed the trainer's batch_size ({cfg.batch_size})"
+            )
 
     async def _setup_metrics(self) -> None:
         project = group = None
@@ -148,8 +182,13 @@ class ServeRunner:
                 project, group = info.project, info.group
             except (APIUnavailable, APIError) as e:
                 logger.warning("no wandb project from the API (%s); using defaults", e)
-        self.env.metrics_logger = make_metrics_logger(self.cfg.use_wandb, project=project, group=group,
-                                                      name=self.env.wandb_prepend, config=self.cfg.model_dump(mode="json"))
+        self.env.metrics_logger = make_metrics_logger(
+            self.cfg.use_wandb,
+            project=project,
+            group=group,
+            name=self.env.wandb_prepend,
+            config=self.cfg.model_dump(mode="json"),
+        )
 
     async def _main_loop(self) -> None:
         while not self.stop.is_set():
@@ -157,14 +196,20 @@ class ServeRunner:
                 status = await self.client.status_env(self.env.env_id)
             except APIUnavailable:
                 if self.api_ok:
-                    logger.warning("trajectory API unreachable: not starting new items; in-flight work continues")
+                    logger.warning(
+                        "trajectory API unreachable: not starting new items; in-flight work continues"
+                    )
                 self.api_ok = False
                 self._reap_timeouts()
                 await self._sleep_or_stop(1.0)
                 continue
             except APIError as e:
                 self.counts["api_errors"] += 1
-                logger.warning("/status-env failed (%s)%s", e, "; registering again" if e.status_code == 404 else "")
+                logger.warning(
+                    "/status-env failed (%s)%s",
+                    e,
+                    "; registering again" if e.status_code == 404 else "",
+                )
                 self._reap_timeouts()
                 if e.status_code == 404 and not await self._register():
                     return
@@ -209,8 +254,17 @@ class ServeRunner:
             room = limit
         target = min(limit, room)
         if cfg.min_batch_allocation is not None and cfg.batch_size > 0:
-            wanted_groups = math.ceil(cfg.min_batch_allocation * cfg.batch_size * max(cfg.max_batches_offpolicy, 1) / cfg.group_size)
-            own_queue = st.get("self_queue_size", 0) * max_gs // cfg.group_size if max_gs >= cfg.group_size else st.get("self_queue_size", 0)
+            wanted_groups = math.ceil(
+                cfg.min_batch_allocation
+                * cfg.batch_size
+                * max(cfg.max_batches_offpolicy, 1)
+                / cfg.group_size
+            )
+            own_queue = (
+                st.get("self_queue_size", 0) * max_gs // cfg.group_size
+                if max_gs >= cfg.group_size
+                else st.get("self_queue_size", 0)
+            )
             target = max(target, min(limit, wanted_groups - own_queue))
         return max(0, target)
 
@@ -249,11 +303,16 @@ class ServeRunner:
             raise
         except InferenceUnavailable as e:
             self.counts["inference_unavailable"] += 1
-            logger.warning("no inference server could take the item (%s); it goes back to the backlog", e)
+            logger.warning(
+                "no inference server could take the item (%s); it goes back to the backlog", e
+            )
             env.backlog.append(item)
         except Exception:
             self.counts["hook_errors"] += 1
-            logger.exception("an env hook raised while handling an item; counted (%d so far)", self.counts["hook_errors"])
+            logger.exception(
+                "an env hook raised while handling an item; counted (%d so far)",
+                self.counts["hook_errors"],
+            )
         try:
             await env.cleanup()
         except Exception:
@@ -274,7 +333,9 @@ class ServeRunner:
             key = id(entry["item"])
             self.attempts[key] = self.attempts.get(key, 0) + 1
             if self.attempts[key] < MAX_ITEM_ATTEMPTS:
-                logger.warning("worker timed out after %.0fs; its item goes back to the backlog", limit)
+                logger.warning(
+                    "worker timed out after %.0fs; its item goes back to the backlog", limit
+                )
                 self.env.backlog.append(entry["item"])
             else:
                 logger.error("an item timed out %d times; giving up on it", MAX_ITEM_ATTEMPTS)
@@ -286,11 +347,16 @@ class ServeRunner:
             return
         if cfg.steps_per_eval > 0 and new_step // cfg.steps_per_eval > old // cfg.steps_per_eval:
             if self._eval_running():
-                logger.warning("previous eval still running; skipping the eval at step %d", new_step)
+                logger.warning(
+                    "previous eval still running; skipping the eval at step %d", new_step
+                )
             else:
                 self.eval_task = asyncio.create_task(self._run_eval())
-        if env.checkpoint_interval and env.checkpoint_interval > 0 and \
-                new_step // env.checkpoint_interval > old // env.checkpoint_interval:
+        if (
+            env.checkpoint_interval
+            and env.checkpoint_interval > 0
+            and new_step // env.checkpoint_interval > old // env.checkpoint_interval
+        ):
             try:
                 env.save_checkpoint((new_step // env.checkpoint_interval) * env.checkpoint_interval)
             except Exception:
@@ -300,9 +366,13 @@ class ServeRunner:
         if env.items_sent_this_step >= cfg.min_items_sent_before_logging:
             env.items_sent_this_step = 0
             try:
-                await env.wandb_log({"train/hook_errors": self.counts["hook_errors"],
-                                     "train/timed_out_items": self.counts["timeouts"],
-                                     "train/spooled_groups": self.spool.pending()})
+                await env.wandb_log(
+                    {
+                        "train/hook_errors": self.counts["hook_errors"],
+                        "train/timed_out_items": self.counts["timeouts"],
+                        "train/spooled_groups": self.spool.pending(),
+                    }
+                )
             except Exception:
                 self.counts["hook_errors"] += 1
                 logger.exception("wandb_log() raised")
@@ -336,7 +406,11 @@ class ServeRunner:
             except APIError as e:
                 if 400 <= e.status_code < 500 and e.status_code not in (408, 409, 429):
                     self.counts["rejected"] += 1
-                    logger.error("the API rejected a group for good (%s); kept in %s", e, self.spool.rejected_path)
+                    logger.error(
+                        "the API rejected a group for good (%s); kept in %s",
+                        e,
+                        self.spool.rejected_path,
+                    )
                     self.spool.reject(offset, group, str(e))
                 else:
                     await asyncio.sleep(delay)
@@ -349,7 +423,9 @@ class ServeRunner:
     async def _shutdown(self, sender: asyncio.Task) -> None:
         tasks = [e["task"] for e in self.running.values()]
         if tasks:
-            logger.info("waiting up to %.0fs for %d in-flight item(s)", self.shutdown_grace, len(tasks))
+            logger.info(
+                "waiting up to %.0fs for %d in-flight item(s)", self.shutdown_grace, len(tasks)
+            )
             _, pending = await asyncio.wait(tasks, timeout=self.shutdown_grace)
             for t in pending:
                 t.cancel()
@@ -361,8 +437,11 @@ class ServeRunner:
         sender.cancel()
         left = self.spool.pending()
         if left:
-            logger.warning("%d group(s) could not be sent; they stay in %s and are resent on the next start",
-                           left, self.spool.path)
+            logger.warning(
+                "%d group(s) could not be sent; they stay in %s and are resent on the next start",
+                left,
+                self.spool.path,
+            )
         if self.env.env_id is not None:
             try:
                 await self.client.disconnect_env(self.env.env_id)

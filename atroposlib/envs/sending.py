@@ -30,8 +30,15 @@ current_policy_version: contextvars.ContextVar[Optional[int]] = contextvars.Cont
 )
 """Set by the runner when a worker starts: the trainer step the item is generated under."""
 
-_OPTIONAL_ROWS = ("advantages", "ref_logprobs", "messages", "inference_logprobs", "overrides",
-                  "distill_token_ids", "distill_logprobs")
+_OPTIONAL_ROWS = (
+    "advantages",
+    "ref_logprobs",
+    "messages",
+    "inference_logprobs",
+    "overrides",
+    "distill_token_ids",
+    "distill_logprobs",
+)
 
 
 class GroupSink(Protocol):
@@ -99,7 +106,10 @@ def normalize_group(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare_groups(
-    env: Any, scored_data: Any, abort_on_any_max_length_exceeded: bool = True, drops: Optional[Counter] = None
+    env: Any,
+    scored_data: Any,
+    abort_on_any_max_length_exceeded: bool = True,
+    drops: Optional[Counter] = None,
 ) -> list[dict[str, Any]]:
     """Normalize, filter and validate what ``collect_trajectories``/``postprocess_histories`` gave."""
     drops = drops if drops is not None else Counter()
@@ -110,29 +120,53 @@ def prepare_groups(
             continue
         if not isinstance(raw, dict):
             drops["not_a_group"] += 1
-            logger.error("dropping a %s returned where a ScoredDataGroup was expected", type(raw).__name__)
+            logger.error(
+                "dropping a %s returned where a ScoredDataGroup was expected", type(raw).__name__
+            )
             continue
         group = normalize_group(raw)
         unavailable = group.get("reward_status") == "unavailable"
         expected = (group.get("group_overrides") or {}).get("group_size", env.config.group_size)
         if len(group["tokens"]) != expected:
             drops["wrong_group_size"] += 1
-            logger.warning("dropping a group of %d sequences (expected group_size %d)", len(group["tokens"]), expected)
+            logger.warning(
+                "dropping a group of %d sequences (expected group_size %d)",
+                len(group["tokens"]),
+                expected,
+            )
             continue
-        if env.config.ensure_scores_are_not_same and not unavailable and len(set(group["scores"])) == 1:
+        if (
+            env.config.ensure_scores_are_not_same
+            and not unavailable
+            and len(set(group["scores"])) == 1
+        ):
             drops["same_scores"] += 1
-            logger.info("dropping a group whose scores are all %s (ensure_scores_are_not_same)", group["scores"][0])
+            logger.info(
+                "dropping a group whose scores are all %s (ensure_scores_are_not_same)",
+                group["scores"][0],
+            )
             continue
         max_len = getattr(env, "max_token_len", -1) or -1
-        if abort_on_any_max_length_exceeded and max_len > 0 and any(len(t) > max_len for t in group["tokens"]):
+        if (
+            abort_on_any_max_length_exceeded
+            and max_len > 0
+            and any(len(t) > max_len for t in group["tokens"])
+        ):
             drops["too_long"] += 1
-            logger.warning("dropping a group with a sequence longer than the trainer's max_token_len %d", max_len)
+            logger.warning(
+                "dropping a group with a sequence longer than the trainer's max_token_len %d",
+                max_len,
+            )
             continue
         if env.config.include_messages and "messages" not in group:
-            group["messages"] = [[{"role": "text", "content": env.tokenizer.decode(t)}] for t in group["tokens"]]
+            group["messages"] = [
+                [{"role": "text", "content": env.tokenizer.decode(t)}] for t in group["tokens"]
+            ]
         if not getattr(env, "process_mode", False):  # `process` trains nothing: no policy version
             version = current_policy_version.get()
-            group.setdefault("policy_version", version if version is not None else max(0, int(env.curr_step)))
+            group.setdefault(
+                "policy_version", version if version is not None else max(0, int(env.curr_step))
+            )
         group.setdefault("group_id", uuid.uuid4().hex)
         if getattr(env, "env_id", None) is not None:
             group["env_id"] = env.env_id
@@ -146,4 +180,11 @@ def prepare_groups(
     return out
 
 
-__all__ = ["GroupSink", "JsonlGroupWriter", "NullSink", "current_policy_version", "normalize_group", "prepare_groups"]
+__all__ = [
+    "GroupSink",
+    "JsonlGroupWriter",
+    "NullSink",
+    "current_policy_version",
+    "normalize_group",
+    "prepare_groups",
+]

@@ -29,8 +29,10 @@ class Spool:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
-            raise ConfigError(f"spool directory {self.dir} is used by another running env; "
-                              "give each env its own --env.spool_dir") from None
+            raise ConfigError(
+                f"spool directory {self.dir} is used by another running env; "
+                "give each env its own --env.spool_dir"
+            ) from None
         self.path = self.dir / "groups.jsonl"
         self.offset_path = self.dir / "sent.offset"
         self.rejected_path = self.dir / "rejected.jsonl"
@@ -68,7 +70,10 @@ class Spool:
 
     def reject(self, next_offset: int, group: dict[str, Any], reason: str) -> None:
         with open(self.rejected_path, "ab") as f:
-            f.write(orjson.dumps({"reason": reason, "group": group}, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            f.write(
+                orjson.dumps({"reason": reason, "group": group}, option=orjson.OPT_SERIALIZE_NUMPY)
+                + b"\n"
+            )
         self.rejected += 1
         self.ack(next_offset)
         self.acked -= 1

@@ -36,7 +36,9 @@ def build_tiny_tokenizer(out_dir: Path) -> Path:
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    build_tokenizer(default_corpus(seed=0, n_lines=600), vocab_size=384).save_pretrained(str(out_dir))
+    build_tokenizer(default_corpus(seed=0, n_lines=600), vocab_size=384).save_pretrained(
+        str(out_dir)
+    )
     return out_dir
 
 
@@ -45,7 +47,9 @@ def tiny_tokenizer_dir() -> Path:
     global _TOKENIZER_DIR
     with _TOKENIZER_LOCK:
         if _TOKENIZER_DIR is None:
-            _TOKENIZER_DIR = build_tiny_tokenizer(Path(tempfile.mkdtemp(prefix="atropos-tiny-tok-")))
+            _TOKENIZER_DIR = build_tiny_tokenizer(
+                Path(tempfile.mkdtemp(prefix="atropos-tiny-tok-"))
+            )
         return _TOKENIZER_DIR
 
 
@@ -64,26 +68,61 @@ class ScriptedServer(APIServer):
         from openai.types.completion import Completion
 
         n = int(kwargs.get("n", 1) or 1)
-        return _to_openai(Completion, {"id": "scripted", "object": "text_completion", "created": 0, "model": "scripted",
-                                       "choices": [{"index": i, "text": self.text, "finish_reason": "stop",
-                                                    "logprobs": None} for i in range(n)]})
+        return _to_openai(
+            Completion,
+            {
+                "id": "scripted",
+                "object": "text_completion",
+                "created": 0,
+                "model": "scripted",
+                "choices": [
+                    {"index": i, "text": self.text, "finish_reason": "stop", "logprobs": None}
+                    for i in range(n)
+                ],
+            },
+        )
 
 
 def _to_openai_chat(text: str, n: int, model: str):
     from openai.types.chat.chat_completion import ChatCompletion
 
-    return _to_openai(ChatCompletion, {"id": "scripted", "object": "chat.completion", "created": 0, "model": model,
-                                       "choices": [{"index": i, "finish_reason": "stop", "logprobs": None,
-                                                    "message": {"role": "assistant", "content": text}}
-                                                   for i in range(n)]})
+    return _to_openai(
+        ChatCompletion,
+        {
+            "id": "scripted",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": i,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text},
+                }
+                for i in range(n)
+            ],
+        },
+    )
 
 
-async def acheck_env(env_cls: type, *, server: FakeOpenAIServer, items: int = 1, tokenizer: Any = None,
-                     env_overrides: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+async def acheck_env(
+    env_cls: type,
+    *,
+    server: FakeOpenAIServer,
+    items: int = 1,
+    tokenizer: Any = None,
+    env_overrides: Optional[dict[str, Any]] = None,
+) -> list[dict[str, Any]]:
     """Async core of ``check_env`` (use it when already inside an event loop)."""
     env_default, server_default = env_cls.config_init()
-    overrides = {"tokenizer_name": str(tokenizer or tiny_tokenizer_dir()), "use_wandb": False,
-                 "data_path_to_save_groups": None, "ensure_scores_are_not_same": False, **(env_overrides or {})}
+    overrides = {
+        "tokenizer_name": str(tokenizer or tiny_tokenizer_dir()),
+        "use_wandb": False,
+        "data_path_to_save_groups": None,
+        "ensure_scores_are_not_same": False,
+        **(env_overrides or {}),
+    }
     env_config = env_default.model_copy(update=overrides)
     type(env_config).model_validate(env_config.model_dump())
     if isinstance(server_default, list) and server_default:
@@ -92,8 +131,15 @@ async def acheck_env(env_cls: type, *, server: FakeOpenAIServer, items: int = 1,
         template = server_default.model_dump()
     else:
         template = {}
-    server_cfg = APIServerConfig(**{**template, "base_url": server.base_url, "server_type": "vllm", "api_key": "x",
-                                    "timeout": 60})
+    server_cfg = APIServerConfig(
+        **{
+            **template,
+            "base_url": server.base_url,
+            "server_type": "vllm",
+            "api_key": "x",
+            "timeout": 60,
+        }
+    )
     env = env_cls(config=env_config, server_configs=[server_cfg], slurm=False, testing=False)
     produced: list[dict[str, Any]] = []
     try:
@@ -106,13 +152,17 @@ async def acheck_env(env_cls: type, *, server: FakeOpenAIServer, items: int = 1,
             env.backlog.extend(backlog or [])
             if groups:
                 groups = await env.postprocess_histories(groups)
-            for raw in (groups if isinstance(groups, list) else [groups]):
+            for raw in groups if isinstance(groups, list) else [groups]:
                 if raw is None:
                     continue
                 group = normalize_group(raw)
-                expected = (group.get("group_overrides") or {}).get("group_size", env.config.group_size)
+                expected = (group.get("group_overrides") or {}).get(
+                    "group_size", env.config.group_size
+                )
                 if len(group["tokens"]) != expected:
-                    raise AssertionError(f"item {i}: a group has {len(group['tokens'])} sequences, expected {expected}")
+                    raise AssertionError(
+                        f"item {i}: a group has {len(group['tokens'])} sequences, expected {expected}"
+                    )
                 check_group(group)
                 produced.append(group)
     finally:
@@ -124,17 +174,42 @@ async def acheck_env(env_cls: type, *, server: FakeOpenAIServer, items: int = 1,
     return produced
 
 
-def check_env(env_cls: type, *, server: Optional[FakeOpenAIServer] = None, items: int = 1, tokenizer: Any = None,
-              responses: Optional[Sequence[str]] = None, responder: Optional[Responder] = None,
-              env_overrides: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+def check_env(
+    env_cls: type,
+    *,
+    server: Optional[FakeOpenAIServer] = None,
+    items: int = 1,
+    tokenizer: Any = None,
+    responses: Optional[Sequence[str]] = None,
+    responder: Optional[Responder] = None,
+    env_overrides: Optional[dict[str, Any]] = None,
+) -> list[dict[str, Any]]:
     """Run ``items`` items of ``env_cls`` end to end against a fake server; return the validated groups."""
     if server is not None:
-        return asyncio.run(acheck_env(env_cls, server=server, items=items, tokenizer=tokenizer,
-                                      env_overrides=env_overrides))
+        return asyncio.run(
+            acheck_env(
+                env_cls,
+                server=server,
+                items=items,
+                tokenizer=tokenizer,
+                env_overrides=env_overrides,
+            )
+        )
     tok = tokenizer or tiny_tokenizer_dir()
     with FakeOpenAIServer(tokenizer=tok, responses=responses, responder=responder) as fake:
-        return asyncio.run(acheck_env(env_cls, server=fake, items=items, tokenizer=tok, env_overrides=env_overrides))
+        return asyncio.run(
+            acheck_env(
+                env_cls, server=fake, items=items, tokenizer=tok, env_overrides=env_overrides
+            )
+        )
 
 
-__all__ = ["FakeOpenAIServer", "ScriptedServer", "SchemaError", "acheck_env", "build_tiny_tokenizer",
-           "check_env", "tiny_tokenizer_dir"]
+__all__ = [
+    "FakeOpenAIServer",
+    "ScriptedServer",
+    "SchemaError",
+    "acheck_env",
+    "build_tiny_tokenizer",
+    "check_env",
+    "tiny_tokenizer_dir",
+]

@@ -83,7 +83,9 @@ class ApiFeedConfig:
     consume: bool = False
     reset: bool = False
     poll_interval: float = 1.0
-    idle_timeout: Optional[float] = None  # stop after this many seconds without a batch (None: wait)
+    idle_timeout: Optional[float] = (
+        None  # stop after this many seconds without a batch (None: wait)
+    )
 
 
 class ApiFeed:
@@ -91,8 +93,9 @@ class ApiFeed:
 
     def __init__(self, cfg: ApiFeedConfig, client: Optional[TrajectoryClient] = None) -> None:
         self.cfg = cfg
-        self.client = client or TrajectoryClient(cfg.api_url, token=cfg.api_token, retries=3,
-                                                 retry_max_seconds=20.0)
+        self.client = client or TrajectoryClient(
+            cfg.api_url, token=cfg.api_token, retries=3, retry_max_seconds=20.0
+        )
         self.registered_by_us = False
         self.idle_stopped = False
 
@@ -139,7 +142,10 @@ class ApiFeed:
                 idle_since = time.monotonic()
                 yield Batch(list(resp.batch), resp.batch_id)
                 continue
-            if self.cfg.idle_timeout is not None and time.monotonic() - idle_since > self.cfg.idle_timeout:
+            if (
+                self.cfg.idle_timeout is not None
+                and time.monotonic() - idle_since > self.cfg.idle_timeout
+            ):
                 self.idle_stopped = True
                 return
             time.sleep(self.cfg.poll_interval)

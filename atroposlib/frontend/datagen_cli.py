@@ -47,48 +47,110 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     )
     p.add_argument("filepath", help=f"Output JSONL file for the {what}.")
     src = p.add_argument_group("source")
-    src.add_argument("--input", metavar="GROUPS.jsonl",
-                     help="Read groups from this JSONL file (offline) instead of the API.")
-    src.add_argument("--api-url", default="http://localhost:8000", help="Base URL of the trajectory API.")
-    src.add_argument("--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN).")
-    src.add_argument("--consume", "--as-trainer", dest="consume", action="store_true",
-                     help="Pull batches even though a trainer is already registered (only when it is not running).")
-    src.add_argument("--reset", action="store_true",
-                     help="Reset the API (wipes its queue and registration) before registering. Never done otherwise.")
-    src.add_argument("--group-size", type=int, default=2, help="Sequences per group (for the batch size).")
-    src.add_argument("--max-token-len", type=int, default=2048,
-                     help="Longest sequence: registered with the API; longer sequences are dropped.")
-    src.add_argument("--tasks-per-step", type=int, default=64 if kind == "sft" else 8,
-                     help="Groups per batch when registering (batch_size = group_size * tasks_per_step).")
-    src.add_argument("--idle-timeout", type=float, default=None,
-                     help="Stop after this many seconds without a batch (default: wait forever).")
-    src.add_argument("--poll-interval", type=float, default=1.0, help="Seconds between empty /batch polls.")
+    src.add_argument(
+        "--input",
+        metavar="GROUPS.jsonl",
+        help="Read groups from this JSONL file (offline) instead of the API.",
+    )
+    src.add_argument(
+        "--api-url", default="http://localhost:8000", help="Base URL of the trajectory API."
+    )
+    src.add_argument(
+        "--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN)."
+    )
+    src.add_argument(
+        "--consume",
+        "--as-trainer",
+        dest="consume",
+        action="store_true",
+        help="Pull batches even though a trainer is already registered (only when it is not running).",
+    )
+    src.add_argument(
+        "--reset",
+        action="store_true",
+        help="Reset the API (wipes its queue and registration) before registering. Never done otherwise.",
+    )
+    src.add_argument(
+        "--group-size", type=int, default=2, help="Sequences per group (for the batch size)."
+    )
+    src.add_argument(
+        "--max-token-len",
+        type=int,
+        default=2048,
+        help="Longest sequence: registered with the API; longer sequences are dropped.",
+    )
+    src.add_argument(
+        "--tasks-per-step",
+        type=int,
+        default=64 if kind == "sft" else 8,
+        help="Groups per batch when registering (batch_size = group_size * tasks_per_step).",
+    )
+    src.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        help="Stop after this many seconds without a batch (default: wait forever).",
+    )
+    src.add_argument(
+        "--poll-interval", type=float, default=1.0, help="Seconds between empty /batch polls."
+    )
     sel = p.add_argument_group("selection")
-    sel.add_argument("--tokenizer", default=DEFAULT_TOKENIZER,
-                     help="Tokenizer dir or hub id, to decode tokens (not needed with --save-messages).")
-    sel.add_argument("--save-messages", action="store_true",
-                     help="Save the message lists instead of decoded prefix/completion text.")
-    sel.add_argument("--keep-roles", default=",".join(CHAT_TEMPLATE_ROLES), metavar="ROLE,...",
-                     help="With --save-messages: only messages with these roles are written (others, such as "
-                          "an env's 'grader' notes, are left out and counted). Default: %(default)s.")
+    sel.add_argument(
+        "--tokenizer",
+        default=DEFAULT_TOKENIZER,
+        help="Tokenizer dir or hub id, to decode tokens (not needed with --save-messages).",
+    )
+    sel.add_argument(
+        "--save-messages",
+        action="store_true",
+        help="Save the message lists instead of decoded prefix/completion text.",
+    )
+    sel.add_argument(
+        "--keep-roles",
+        default=",".join(CHAT_TEMPLATE_ROLES),
+        metavar="ROLE,...",
+        help="With --save-messages: only messages with these roles are written (others, such as "
+        "an env's 'grader' notes, are left out and counted). Default: %(default)s.",
+    )
     if kind == "sft":
-        sel.add_argument("--save-top-n-per-group", type=int, default=3,
-                         help="Keep at most this many best sequences per group.")
+        sel.add_argument(
+            "--save-top-n-per-group",
+            type=int,
+            default=3,
+            help="Keep at most this many best sequences per group.",
+        )
     else:
-        sel.add_argument("--save-n-pairs-per-group", type=int, default=3,
-                         help="Keep at most this many chosen/rejected pairs per group.")
-    sel.add_argument("--num-seqs-to-save", type=int, default=100,
-                     help="Stop after writing this many records.")
-    sel.add_argument("--allow-negative-scores", action="store_true",
-                     help="Also keep sequences whose score is <= 0.")
-    sel.add_argument("--minimum-score-diff-max-min", type=float, default=0.0 if kind == "sft" else 0.5,
-                     help="SFT: score must exceed the group min by more than this; DPO: chosen minus rejected.")
+        sel.add_argument(
+            "--save-n-pairs-per-group",
+            type=int,
+            default=3,
+            help="Keep at most this many chosen/rejected pairs per group.",
+        )
+    sel.add_argument(
+        "--num-seqs-to-save", type=int, default=100, help="Stop after writing this many records."
+    )
+    sel.add_argument(
+        "--allow-negative-scores",
+        action="store_true",
+        help="Also keep sequences whose score is <= 0.",
+    )
+    sel.add_argument(
+        "--minimum-score-diff-max-min",
+        type=float,
+        default=0.0 if kind == "sft" else 0.5,
+        help="SFT: score must exceed the group min by more than this; DPO: chosen minus rejected.",
+    )
     out = p.add_argument_group("output")
-    out.add_argument("--append-to-previous", action="store_true", help="Append to an existing output file.")
+    out.add_argument(
+        "--append-to-previous", action="store_true", help="Append to an existing output file."
+    )
     out.add_argument("--summary-json", metavar="FILE", help="Also write the summary as JSON here.")
     out.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
-    out.add_argument("--dry-run", action="store_true",
-                     help="Check the tokenizer, the input or the API (read-only) and exit; writes nothing.")
+    out.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Check the tokenizer, the input or the API (read-only) and exit; writes nothing.",
+    )
     return p
 
 
@@ -109,16 +171,28 @@ def _dry_run(prog: str, args: argparse.Namespace) -> int:
     if args.input:
         feed = JsonlFeed(args.input)
         n = sum(1 for _ in feed.batches())
-        print(f"{prog}: {args.input}: {n} groups readable, {sum(feed.stats.skipped.values())} lines unreadable")
+        print(
+            f"{prog}: {args.input}: {n} groups readable, {sum(feed.stats.skipped.values())} lines unreadable"
+        )
         return 0
     from atroposlib.api.client import TrajectoryClient
 
-    with TrajectoryClient(args.api_url, token=args.api_token or os.environ.get("ATROPOS_API_TOKEN"),
-                          retries=2, retry_max_seconds=10.0) as c:
+    with TrajectoryClient(
+        args.api_url,
+        token=args.api_token or os.environ.get("ATROPOS_API_TOKEN"),
+        retries=2,
+        retry_max_seconds=10.0,
+    ) as c:
         c.health()
         info, st = c.info(), c.status()
-    trainer = f"a trainer is registered (batch_size={info.batch_size})" if info.batch_size > 0 else "no trainer registered"
-    print(f"{prog}: {args.api_url} reachable: {trainer}, step {st.current_step}, {st.queue_size} groups queued")
+    trainer = (
+        f"a trainer is registered (batch_size={info.batch_size})"
+        if info.batch_size > 0
+        else "no trainer registered"
+    )
+    print(
+        f"{prog}: {args.api_url} reachable: {trainer}, step {st.current_step}, {st.queue_size} groups queued"
+    )
     if info.batch_size > 0 and not args.consume:
         print(f"{prog}: a real run would refuse without --consume (or --reset)")
     return 0
@@ -133,18 +207,28 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     keep_roles = tuple(r.strip() for r in args.keep_roles.split(","))
     if not all(keep_roles):
-        return _fail(prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}")
+        return _fail(
+            prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}"
+        )
     try:
         if kind == "sft":
-            opts = SftOptions(save_messages=args.save_messages, save_top_n_per_group=args.save_top_n_per_group,
-                              allow_negative_scores=args.allow_negative_scores,
-                              minimum_score_diff_max_min=args.minimum_score_diff_max_min,
-                              max_token_len=args.max_token_len, keep_roles=keep_roles)
+            opts = SftOptions(
+                save_messages=args.save_messages,
+                save_top_n_per_group=args.save_top_n_per_group,
+                allow_negative_scores=args.allow_negative_scores,
+                minimum_score_diff_max_min=args.minimum_score_diff_max_min,
+                max_token_len=args.max_token_len,
+                keep_roles=keep_roles,
+            )
         else:
-            opts = DpoOptions(save_messages=args.save_messages, save_n_pairs_per_group=args.save_n_pairs_per_group,
-                              allow_negative_scores=args.allow_negative_scores,
-                              minimum_score_diff_max_min=args.minimum_score_diff_max_min,
-                              max_token_len=args.max_token_len, keep_roles=keep_roles)
+            opts = DpoOptions(
+                save_messages=args.save_messages,
+                save_n_pairs_per_group=args.save_n_pairs_per_group,
+                allow_negative_scores=args.allow_negative_scores,
+                minimum_score_diff_max_min=args.minimum_score_diff_max_min,
+                max_token_len=args.max_token_len,
+                keep_roles=keep_roles,
+            )
     except ValueError as e:  # pydantic names the field
         first = str(e).splitlines()
         return _fail(prog, " ".join(first[1:3]).strip() or str(e))
@@ -166,17 +250,31 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
             print(f"reading groups from {args.input}", file=sys.stderr)
         else:
             token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
-            feed = ApiFeed(ApiFeedConfig(
-                api_url=args.api_url, api_token=token, group_size=args.group_size,
-                max_token_len=args.max_token_len, tasks_per_step=args.tasks_per_step,
-                num_steps=args.num_seqs_to_save * 2, consume=args.consume, reset=args.reset,
-                poll_interval=args.poll_interval, idle_timeout=args.idle_timeout,
-            ))
+            feed = ApiFeed(
+                ApiFeedConfig(
+                    api_url=args.api_url,
+                    api_token=token,
+                    group_size=args.group_size,
+                    max_token_len=args.max_token_len,
+                    tasks_per_step=args.tasks_per_step,
+                    num_steps=args.num_seqs_to_save * 2,
+                    consume=args.consume,
+                    reset=args.reset,
+                    poll_interval=args.poll_interval,
+                    idle_timeout=args.idle_timeout,
+                )
+            )
             print(f"{args.api_url}: {feed.join()}", file=sys.stderr)
         unit = "seq" if kind == "sft" else "pair"
         summary = run_datagen(
-            feed, select, out_path, mode, args.num_seqs_to_save, unit=unit,
-            desc=f"Grabbing {kind.upper()} data", progress=not args.no_progress,
+            feed,
+            select,
+            out_path,
+            mode,
+            args.num_seqs_to_save,
+            unit=unit,
+            desc=f"Grabbing {kind.upper()} data",
+            progress=not args.no_progress,
         )
     except KeyboardInterrupt:
         return _fail(prog, "interrupted; records written so far are kept", 130)

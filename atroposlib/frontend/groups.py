@@ -63,7 +63,9 @@ def unwrap_record(record: Any) -> list[GroupDict]:
     raise SchemaError("JSON object has no 'scores' (not a scored group)")
 
 
-def iter_groups_jsonl(path: Union[str, Path], stats: Optional[LoadStats] = None) -> Iterator[GroupDict]:
+def iter_groups_jsonl(
+    path: Union[str, Path], stats: Optional[LoadStats] = None
+) -> Iterator[GroupDict]:
     """Yield the groups of a JSONL file. Unparseable lines are logged and counted in ``stats``
     (never silently dropped); a missing file raises ``FileNotFoundError``."""
     stats = stats if stats is not None else LoadStats()
@@ -227,8 +229,12 @@ def _row(rows: Any, i: int) -> Optional[list[Any]]:
     return None
 
 
-_IMAGE_PREFIXES = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,",
-                   "data:image/webp;base64,")
+_IMAGE_PREFIXES = (
+    "data:image/png;base64,",
+    "data:image/jpeg;base64,",
+    "data:image/gif;base64,",
+    "data:image/webp;base64,",
+)
 
 
 def _image_urls(images: Any) -> list[str]:
@@ -286,9 +292,26 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
                 reward_status=statuses if isinstance(statuses, str) else None,
             )
         )
-    known = {"tokens", "masks", "scores", "messages", "inference_logprobs", "advantages",
-             "ref_logprobs", "images", "env_id", "env_name", "policy_version", "group_id", "seq",
-             "distill_token_ids", "distill_logprobs", "reward_status", "state", "received_at"}
+    known = {
+        "tokens",
+        "masks",
+        "scores",
+        "messages",
+        "inference_logprobs",
+        "advantages",
+        "ref_logprobs",
+        "images",
+        "env_id",
+        "env_name",
+        "policy_version",
+        "group_id",
+        "seq",
+        "distill_token_ids",
+        "distill_logprobs",
+        "reward_status",
+        "state",
+        "received_at",
+    }
     extra = {k2: v for k2, v in group.items() if k2 not in known and v is not None}
     return GroupView(
         index=index,

@@ -95,7 +95,9 @@ def render_message(msg: dict[str, Any]) -> str:
     role_cls = "".join(c for c in role.lower() if c.isalnum()) or "unknown"
     body = render_markdown(content_to_text(msg.get("content", "")))
     reward = msg.get("reward")
-    reward_html = f'<span class="msg-reward">reward {esc(reward)}</span>' if reward is not None else ""
+    reward_html = (
+        f'<span class="msg-reward">reward {esc(reward)}</span>' if reward is not None else ""
+    )
     return (
         f'<div class="msg role-{role_cls}"><div class="msg-role">{esc(role)}{reward_html}</div>'
         f'<div class="msg-body">{body}</div></div>'
@@ -151,7 +153,11 @@ def render_token_spans(
         if lp is not None:
             tip += f" | logprob {lp:.3f}" if isinstance(lp, (int, float)) else f" | logprob {lp}"
         if adv is not None:
-            tip += f" | advantage {adv:.3f}" if isinstance(adv, (int, float)) else f" | advantage {adv}"
+            tip += (
+                f" | advantage {adv:.3f}"
+                if isinstance(adv, (int, float))
+                else f" | advantage {adv}"
+            )
         cls = "tok tok-trained" if trained else "tok tok-masked"
         out.append(f'<span class="{cls}" style="{style}" title="{esc(tip)}">{esc(tt(tid))}</span>')
     if end < len(seq.tokens):
@@ -166,12 +172,12 @@ def render_sequence_body(seq: SequenceView, group: GroupView) -> str:
     if seq.completion_text is not None:
         return f'<div class="msg role-assistant"><div class="msg-body">{render_markdown(seq.completion_text)}</div></div>'
     if seq.tokens:
-        shown = seq.tokens[group.prompt_token_count:][:64]
+        shown = seq.tokens[group.prompt_token_count :][:64]
         more = len(seq.tokens) - group.prompt_token_count - len(shown)
         ids = " ".join(str(t) for t in shown) + (f" … (+{more})" if more > 0 else "")
         return (
             f'<div class="tokinfo">{len(seq.tokens)} tokens, {seq.trained_tokens} trained '
-            f'(no messages and no tokenizer given; completion token ids below)</div>'
+            f"(no messages and no tokenizer given; completion token ids below)</div>"
             f'<pre class="ids">{esc(ids)}</pre>'
         )
     return '<div class="tokinfo">empty sequence</div>'

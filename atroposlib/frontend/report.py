@@ -150,7 +150,9 @@ def render_group(
         prompt_html = f'<div class="tokinfo">{view.prompt_token_count} shared prompt tokens</div>'
     parts = []
     if prompt_html:
-        parts.append(f'<div class="prompt"><div class="label">prompt (shared)</div>{prompt_html}</div>')
+        parts.append(
+            f'<div class="prompt"><div class="label">prompt (shared)</div>{prompt_html}</div>'
+        )
     parts.append(render_images(view.images))
     for seq in view.sequences:
         colour = score_color(seq.score, lo, hi)
@@ -178,7 +180,7 @@ def error_card(index: Any, err: Exception) -> str:
     """A card that says a group could not be shown (the rest of the page still renders)."""
     return (
         f'<details class="group" data-env="unreadable" style="--gc:#999"><summary><span class="gtitle">'
-        f"Group {esc(index)}</span><span class=\"pill\">could not be shown: {esc(type(err).__name__)}: "
+        f'Group {esc(index)}</span><span class="pill">could not be shown: {esc(type(err).__name__)}: '
         f"{esc(str(err)[:300])}</span></summary></details>\n"
     )
 
@@ -199,10 +201,10 @@ def _page_head(title: str, nonce: str) -> str:
         f"script-src 'nonce-{nonce}'; base-uri 'none'; form-action 'none'"
     )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body class=\"atv\">"
+        f'<title>{esc(title)}</title><style>{CSS}</style></head><body class="atv">'
         f"<header><h1>{esc(title)}</h1>"
         '<input id="q" type="search" placeholder="Search prompts and completions…" aria-label="search">'
         '<select id="env" aria-label="environment"><option value="">all envs</option></select>'
@@ -241,8 +243,16 @@ def write_html_report(
         for i, group in enumerate(iter_groups(groups, stats)):
             if max_groups is not None and count >= max_groups:
                 break
-            fh.write(safe_render_group(group, i, decode=decode, token_text=token_text,
-                                       token_view=token_view, open_=(i == 0)))
+            fh.write(
+                safe_render_group(
+                    group,
+                    i,
+                    decode=decode,
+                    token_text=token_text,
+                    token_view=token_view,
+                    open_=(i == 0),
+                )
+            )
             count += 1
         if count == 0:
             fh.write('<div class="empty">No groups to show.</div>')

@@ -33,7 +33,9 @@ def _bytes_encode(text: str) -> list[int]:
 
 
 def _score(answer: str, completion: str) -> float:
-    words = completion.replace("*", " ").replace("`", " ").replace("(", " ").replace(")", " ").split()
+    words = (
+        completion.replace("*", " ").replace("`", " ").replace("(", " ").replace(")", " ").split()
+    )
     if answer in words:
         return 1.0
     return -1.0 if any(w.isdigit() for w in words) else 0.0
@@ -62,12 +64,16 @@ def make_group(
         n_prompt = len(prompt_ids) if ids[: len(prompt_ids)] == prompt_ids else 0
         tokens.append(ids)
         masks.append([-100] * n_prompt + ids[n_prompt:])
-        logprobs.append([1.0] * n_prompt + [round(math.log(rng.uniform(0.05, 1.0)), 4) for _ in ids[n_prompt:]])
-        messages.append([
-            {"role": "system", "content": system},
-            {"role": "user", "content": question},
-            {"role": "assistant", "content": c},
-        ])
+        logprobs.append(
+            [1.0] * n_prompt + [round(math.log(rng.uniform(0.05, 1.0)), 4) for _ in ids[n_prompt:]]
+        )
+        messages.append(
+            [
+                {"role": "system", "content": system},
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": c},
+            ]
+        )
         scores.append(_score(answer, c))
     mean = sum(scores) / len(scores)
     advantages = [[s - mean] * len(t) for s, t in zip(scores, tokens, strict=True)]
@@ -87,13 +93,23 @@ def make_group(
     return group
 
 
-def sample_groups(encode: Optional[Encoder] = None, with_messages: bool = True) -> list[dict[str, Any]]:
+def sample_groups(
+    encode: Optional[Encoder] = None, with_messages: bool = True
+) -> list[dict[str, Any]]:
     """Four arithmetic groups of four completions (the first holds ``HOSTILE_COMPLETION``)."""
     rng = random.Random(1234)
     out = []
     for i, (q, a, comps) in enumerate(_PROBLEMS):
-        g = make_group(q, a, comps, encode=encode, policy_version=i // 2, rng=rng,
-                       env_name="arithmetic" if i < 3 else "arithmetic_hard", env_id=0 if i < 3 else 1)
+        g = make_group(
+            q,
+            a,
+            comps,
+            encode=encode,
+            policy_version=i // 2,
+            rng=rng,
+            env_name="arithmetic" if i < 3 else "arithmetic_hard",
+            env_id=0 if i < 3 else 1,
+        )
         g["group_id"] = f"sample-{i}"
         if not with_messages:
             del g["messages"]

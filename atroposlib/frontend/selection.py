@@ -45,7 +45,9 @@ RULE_TARGET_REACHED = "not needed: --num-seqs-to-save reached"
 
 # Roles a chat template renders; other roles (e.g. an env's "grader" notes) are left out of message records.
 CHAT_TEMPLATE_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-_KEEP_ROLES_HELP = "Message roles written to message records; messages with any other role are left out."
+_KEEP_ROLES_HELP = (
+    "Message roles written to message records; messages with any other role are left out."
+)
 
 
 def _check_roles(v: tuple[str, ...]) -> tuple[str, ...]:
@@ -58,7 +60,9 @@ def _check_roles(v: tuple[str, ...]) -> tuple[str, ...]:
 class _CommonOptions(BaseModel):
     """Settings both generators share: the length cap and which roles reach the output."""
 
-    max_token_len: Optional[int] = Field(None, gt=0, description="Drop sequences with more tokens than this.")
+    max_token_len: Optional[int] = Field(
+        None, gt=0, description="Drop sequences with more tokens than this."
+    )
     keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
 
     @field_validator("keep_roles")
@@ -70,22 +74,38 @@ class _CommonOptions(BaseModel):
 class SftOptions(_CommonOptions):
     """Selection settings of ``atropos-sft-gen``."""
 
-    save_messages: bool = Field(False, description="Write {'messages','score'} instead of prefix/completion text.")
-    save_top_n_per_group: int = Field(3, ge=0, description="Keep at most this many best sequences per group.")
-    allow_negative_scores: bool = Field(False, description="Also keep sequences whose score is <= 0.")
+    save_messages: bool = Field(
+        False, description="Write {'messages','score'} instead of prefix/completion text."
+    )
+    save_top_n_per_group: int = Field(
+        3, ge=0, description="Keep at most this many best sequences per group."
+    )
+    allow_negative_scores: bool = Field(
+        False, description="Also keep sequences whose score is <= 0."
+    )
     minimum_score_diff_max_min: float = Field(
-        0.0, ge=0.0, description="Keep a sequence only if its score exceeds the group minimum by more than this."
+        0.0,
+        ge=0.0,
+        description="Keep a sequence only if its score exceeds the group minimum by more than this.",
     )
 
 
 class DpoOptions(_CommonOptions):
     """Selection settings of ``atropos-dpo-gen``."""
 
-    save_messages: bool = Field(False, description="Write message lists as pos/neg instead of completion text.")
-    save_n_pairs_per_group: int = Field(3, ge=0, description="At most this many chosen/rejected pairs per group.")
-    allow_negative_scores: bool = Field(False, description="Allow a chosen sequence whose score is <= 0.")
+    save_messages: bool = Field(
+        False, description="Write message lists as pos/neg instead of completion text."
+    )
+    save_n_pairs_per_group: int = Field(
+        3, ge=0, description="At most this many chosen/rejected pairs per group."
+    )
+    allow_negative_scores: bool = Field(
+        False, description="Allow a chosen sequence whose score is <= 0."
+    )
     minimum_score_diff_max_min: float = Field(
-        0.5, ge=0.0, description="A rejected sequence must score lower than the chosen one by more than this."
+        0.5,
+        ge=0.0,
+        description="A rejected sequence must score lower than the chosen one by more than this.",
     )
 
 
@@ -130,7 +150,7 @@ def find_common_prefix(texts: Sequence[str]) -> str:
 def split_prefix(texts: Sequence[str]) -> tuple[str, list[str]]:
     """(shared prefix, the rest of each text)."""
     prefix = find_common_prefix(texts) if len(texts) > 1 else ""
-    return prefix, [t[len(prefix):] for t in texts]
+    return prefix, [t[len(prefix) :] for t in texts]
 
 
 def _scores(group: dict[str, Any]) -> list[float]:
@@ -171,7 +191,9 @@ def _usable(
     return scores, prefix, rest
 
 
-def select_sft(group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder] = None) -> Selection:
+def select_sft(
+    group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder] = None
+) -> Selection:
     """The SFT records of one group (best first) and the count of sequences dropped per rule."""
     sel = Selection()
     got = _usable(group, opts.save_messages, decode, sel)
@@ -186,19 +208,26 @@ def select_sft(group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder
             sel.rejected[RULE_TOO_LONG] += 1
         elif not opts.allow_negative_scores and s <= 0:
             sel.rejected[RULE_NON_POSITIVE] += 1
-        elif opts.minimum_score_diff_max_min > 0 and not (s - group_min > opts.minimum_score_diff_max_min):
+        elif opts.minimum_score_diff_max_min > 0 and not (
+            s - group_min > opts.minimum_score_diff_max_min
+        ):
             sel.rejected[RULE_MIN_DIFF] += 1
         elif len(sel.records) >= opts.save_top_n_per_group:
             sel.rejected[RULE_TOP_N] += 1
         elif opts.save_messages:
             dropped: Counter = Counter()
-            sel.add({"messages": keep_chat_roles(payloads[i], opts.keep_roles, dropped), "score": s}, dropped)
+            sel.add(
+                {"messages": keep_chat_roles(payloads[i], opts.keep_roles, dropped), "score": s},
+                dropped,
+            )
         else:
             sel.add({"prefix": prefix, "completion": payloads[i], "score": s})
     return sel
 
 
-def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder] = None) -> Selection:
+def select_dpo(
+    group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder] = None
+) -> Selection:
     """The DPO pairs of one group and the count of sequences left unpaired per rule."""
     sel = Selection()
     got = _usable(group, opts.save_messages, decode, sel)
@@ -221,8 +250,13 @@ def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder
             used.add(i)
             continue
         partner = next(
-            (j for j in pool if j not in used and j != i
-             and scores[j] < scores[i] - opts.minimum_score_diff_max_min),
+            (
+                j
+                for j in pool
+                if j not in used
+                and j != i
+                and scores[j] < scores[i] - opts.minimum_score_diff_max_min
+            ),
             None,
         )
         if partner is None:
@@ -232,10 +266,18 @@ def select_dpo(group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder
         used.update((i, partner))
         dropped = Counter()
         if opts.save_messages:
-            rec = {"pos": keep_chat_roles(payloads[i], opts.keep_roles, dropped),
-                   "neg": keep_chat_roles(payloads[partner], opts.keep_roles, dropped), "score": scores[i]}
+            rec = {
+                "pos": keep_chat_roles(payloads[i], opts.keep_roles, dropped),
+                "neg": keep_chat_roles(payloads[partner], opts.keep_roles, dropped),
+                "score": scores[i],
+            }
         else:
-            rec = {"prefix": prefix, "pos": payloads[i], "neg": payloads[partner], "score": scores[i]}
+            rec = {
+                "prefix": prefix,
+                "pos": payloads[i],
+                "neg": payloads[partner],
+                "score": scores[i],
+            }
         rec["neg_score"] = scores[partner]
         sel.add(rec, dropped)
     left = [i for i in usable if i not in used]

@@ -35,8 +35,9 @@ class ApiSource:
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = 15.0) -> None:
         self.url = url.rstrip("/")
-        self.client = TrajectoryClient(self.url, token=token, timeout=timeout, retries=2,
-                                       retry_max_seconds=10.0)
+        self.client = TrajectoryClient(
+            self.url, token=token, timeout=timeout, retries=2, retry_max_seconds=10.0
+        )
         self.description = f"API {self.url} (read-only: GET /peek)"
 
     def fetch(self, limit: int, env: Optional[str] = None) -> list[dict[str, Any]]:

@@ -24,9 +24,12 @@ log = logging.getLogger(__name__)
 ALL_ENVS = "all envs"
 TOKEN_BUDGET = 40_000  # completion tokens rendered as spans per page
 
-VIEW_CSS = CARD_CSS + """
+VIEW_CSS = (
+    CARD_CSS
+    + """
 #atv-groups { max-height:none; }
 """
+)
 
 
 def legend_html() -> str:
@@ -93,11 +96,20 @@ def render_view(
             budget_left -= n_tokens
         elif token_view:
             over_budget += 1
-        cards.append(render_group(view, token_text=token_text, token_view=with_tokens,
-                                  open_=not cards, tokens_open=True))
+        cards.append(
+            render_group(
+                view,
+                token_text=token_text,
+                token_view=with_tokens,
+                open_=not cards,
+                tokens_open=True,
+            )
+        )
     if over_budget:
-        note = (f"token view left out for {over_budget} older groups ({token_budget} tokens per page); "
-                "filter or lower 'Latest N groups' to see theirs")
+        note = (
+            f"token view left out for {over_budget} older groups ({token_budget} tokens per page); "
+            "filter or lower 'Latest N groups' to see theirs"
+        )
         banner = f"{banner}; {note}" if banner else note
     head = f'<div class="banner">{esc(banner)}</div>' if banner else ""
     body = "".join(cards) if cards else '<div class="empty">No groups match.</div>'
@@ -121,15 +133,20 @@ def parse_bound(v: Any, name: str) -> tuple[Optional[float], str]:
 class ViewerState:
     """Fetches from the source and renders; errors become a banner, never a crash."""
 
-    def __init__(self, source: GroupSource, decode: Optional[Decoder] = None,
-                 token_text: Optional[Callable[[int], str]] = None) -> None:
+    def __init__(
+        self,
+        source: GroupSource,
+        decode: Optional[Decoder] = None,
+        token_text: Optional[Callable[[int], str]] = None,
+    ) -> None:
         self.source = source
         self.decode = decode
         self.token_text = token_text
         self.errors = 0
 
-    def refresh(self, env: Optional[str], min_score: Any, max_score: Any, limit: Any,
-                token_view: bool) -> tuple[str, str, list[str]]:
+    def refresh(
+        self, env: Optional[str], min_score: Any, max_score: Any, limit: Any, token_view: bool
+    ) -> tuple[str, str, list[str]]:
         """(groups HTML, status markdown, env choices)."""
         try:
             n = int(limit) if limit else 20
@@ -149,16 +166,25 @@ class ViewerState:
         lo, problem_lo = parse_bound(min_score, "min score")
         hi, problem_hi = parse_bound(max_score, "max score")
         html, shown = render_view(
-            groups, env=env, min_score=lo, max_score=hi,
-            decode=self.decode, token_text=self.token_text, token_view=bool(token_view),
+            groups,
+            env=env,
+            min_score=lo,
+            max_score=hi,
+            decode=self.decode,
+            token_text=self.token_text,
+            token_view=bool(token_view),
             banner="; ".join(p for p in (problem_lo, problem_hi) if p),
         )
-        md = (f"**Source:** {self.source.description} · {status} · "
-              f"showing {shown} of {len(groups)} fetched groups")
+        md = (
+            f"**Source:** {self.source.description} · {status} · "
+            f"showing {shown} of {len(groups)} fetched groups"
+        )
         return html, md, [ALL_ENVS, *env_names(groups)]
 
 
-def build_app(state: ViewerState, title: str = "Atropos run viewer", refresh_seconds: float = 0.0) -> Any:
+def build_app(
+    state: ViewerState, title: str = "Atropos run viewer", refresh_seconds: float = 0.0
+) -> Any:
     """The Gradio Blocks app (not launched)."""
     import gradio as gr
 
@@ -166,12 +192,27 @@ def build_app(state: ViewerState, title: str = "Atropos run viewer", refresh_sec
         gr.Markdown(f"## {title}")
         status = gr.Markdown("loading…", elem_id="atv-status")
         with gr.Row():
-            env = gr.Dropdown(choices=[ALL_ENVS], value=ALL_ENVS, label="Environment", elem_id="atv-env",
-                              allow_custom_value=True)
-            min_score = gr.Textbox(value="", placeholder="any", label="Min mean score", elem_id="atv-min")
-            max_score = gr.Textbox(value="", placeholder="any", label="Max mean score", elem_id="atv-max")
-            limit = gr.Number(value=20, precision=0, minimum=1, maximum=1000, label="Latest N groups",
-                              elem_id="atv-limit")
+            env = gr.Dropdown(
+                choices=[ALL_ENVS],
+                value=ALL_ENVS,
+                label="Environment",
+                elem_id="atv-env",
+                allow_custom_value=True,
+            )
+            min_score = gr.Textbox(
+                value="", placeholder="any", label="Min mean score", elem_id="atv-min"
+            )
+            max_score = gr.Textbox(
+                value="", placeholder="any", label="Max mean score", elem_id="atv-max"
+            )
+            limit = gr.Number(
+                value=20,
+                precision=0,
+                minimum=1,
+                maximum=1000,
+                label="Latest N groups",
+                elem_id="atv-limit",
+            )
             token_view = gr.Checkbox(value=True, label="Token view", elem_id="atv-tokens")
             refresh = gr.Button("Refresh", variant="primary", elem_id="atv-refresh")
         out = gr.HTML(value="", elem_id="atv-groups", js_on_load=None, apply_default_css=False)
@@ -199,8 +240,19 @@ def launch_theme() -> Any:
     """A theme that uses local system fonts (no font download from the page)."""
     import gradio as gr
 
-    return gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+    return gr.themes.Default(
+        font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]
+    )
 
 
-__all__ = ["ALL_ENVS", "VIEW_CSS", "ViewerState", "build_app", "env_names", "launch_theme", "legend_html",
-           "parse_bound", "render_view"]
+__all__ = [
+    "ALL_ENVS",
+    "VIEW_CSS",
+    "ViewerState",
+    "build_app",
+    "env_names",
+    "launch_theme",
+    "legend_html",
+    "parse_bound",
+    "render_view",
+]

@@ -10,20 +10,29 @@ from pydantic import BaseModel, Field
 class EngineConfig(BaseModel):
     """Everything `atropos-serve-model` can be told; CLI flags map one-to-one onto these fields."""
 
-    model_path: str = Field(description="Local transformers model directory (config, weights, tokenizer).")
+    model_path: str = Field(
+        description="Local transformers model directory (config, weights, tokenizer)."
+    )
     served_model_name: Optional[str] = Field(
-        default=None, description="Name reported by /v1/models and in responses (default: the directory name)."
+        default=None,
+        description="Name reported by /v1/models and in responses (default: the directory name).",
     )
     host: str = Field(default="127.0.0.1", description="Interface to bind the HTTP server to.")
     port: int = Field(default=9001, ge=0, le=65535, description="TCP port of the HTTP server.")
     max_batch_size: int = Field(
-        default=64, ge=1, description="Most rows (sequences; n>1 counts n) generated together in one batch."
+        default=64,
+        ge=1,
+        description="Most rows (sequences; n>1 counts n) generated together in one batch.",
     )
     batch_window_ms: float = Field(
-        default=5.0, ge=0, description="How long the worker waits for more requests after the first one."
+        default=5.0,
+        ge=0,
+        description="How long the worker waits for more requests after the first one.",
     )
     max_queue: int = Field(
-        default=1024, ge=1, description="Most requests waiting for generation; beyond it requests get 503."
+        default=1024,
+        ge=1,
+        description="Most requests waiting for generation; beyond it requests get 503.",
     )
     torch_threads: Optional[int] = Field(
         default=None, ge=1, description="torch intra-op threads (default: all CPU cores)."
@@ -32,7 +41,9 @@ class EngineConfig(BaseModel):
         default="float32", description="Weights/compute dtype; float32 gives exact logprobs on CPU."
     )
     max_model_len: Optional[int] = Field(
-        default=None, ge=1, description="Context length (default: the model's max_position_embeddings)."
+        default=None,
+        ge=1,
+        description="Context length (default: the model's max_position_embeddings).",
     )
     default_max_tokens: int = Field(
         default=16, ge=1, description="max_tokens of /v1/completions when the request gives none."

@@ -48,7 +48,9 @@ class InferenceEngine:
         self.config = config
         self.metrics = metrics or EngineMetrics()
         torch.set_num_threads(config.torch_threads or os.cpu_count() or 1)
-        self.loaded: LoadedModel = load_model_dir(config.model_path, config.dtype, config.max_model_len)
+        self.loaded: LoadedModel = load_model_dir(
+            config.model_path, config.dtype, config.max_model_len
+        )
         self.weights_version = 0
         self.metrics.weights_version.set(0)
         self._queue: queue.Queue[_Job] = queue.Queue(maxsize=config.max_queue)
@@ -74,7 +76,9 @@ class InferenceEngine:
 
     def start(self) -> InferenceEngine:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._worker, name="generation-worker", daemon=True)
+            self._thread = threading.Thread(
+                target=self._worker, name="generation-worker", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -113,7 +117,9 @@ class InferenceEngine:
                 f"model at {model_path} has vocabulary {new_vocab}, the served tokenizer needs {old_vocab}"
             )
         with self._exclusive():
-            self.loaded.model = new_model  # LoRA adapters belonged to the old base: they are dropped
+            self.loaded.model = (
+                new_model  # LoRA adapters belonged to the old base: they are dropped
+            )
             self.adapters.clear()
             self.loaded.path = Path(model_path).expanduser().resolve()
             self.weights_version += 1
@@ -136,7 +142,9 @@ class InferenceEngine:
         if not (p / "adapter_config.json").is_file():
             raise ModelLoadError(f"not a peft adapter directory (no adapter_config.json): {p}")
         if name in self.adapters:
-            raise ModelLoadError(f"a LoRA adapter named {name!r} is already loaded; unload it first")
+            raise ModelLoadError(
+                f"a LoRA adapter named {name!r} is already loaded; unload it first"
+            )
         from peft import PeftModel
 
         with self._exclusive():
@@ -145,9 +153,13 @@ class InferenceEngine:
                 if isinstance(model, PeftModel):
                     model.load_adapter(str(p), adapter_name=name)
                 else:
-                    self.loaded.model = PeftModel.from_pretrained(model, str(p), adapter_name=name).eval()
+                    self.loaded.model = PeftModel.from_pretrained(
+                        model, str(p), adapter_name=name
+                    ).eval()
             except Exception as e:
-                raise ModelLoadError(f"could not load LoRA adapter from {p}: {type(e).__name__}: {e}") from e
+                raise ModelLoadError(
+                    f"could not load LoRA adapter from {p}: {type(e).__name__}: {e}"
+                ) from e
             self.adapters[name] = p.resolve()
 
     def unload_lora(self, name: str) -> None:
@@ -184,7 +196,9 @@ class InferenceEngine:
             job = self._take(remaining if remaining > 0 else None)
             if job is None:
                 break
-            if n_rows + len(job.rows) > self.config.max_batch_size or _adapter(job) != _adapter(first):
+            if n_rows + len(job.rows) > self.config.max_batch_size or _adapter(job) != _adapter(
+                first
+            ):
                 self._deferred.appendleft(job)
                 break
             jobs.append(job)
@@ -208,7 +222,9 @@ class InferenceEngine:
 
     def _worker(self) -> None:
         while not self._stop.is_set():
-            if self._swap_pending.is_set():  # a weight swap is waiting for the lock: let it go first
+            if (
+                self._swap_pending.is_set()
+            ):  # a weight swap is waiting for the lock: let it go first
                 time.sleep(0.002)
                 continue
             jobs = self._collect()
@@ -240,7 +256,7 @@ class InferenceEngine:
                     results = batch.add(rows) if rows else []
                     pos = 0
                     for j in jobs:
-                        live.append((j, results[pos:pos + len(j.rows)]))
+                        live.append((j, results[pos : pos + len(j.rows)]))
                         pos += len(j.rows)
                     self.metrics.batch_size.observe(len(batch) + sum(r.done for r in results))
                     self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in rows))
@@ -251,7 +267,9 @@ class InferenceEngine:
                         batch.step()
                         live = self._deliver(live)
                         if merge_ok and len(batch) < self.config.max_batch_size:
-                            jobs = self._admissible(self.config.max_batch_size - len(batch), adapter)
+                            jobs = self._admissible(
+                                self.config.max_batch_size - len(batch), adapter
+                            )
                             if jobs:
                                 break
             dt = time.perf_counter() - t0

@@ -36,7 +36,9 @@ class RowResult:
     done: bool = False
 
 
-def prompt_logprobs(model: torch.nn.Module, prompt_ids: list[int], k: int) -> list[Optional[list[tuple[int, float, int]]]]:
+def prompt_logprobs(
+    model: torch.nn.Module, prompt_ids: list[int], k: int
+) -> list[Optional[list[tuple[int, float, int]]]]:
     """Logprob and rank (1 = most likely) of every prompt token under the prefix before it, plus the
     ``k`` most likely alternatives at that position (vLLM's ``prompt_logprobs``). Entry 0 is None."""
     device = next(model.parameters()).device
@@ -72,7 +74,14 @@ def _find_stop(text: str, stops: Sequence[str]) -> tuple[int, Optional[str]]:
 class DecodeBatch:
     """The rows currently being generated, their KV cache, attention mask and next positions."""
 
-    def __init__(self, model: torch.nn.Module, *, pad_id: int, eos_ids: set[int], decode: Callable[[list[int]], str]) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        pad_id: int,
+        eos_ids: set[int],
+        decode: Callable[[list[int]], str],
+    ) -> None:
         self.model = model
         self.pad_id = pad_id
         self.eos_ids = eos_ids
@@ -106,18 +115,23 @@ class DecodeBatch:
             return results
         for row, res in zip(rows, results, strict=True):
             if row.prompt_logprobs is not None:
-                res.prompt_logprobs = prompt_logprobs(self.model, row.prompt_ids, row.prompt_logprobs)
+                res.prompt_logprobs = prompt_logprobs(
+                    self.model, row.prompt_ids, row.prompt_logprobs
+                )
         width = max(len(r.prompt_ids) for r in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, r in enumerate(rows):
-            ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids, dtype=torch.long)
-            mask[i, width - len(r.prompt_ids):] = 1
+            ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids, dtype=torch.long)
+            mask[i, width - len(r.prompt_ids) :] = 1
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
             out = self.model(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                position_ids=pos.to(self.device), use_cache=True, logits_to_keep=1,
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=pos.to(self.device),
+                use_cache=True,
+                logits_to_keep=1,
             )
         gens = [r.make_generator() for r in rows]
         chosen, keep = self._sample(out.logits[:, -1, :], list(rows), results, gens)
@@ -128,7 +142,11 @@ class DecodeBatch:
                 return results
             sel = torch.tensor(keep, dtype=torch.long, device=self.device)
             cache.batch_select_indices(sel)
-            mask, next_pos, chosen = mask.index_select(0, sel), next_pos.index_select(0, sel.cpu()), chosen[sel]
+            mask, next_pos, chosen = (
+                mask.index_select(0, sel),
+                next_pos.index_select(0, sel.cpu()),
+                chosen[sel],
+            )
         kept_rows = [rows[i] for i in keep]
         if self.cache is None or not self.rows:
             self.cache, self.mask, self.next_pos, self.last = cache, mask, next_pos, chosen
@@ -148,9 +166,12 @@ class DecodeBatch:
         self.mask = torch.cat([self.mask, ones], dim=-1)
         with torch.inference_mode():
             out = self.model(
-                input_ids=self.last.unsqueeze(-1).to(self.device), attention_mask=self.mask,
-                position_ids=self.next_pos.unsqueeze(-1).to(self.device), past_key_values=self.cache,
-                use_cache=True, logits_to_keep=1,
+                input_ids=self.last.unsqueeze(-1).to(self.device),
+                attention_mask=self.mask,
+                position_ids=self.next_pos.unsqueeze(-1).to(self.device),
+                past_key_values=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
             )
         self.cache = out.past_key_values
         self.next_pos = self.next_pos + 1
@@ -181,7 +202,9 @@ class DecodeBatch:
             res.logprobs.append(chosen_lp[b])
             if row.top_logprobs > 0 and top_ids is not None:
                 k = row.top_logprobs
-                res.top_logprobs.append(list(zip(top_ids[b, :k].tolist(), top_vals[b, :k].tolist(), strict=True)))
+                res.top_logprobs.append(
+                    list(zip(top_ids[b, :k].tolist(), top_vals[b, :k].tolist(), strict=True))
+                )
             self.generated += 1
             if tok in self.eos_ids and not row.ignore_eos:
                 res.finish_reason, res.done = "stop", True
@@ -189,7 +212,12 @@ class DecodeBatch:
                 text = self.decode(res.token_ids)
                 at, which = _find_stop(text, row.stop)
                 if at >= 0:
-                    res.text, res.finish_reason, res.stop_reason, res.done = text[:at], "stop", which, True
+                    res.text, res.finish_reason, res.stop_reason, res.done = (
+                        text[:at],
+                        "stop",
+                        which,
+                        True,
+                    )
             if not res.done and len(res.token_ids) >= row.max_tokens:
                 res.finish_reason, res.done = "length", True
             if res.done:
@@ -237,7 +265,9 @@ class DecodeBatch:
 
         for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
             mine.keys = torch.cat([pad(mine.keys, old_t, 2), pad(theirs.keys, new_t, 2)], dim=0)
-            mine.values = torch.cat([pad(mine.values, old_t, 2), pad(theirs.values, new_t, 2)], dim=0)
+            mine.values = torch.cat(
+                [pad(mine.values, old_t, 2), pad(theirs.values, new_t, 2)], dim=0
+            )
         self.mask = torch.cat([pad(self.mask, old_t, 1), pad(mask, new_t, 1)], dim=0)
         self.next_pos = torch.cat([self.next_pos, next_pos.to(self.next_pos.device)])
         self.last = torch.cat([self.last, last.to(self.last.device)])

@@ -81,7 +81,9 @@ def eos_ids_of(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-def load_model_dir(path: str | Path, dtype: str = "float32", max_model_len: Optional[int] = None) -> LoadedModel:
+def load_model_dir(
+    path: str | Path, dtype: str = "float32", max_model_len: Optional[int] = None
+) -> LoadedModel:
     """Load model + tokenizer from one directory and work out pad/eos ids and the context length."""
     tokenizer = load_tokenizer(path)
     model = load_causal_lm(path, dtype)
@@ -89,8 +91,21 @@ def load_model_dir(path: str | Path, dtype: str = "float32", max_model_len: Opti
     if pad is None:
         pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     ctx = max_model_len or int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
-    return LoadedModel(model, tokenizer, Path(path).expanduser().resolve(), int(pad),
-                       eos_ids_of(model, tokenizer), ctx)
+    return LoadedModel(
+        model,
+        tokenizer,
+        Path(path).expanduser().resolve(),
+        int(pad),
+        eos_ids_of(model, tokenizer),
+        ctx,
+    )
 
 
-__all__ = ["LoadedModel", "check_model_dir", "eos_ids_of", "load_causal_lm", "load_model_dir", "load_tokenizer"]
+__all__ = [
+    "LoadedModel",
+    "check_model_dir",
+    "eos_ids_of",
+    "load_causal_lm",
+    "load_model_dir",
+    "load_tokenizer",
+]

@@ -23,18 +23,31 @@ PromptType = Union[str, list[str], list[int], list[list[int]]]
 class _Common(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    model: Optional[str] = Field(default=None, description="Any name is accepted; the served model answers.")
+    model: Optional[str] = Field(
+        default=None, description="Any name is accepted; the served model answers."
+    )
     n: int = Field(default=1, ge=1, description="Completions to generate per prompt.")
     max_tokens: Optional[int] = Field(default=None, ge=1, description="Most tokens to generate.")
-    temperature: float = Field(default=1.0, ge=0.0, le=100.0, description="0 means greedy decoding.")
+    temperature: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="0 means greedy decoding."
+    )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    top_k: int = Field(default=0, ge=-1, description="Keep the k most likely tokens; 0 or -1 disables.")
-    stop: Optional[Union[str, list[str]]] = Field(default=None, description="Stop strings (not included).")
-    seed: Optional[int] = Field(default=None, description="Per-request seed; choice i uses seed + i.")
+    top_k: int = Field(
+        default=0, ge=-1, description="Keep the k most likely tokens; 0 or -1 disables."
+    )
+    stop: Optional[Union[str, list[str]]] = Field(
+        default=None, description="Stop strings (not included)."
+    )
+    seed: Optional[int] = Field(
+        default=None, description="Per-request seed; choice i uses seed + i."
+    )
     stream: bool = Field(default=False, description="Streaming is not supported (must be false).")
-    return_token_ids: bool = Field(default=False, description="vLLM extra: return prompt/completion ids.")
+    return_token_ids: bool = Field(
+        default=False, description="vLLM extra: return prompt/completion ids."
+    )
     return_tokens_as_token_ids: bool = Field(
-        default=False, description="vLLM extra: render logprob tokens as 'token_id:<id>' instead of text."
+        default=False,
+        description="vLLM extra: render logprob tokens as 'token_id:<id>' instead of text.",
     )
     ignore_eos: bool = Field(default=False, description="vLLM extra: keep generating past EOS.")
     presence_penalty: float = Field(default=0.0, description="Only 0 is supported.")
@@ -54,12 +67,21 @@ class _Common(BaseModel):
 class CompletionRequest(_Common):
     """Body of POST /v1/completions."""
 
-    prompt: PromptType = Field(description="Text, list of texts, token ids, or list of token-id lists.")
-    logprobs: Optional[int] = Field(default=None, ge=0, le=20, description="Top alternatives per token.")
-    prompt_logprobs: Optional[int] = Field(
-        default=None, ge=0, le=20, description="vLLM extra: logprob, rank and top-k of every prompt token."
+    prompt: PromptType = Field(
+        description="Text, list of texts, token ids, or list of token-id lists."
     )
-    echo: bool = Field(default=False, description="Echoing the prompt is not supported (must be false).")
+    logprobs: Optional[int] = Field(
+        default=None, ge=0, le=20, description="Top alternatives per token."
+    )
+    prompt_logprobs: Optional[int] = Field(
+        default=None,
+        ge=0,
+        le=20,
+        description="vLLM extra: logprob, rank and top-k of every prompt token.",
+    )
+    echo: bool = Field(
+        default=False, description="Echoing the prompt is not supported (must be false)."
+    )
 
 
 class ChatMessage(BaseModel):
@@ -73,17 +95,29 @@ class ChatCompletionRequest(_Common):
     """Body of POST /v1/chat/completions."""
 
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation so far.")
-    logprobs: bool = Field(default=False, description="Return the logprob of every completion token.")
-    top_logprobs: Optional[int] = Field(default=None, ge=0, le=20, description="Alternatives per token.")
-    max_completion_tokens: Optional[int] = Field(default=None, ge=1, description="Alias of max_tokens.")
-    add_generation_prompt: bool = Field(default=True, description="Open an assistant turn (vLLM extra).")
+    logprobs: bool = Field(
+        default=False, description="Return the logprob of every completion token."
+    )
+    top_logprobs: Optional[int] = Field(
+        default=None, ge=0, le=20, description="Alternatives per token."
+    )
+    max_completion_tokens: Optional[int] = Field(
+        default=None, ge=1, description="Alias of max_tokens."
+    )
+    add_generation_prompt: bool = Field(
+        default=True, description="Open an assistant turn (vLLM extra)."
+    )
 
 
 class LoadLoraRequest(BaseModel):
     """Body of POST /v1/load_lora_adapter (vLLM's name and fields)."""
 
-    lora_name: str = Field(min_length=1, description="Name requests use as `model` to select the adapter.")
-    lora_path: str = Field(min_length=1, description="peft adapter directory (adapter_config.json).")
+    lora_name: str = Field(
+        min_length=1, description="Name requests use as `model` to select the adapter."
+    )
+    lora_path: str = Field(
+        min_length=1, description="peft adapter directory (adapter_config.json)."
+    )
 
 
 class UnloadLoraRequest(BaseModel):
@@ -137,7 +171,9 @@ def completion_response(
                 "token_logprobs": list(res.logprobs),
                 "top_logprobs": [
                     {token_text(tid): lp for tid, lp in alts} for alts in res.top_logprobs
-                ] if want_logprobs > 0 else None,
+                ]
+                if want_logprobs > 0
+                else None,
                 "text_offset": offsets,
             }
         if return_token_ids:
@@ -145,7 +181,9 @@ def completion_response(
             choice["token_ids"] = list(res.token_ids)
         if res.prompt_logprobs is not None:
             choice["prompt_logprobs"] = [
-                None if entry is None else {
+                None
+                if entry is None
+                else {
                     str(tid): {"logprob": lp, "rank": rank, "decoded_token": token_text(tid)}
                     for tid, lp, rank in entry
                 }
@@ -191,7 +229,9 @@ def chat_response(
             for pos, (tid, lp) in enumerate(zip(res.token_ids, res.logprobs, strict=True)):
                 entry = _lp_entry(token_text(tid), lp)
                 alts = res.top_logprobs[pos] if pos < len(res.top_logprobs) else []
-                entry["top_logprobs"] = [_lp_entry(token_text(a), alp) for a, alp in alts[:top_logprobs]]
+                entry["top_logprobs"] = [
+                    _lp_entry(token_text(a), alp) for a, alp in alts[:top_logprobs]
+                ]
                 content.append(entry)
             choice["logprobs"] = {"content": content}
         if return_token_ids:

@@ -42,7 +42,9 @@ class BadRequest(Exception):
         self.message, self.param, self.status = message, param, status
 
 
-def _error(status: int, message: str, param: Optional[str] = None, kind: str = "BadRequestError") -> JSONResponse:
+def _error(
+    status: int, message: str, param: Optional[str] = None, kind: str = "BadRequestError"
+) -> JSONResponse:
     return JSONResponse(
         status_code=status,
         content={"error": {"message": message, "type": kind, "param": param, "code": status}},
@@ -74,7 +76,9 @@ def _prompt_list(prompt: Any, vocab: int) -> list[list[int]] | list[str]:
                 raise BadRequest("a token-id prompt must not be empty", "prompt")
             bad = [t for t in p if not 0 <= t < vocab]
             if bad:
-                raise BadRequest(f"token id {bad[0]} is outside the vocabulary (0..{vocab - 1})", "prompt")
+                raise BadRequest(
+                    f"token id {bad[0]} is outside the vocabulary (0..{vocab - 1})", "prompt"
+                )
     return prompts
 
 
@@ -145,9 +149,15 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
             raise BadRequest(f"n={req.n} exceeds the server's max_n={config.max_n}", "n")
         return [
             RowParams(
-                prompt_ids=ids, max_tokens=mt, temperature=req.temperature, top_p=req.top_p,
-                top_k=max(req.top_k, 0), stop=req.stop or [],
-                seed=None if req.seed is None else req.seed + j, top_logprobs=top, ignore_eos=req.ignore_eos,
+                prompt_ids=ids,
+                max_tokens=mt,
+                temperature=req.temperature,
+                top_p=req.top_p,
+                top_k=max(req.top_k, 0),
+                stop=req.stop or [],
+                seed=None if req.seed is None else req.seed + j,
+                top_logprobs=top,
+                ignore_eos=req.ignore_eos,
                 prompt_logprobs=getattr(req, "prompt_logprobs", None),
                 adapter=req.model if req.model in eng.adapters else None,
             )
@@ -161,21 +171,28 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
     async def completions(req: CompletionRequest) -> JSONResponse:
         _check_unsupported(req)
         prompts = _prompt_list(req.prompt, vocab)
-        ids_list = [p if isinstance(p, list) else tok(p, add_special_tokens=True)["input_ids"] for p in prompts]
+        ids_list = [
+            p if isinstance(p, list) else tok(p, add_special_tokens=True)["input_ids"]
+            for p in prompts
+        ]
         max_tokens = req.max_tokens if req.max_tokens is not None else config.default_max_tokens
         top = req.logprobs or 0
         rows = [r for ids in ids_list for r in rows_for(ids, req, max_tokens, top)]
         results = await run(rows)
         render = token_id_text if req.return_tokens_as_token_ids else token_text
-        return JSONResponse(completion_response(
-            name, ids_list, req.n, results, render, req.logprobs, req.return_token_ids
-        ))
+        return JSONResponse(
+            completion_response(
+                name, ids_list, req.n, results, render, req.logprobs, req.return_token_ids
+            )
+        )
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatCompletionRequest) -> JSONResponse:
         _check_unsupported(req)
         if getattr(tok, "chat_template", None) is None:
-            raise BadRequest("the served tokenizer has no chat template; use /v1/completions", "messages")
+            raise BadRequest(
+                "the served tokenizer has no chat template; use /v1/completions", "messages"
+            )
         messages = []
         for m in req.messages:
             content = m.content
@@ -195,26 +212,45 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
             raise BadRequest("top_logprobs requires logprobs=true", "top_logprobs")
         results = await run(rows_for(ids, req, max_tokens, top))
         render = token_id_text if req.return_tokens_as_token_ids else token_text
-        return JSONResponse(chat_response(
-            name, ids, results, render, req.logprobs, top, req.return_token_ids
-        ))
+        return JSONResponse(
+            chat_response(name, ids, results, render, req.logprobs, top, req.return_token_ids)
+        )
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        data = [{
-            "id": name, "object": "model", "created": 0, "owned_by": "atroposlib",
-            "root": str(eng.model_path), "parent": None, "max_model_len": eng.max_model_len,
-        }]
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "atroposlib",
+                "root": str(eng.model_path),
+                "parent": None,
+                "max_model_len": eng.max_model_len,
+            }
+        ]
         for lora, path in list(eng.adapters.items()):
-            data.append({"id": lora, "object": "model", "created": 0, "owned_by": "atroposlib",
-                         "root": str(path), "parent": name, "max_model_len": eng.max_model_len})
+            data.append(
+                {
+                    "id": lora,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "atroposlib",
+                    "root": str(path),
+                    "parent": name,
+                    "max_model_len": eng.max_model_len,
+                }
+            )
         return {"object": "list", "data": data}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {
-            "status": "ok", "model": name, "model_path": str(eng.model_path),
-            "weights_version": eng.weights_version, "queue_depth": eng.queue_depth(),
+            "status": "ok",
+            "model": name,
+            "model_path": str(eng.model_path),
+            "weights_version": eng.weights_version,
+            "queue_depth": eng.queue_depth(),
             "max_model_len": eng.max_model_len,
         }
 
@@ -229,12 +265,21 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
         try:
             version = await loop.run_in_executor(None, eng.reload_weights, req.model_path)
         except ModelLoadError as e:
-            return JSONResponse(status_code=400, content={
-                "success": False, "message": str(e), "weights_version": eng.weights_version,
-            })
-        return JSONResponse({
-            "success": True, "message": f"loaded weights from {req.model_path}", "weights_version": version,
-        })
+            return JSONResponse(
+                status_code=400,
+                content={
+                    "success": False,
+                    "message": str(e),
+                    "weights_version": eng.weights_version,
+                },
+            )
+        return JSONResponse(
+            {
+                "success": True,
+                "message": f"loaded weights from {req.model_path}",
+                "weights_version": version,
+            }
+        )
 
     @app.post("/v1/load_lora_adapter")
     async def load_lora(req: LoadLoraRequest) -> Response:
@@ -243,7 +288,9 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
             await loop.run_in_executor(None, eng.load_lora, req.lora_name, req.lora_path)
         except ModelLoadError as e:
             raise BadRequest(str(e), "lora_path" if "already" not in str(e) else "lora_name") from e
-        return Response(f"Success: LoRA adapter '{req.lora_name}' added successfully.", media_type="text/plain")
+        return Response(
+            f"Success: LoRA adapter '{req.lora_name}' added successfully.", media_type="text/plain"
+        )
 
     @app.post("/v1/unload_lora_adapter")
     async def unload_lora(req: UnloadLoraRequest) -> Response:
@@ -252,7 +299,10 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
             await loop.run_in_executor(None, eng.unload_lora, req.lora_name)
         except ModelLoadError as e:
             raise BadRequest(str(e), "lora_name", status=404) from e
-        return Response(f"Success: LoRA adapter '{req.lora_name}' removed successfully.", media_type="text/plain")
+        return Response(
+            f"Success: LoRA adapter '{req.lora_name}' removed successfully.",
+            media_type="text/plain",
+        )
 
     return app
 

@@ -47,7 +47,9 @@ def import_smollm2(out_dir: Union[str, Path], gguf_path: Optional[Union[str, Pat
     try:
         import gguf as _gguf  # noqa: F401  (transformers needs it to read the file)
     except ImportError:
-        raise ModelLoadError("reading GGUF files needs the `gguf` package: pip install gguf") from None
+        raise ModelLoadError(
+            "reading GGUF files needs the `gguf` package: pip install gguf"
+        ) from None
     out = Path(out_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -64,7 +66,9 @@ def import_smollm2(out_dir: Union[str, Path], gguf_path: Optional[Union[str, Pat
     # Tied output embeddings may be absent from the GGUF state dict; anything else is an error.
     missing = [k for k in missing if k != "lm_head.weight"]
     if missing or unexpected:
-        raise ModelLoadError(f"GGUF weights do not fit LlamaForCausalLM: missing={missing} unexpected={unexpected}")
+        raise ModelLoadError(
+            f"GGUF weights do not fit LlamaForCausalLM: missing={missing} unexpected={unexpected}"
+        )
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
     model.generation_config = quantized.generation_config

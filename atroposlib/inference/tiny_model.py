@@ -77,7 +77,9 @@ def default_corpus(seed: int = 0, n_lines: int = 3000) -> list[str]:
     return lines
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512, model_max_length: Optional[int] = None) -> Any:
+def build_tokenizer(
+    corpus: Iterable[str], vocab_size: int = 512, model_max_length: Optional[int] = None
+) -> Any:
     """Train a byte-level BPE tokenizer (digits split individually) and wrap it for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -151,9 +153,13 @@ def build_tiny_model(
     from atroposlib.errors import ConfigError
 
     if hidden_size % num_heads != 0:
-        raise ConfigError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+        raise ConfigError(
+            f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})"
+        )
     if vocab_size < 260:
-        raise ConfigError(f"vocab_size must be at least 260 (256 bytes + specials), got {vocab_size}")
+        raise ConfigError(
+            f"vocab_size must be at least 260 (256 bytes + specials), got {vocab_size}"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -197,4 +203,10 @@ def build_tiny_model(
     return out
 
 
-__all__ = ["CHATML_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "build_tokenizer", "default_corpus"]
+__all__ = [
+    "CHATML_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "build_tiny_model",
+    "build_tokenizer",
+    "default_corpus",
+]

@@ -20,7 +20,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def wait_for_http(
-    url: str, timeout: float = 60.0, proc: Optional[subprocess.Popen[Any]] = None,
+    url: str,
+    timeout: float = 60.0,
+    proc: Optional[subprocess.Popen[Any]] = None,
     headers: Optional[dict[str, str]] = None,
 ) -> None:
     """Poll ``url`` until it answers (any status < 500). Raises ``TimeoutError`` or, if ``proc``

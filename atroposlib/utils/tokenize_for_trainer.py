@@ -17,16 +17,24 @@ from atroposlib.type_definitions import MASK_IGNORE
 TRAINED_ROLES = ("assistant", "agent")
 
 
-def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> str:
+def render_chat(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool
+) -> str:
     """The chat template's text for ``messages``."""
     return tokenizer.apply_chat_template(
         [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
     )
 
 
-def chat_token_ids(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
+def chat_token_ids(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool
+) -> list[int]:
     """Token ids of the rendered chat (the template supplies any BOS itself)."""
-    return list(tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt), add_special_tokens=False))
+    return list(
+        tokenizer.encode(
+            render_chat(tokenizer, messages, add_generation_prompt), add_special_tokens=False
+        )
+    )
 
 
 def _content_start(tokenizer: Any, chat: list[dict[str, Any]], i: int) -> int:
@@ -34,7 +42,9 @@ def _content_start(tokenizer: Any, chat: list[dict[str, Any]], i: int) -> int:
     if chat[i].get("role") == "assistant":
         return len(chat_token_ids(tokenizer, chat[:i], add_generation_prompt=True))
     marker = "\u241fcontent\u241f"
-    text = render_chat(tokenizer, chat[:i] + [{**chat[i], "content": marker}], add_generation_prompt=False)
+    text = render_chat(
+        tokenizer, chat[:i] + [{**chat[i], "content": marker}], add_generation_prompt=False
+    )
     at = text.find(marker)
     if at < 0:
         return len(chat_token_ids(tokenizer, chat[:i], add_generation_prompt=False))
@@ -66,7 +76,11 @@ def tokenize_for_trainer(
         trained = [last]  # as Atropos: the final message, whatever its role
     for i in trained:
         start = _content_start(tokenizer, chat, i)
-        end = len(tokens) if i == last else len(chat_token_ids(tokenizer, chat[: i + 1], add_generation_prompt=False))
+        end = (
+            len(tokens)
+            if i == last
+            else len(chat_token_ids(tokenizer, chat[: i + 1], add_generation_prompt=False))
+        )
         for j in range(start, min(end, len(tokens))):
             masks[j] = tokens[j]
     out: dict[str, Any] = {"tokens": tokens, "masks": masks}

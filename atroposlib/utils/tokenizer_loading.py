@@ -18,14 +18,19 @@ def load_tokenizer(name: str) -> Any:
     that class directly, which avoids the torch import ``AutoTokenizer`` triggers (seconds on CPU)."""
     try:
         cfg_path = Path(name) / "tokenizer_config.json"
-        if cfg_path.is_file() and json.loads(cfg_path.read_text()).get("tokenizer_class") in _PLAIN_FAST_TOKENIZERS:
+        if (
+            cfg_path.is_file()
+            and json.loads(cfg_path.read_text()).get("tokenizer_class") in _PLAIN_FAST_TOKENIZERS
+        ):
             from transformers import PreTrainedTokenizerFast
 
             return PreTrainedTokenizerFast.from_pretrained(name)
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(name)
-    except Exception as e:  # transformers raises OSError/ValueError/HTTP errors depending on the cause
+    except (
+        Exception
+    ) as e:  # transformers raises OSError/ValueError/HTTP errors depending on the cause
         lines = str(e).strip().splitlines()
         reason = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
         raise ModelLoadError(

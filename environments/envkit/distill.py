@@ -18,9 +18,14 @@ def check_same_tokenizer(student: Any, teacher: Any, student_name: str, teacher_
     student_vocab, teacher_vocab = student.get_vocab(), teacher.get_vocab()
     if student_vocab == teacher_vocab and student.eos_token_id == teacher.eos_token_id:
         return
-    differing = sorted(tok for tok in set(student_vocab) | set(teacher_vocab)
-                       if student_vocab.get(tok) != teacher_vocab.get(tok))
-    examples = ", ".join(f"{tok!r}: {student_vocab.get(tok)} vs {teacher_vocab.get(tok)}" for tok in differing[:3])
+    differing = sorted(
+        tok
+        for tok in set(student_vocab) | set(teacher_vocab)
+        if student_vocab.get(tok) != teacher_vocab.get(tok)
+    )
+    examples = ", ".join(
+        f"{tok!r}: {student_vocab.get(tok)} vs {teacher_vocab.get(tok)}" for tok in differing[:3]
+    )
     raise TokenizerMismatch(
         f"teacher tokenizer {teacher_name} ({len(teacher_vocab)} tokens) differs from the student's "
         f"{student_name} ({len(student_vocab)} tokens) in {len(differing)} entries (e.g. {examples}); "
@@ -39,7 +44,9 @@ def text_to_id(tokenizer: Any) -> dict[str, int]:
     return mapping
 
 
-def top_k_entry(top_logprobs: dict[str, float], ids: dict[str, int], k: int) -> tuple[list[int], list[float]]:
+def top_k_entry(
+    top_logprobs: dict[str, float], ids: dict[str, int], k: int
+) -> tuple[list[int], list[float]]:
     """The k most likely (id, logprob) pairs of one position, most likely first."""
     ranked = sorted(top_logprobs.items(), key=lambda kv: kv[1], reverse=True)[:k]
     pairs = [(ids[text], float(lp)) for text, lp in ranked if text in ids]

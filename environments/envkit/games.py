@@ -61,8 +61,11 @@ class TextGame:
             return Step(f"Invalid move: {reason}. The game is over.", 0.0, True, reason)
         self.state, reward, terminated, truncated, _ = self.env.step(action)
         done = bool(terminated or truncated)
-        return Step(self.describe(self.state) if not done else self.final_text(float(reward)),
-                    float(reward), done)
+        return Step(
+            self.describe(self.state) if not done else self.final_text(float(reward)),
+            float(reward),
+            done,
+        )
 
     def final_text(self, reward: float) -> str:
         return f"The game is over (last reward {reward:g})."
@@ -76,9 +79,11 @@ class BlackjackText(TextGame):
 
     env_id = "Blackjack-v1"
     actions = {"stick": 0, "hit": 1}
-    rules = ("You are playing Blackjack against a dealer. Get a hand total closer to 21 than the dealer "
-             "without going over. Each turn reply with <action>hit</action> to take a card or "
-             "<action>stick</action> to stop.")
+    rules = (
+        "You are playing Blackjack against a dealer. Get a hand total closer to 21 than the dealer "
+        "without going over. Each turn reply with <action>hit</action> to take a card or "
+        "<action>stick</action> to stop."
+    )
 
     def describe(self, state) -> str:
         player, dealer, usable_ace = state
@@ -96,9 +101,11 @@ class TaxiText(TextGame):
 
     env_id = "Taxi-v4" if "Taxi-v4" in gymnasium.registry else "Taxi-v3"
     actions = {"south": 0, "north": 1, "east": 2, "west": 3, "pickup": 4, "dropoff": 5}
-    rules = ("You drive a taxi on a 5x5 grid (row 0 is the top). Walls '|' block east/west moves. "
-             "Pick up the passenger and drop them off at the destination. Each turn reply with one of "
-             "<action>north</action>, south, east, west, pickup or dropoff inside <action></action>.")
+    rules = (
+        "You drive a taxi on a 5x5 grid (row 0 is the top). Walls '|' block east/west moves. "
+        "Pick up the passenger and drop them off at the destination. Each turn reply with one of "
+        "<action>north</action>, south, east, west, pickup or dropoff inside <action></action>."
+    )
     _places = ("R", "G", "Y", "B")
 
     def describe(self, state) -> str:
@@ -106,9 +113,11 @@ class TaxiText(TextGame):
         grid = [[ch.decode() for ch in line] for line in self.env.unwrapped.desc]
         grid[row + 1][2 * col + 1] = "T"
         where = "in the taxi" if passenger == 4 else f"waiting at {self._places[passenger]}"
-        return ("\n".join("".join(line) for line in grid)
-                + f"\nThe taxi (T) is at row {row}, column {col}. The passenger is {where}; "
-                f"the destination is {self._places[destination]}. What is your move?")
+        return (
+            "\n".join("".join(line) for line in grid)
+            + f"\nThe taxi (T) is at row {row}, column {col}. The passenger is {where}; "
+            f"the destination is {self._places[destination]}. What is your move?"
+        )
 
 
 GAMES = {"blackjack": BlackjackText, "taxi": TaxiText}

@@ -15,11 +15,27 @@ _PREFERENCE = re.compile(r"\[\[\s*([AB])\s*\]\]")
 
 JUDGE_SYSTEM = "You are a strict, fair judge of answers written by an AI assistant."
 
-_TASKS = ["Write a haiku about {t}.", "Explain {t} to a ten-year-old in two sentences.",
-          "Give three practical tips about {t}.", "Write a one-paragraph story involving {t}.",
-          "Argue for and against {t} in two short sentences each."]
-_TOPICS = ["the ocean", "recycling", "learning to cook", "time zones", "honeybees", "public libraries",
-           "rainy days", "chess openings", "bicycles", "the moon", "saving money", "volcanoes"]
+_TASKS = [
+    "Write a haiku about {t}.",
+    "Explain {t} to a ten-year-old in two sentences.",
+    "Give three practical tips about {t}.",
+    "Write a one-paragraph story involving {t}.",
+    "Argue for and against {t} in two short sentences each.",
+]
+_TOPICS = [
+    "the ocean",
+    "recycling",
+    "learning to cook",
+    "time zones",
+    "honeybees",
+    "public libraries",
+    "rainy days",
+    "chess openings",
+    "bicycles",
+    "the moon",
+    "saving money",
+    "volcanoes",
+]
 
 
 def offline_prompts(count: int, seed: int) -> list[str]:
@@ -29,15 +45,19 @@ def offline_prompts(count: int, seed: int) -> list[str]:
 
 
 def single_judge_prompt(question: str, answer: str) -> str:
-    return (f"Rate the assistant's answer to the user's request from 1 (useless) to 10 (excellent).\n\n"
-            f"[Request]\n{question}\n\n[Answer]\n{answer}\n\n"
-            "Explain briefly, then end with 'Score: N'.")
+    return (
+        f"Rate the assistant's answer to the user's request from 1 (useless) to 10 (excellent).\n\n"
+        f"[Request]\n{question}\n\n[Answer]\n{answer}\n\n"
+        "Explain briefly, then end with 'Score: N'."
+    )
 
 
 def pairwise_judge_prompt(question: str, answer_a: str, answer_b: str) -> str:
-    return (f"Which answer serves the user's request better?\n\n[Request]\n{question}\n\n"
-            f"[Answer A]\n{answer_a}\n\n[Answer B]\n{answer_b}\n\n"
-            "Explain briefly, then end with [[A]] or [[B]].")
+    return (
+        f"Which answer serves the user's request better?\n\n[Request]\n{question}\n\n"
+        f"[Answer A]\n{answer_a}\n\n[Answer B]\n{answer_b}\n\n"
+        "Explain briefly, then end with [[A]] or [[B]]."
+    )
 
 
 def parse_score(verdict: str) -> Optional[float]:

@@ -37,7 +37,10 @@ def format_question(question: str, choices: Sequence[str]) -> str:
         raise ValueError(f"a question needs 2..{len(LETTERS)} choices, got {len(choices)}")
     lines = [question.strip(), ""]
     lines += [f"{LETTERS[i]}) {choice}" for i, choice in enumerate(choices)]
-    lines += ["", "Think inside <think></think>, then answer with the letter of the correct choice."]
+    lines += [
+        "",
+        "Think inside <think></think>, then answer with the letter of the correct choice.",
+    ]
     return "\n".join(lines)
 
 
@@ -65,7 +68,9 @@ def extract_letter(response: str, num_choices: int, require_think: bool = True) 
     return LetterExtraction(None, "no answer letter after the thinking block")
 
 
-def score_letter(response: str, answer_index: int, num_choices: int, require_think: bool = True) -> float:
+def score_letter(
+    response: str, answer_index: int, num_choices: int, require_think: bool = True
+) -> float:
     """1.0 for the right letter, 0.0 for a wrong or unreadable one."""
     extraction = extract_letter(response, num_choices, require_think)
     return 1.0 if extraction.letter == LETTERS[answer_index] else 0.0

@@ -22,7 +22,9 @@ async def sample_group(env: Any, messages: Sequence[dict[str, Any]]) -> tuple[li
     nodes (same order). A missing answer text is ''."""
     async with env.server.managed_server(tokenizer=env.tokenizer) as managed:
         completion = await managed.chat_completion(
-            messages=messages, n=env.config.group_size, temperature=env.config.temperature,
+            messages=messages,
+            n=env.config.group_size,
+            temperature=env.config.temperature,
             max_tokens=completion_budget(env.tokenizer, messages, env.config.max_token_length),
         )
         nodes = managed.get_state()["nodes"]
@@ -32,14 +34,18 @@ async def sample_group(env: Any, messages: Sequence[dict[str, Any]]) -> tuple[li
 async def greedy_answer(env: Any, messages: Sequence[dict[str, Any]]) -> str:
     """One temperature-0 answer for evaluation (the servers' eval limits apply: ``split="eval"``)."""
     completion = await env.server.chat_completion(
-        messages=messages, n=1, temperature=0.0, split="eval",
+        messages=messages,
+        n=1,
+        temperature=0.0,
+        split="eval",
         max_tokens=completion_budget(env.tokenizer, messages, env.config.max_token_length),
     )
     return completion.choices[0].message.content or ""
 
 
-def drain_metrics(env: Any, wandb_metrics: Optional[Mapping[str, Any]],
-                  buffers: Mapping[str, list[float]]) -> dict[str, Any]:
+def drain_metrics(
+    env: Any, wandb_metrics: Optional[Mapping[str, Any]], buffers: Mapping[str, list[float]]
+) -> dict[str, Any]:
     """For ``wandb_log``: ``wandb_metrics`` plus the mean of each non-empty buffer under its key, plus the
     ``(name, value)`` pairs ``evaluate`` left in ``env.eval_metrics``. Empties the buffers and eval_metrics."""
     metrics = dict(wandb_metrics or {})

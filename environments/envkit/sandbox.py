@@ -140,17 +140,34 @@ def _execute(code: str, limits: SandboxLimits, plan: _Plan) -> SandboxResult:
         if plan.drop_privileges:
             for path in (workdir, script, program):
                 os.chown(path, uid, uid)
-        env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONHASHSEED": "0", "SANDBOX_NO_NETWORK": "1"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": workdir,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "SANDBOX_NO_NETWORK": "1",
+        }
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             try:
                 proc = subprocess.Popen(
-                    [plan.interpreter, "-I", script], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                    stdout=out, stderr=err, preexec_fn=lambda: _preexec(limits, plan, uid),
+                    [plan.interpreter, "-I", script],
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    preexec_fn=lambda: _preexec(limits, plan, uid),
                 )
             except (OSError, subprocess.SubprocessError) as exc:
-                return SandboxResult("unavailable", None, "", "", time.monotonic() - start,
-                                     f"could not start the sandbox: {exc}", plan.new_netns)
+                return SandboxResult(
+                    "unavailable",
+                    None,
+                    "",
+                    "",
+                    time.monotonic() - start,
+                    f"could not start the sandbox: {exc}",
+                    plan.new_netns,
+                )
             timed_out = False
             try:
                 proc.wait(timeout=limits.timeout_s)
@@ -166,16 +183,32 @@ def _execute(code: str, limits: SandboxLimits, plan: _Plan) -> SandboxResult:
         stderr = _read_capped(err_path)
         duration = time.monotonic() - start
         if not os.path.exists(os.path.join(workdir, _MARKER)):
-            return SandboxResult("unavailable", proc.returncode, stdout, stderr, duration,
-                                 "the interpreter did not start the program", plan.new_netns)
+            return SandboxResult(
+                "unavailable",
+                proc.returncode,
+                stdout,
+                stderr,
+                duration,
+                "the interpreter did not start the program",
+                plan.new_netns,
+            )
         cpu_killed = proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL)
         if timed_out or cpu_killed:
-            return SandboxResult("timeout", proc.returncode, stdout, stderr, duration,
-                                 f"killed after {limits.timeout_s:g}s", plan.new_netns)
+            return SandboxResult(
+                "timeout",
+                proc.returncode,
+                stdout,
+                stderr,
+                duration,
+                f"killed after {limits.timeout_s:g}s",
+                plan.new_netns,
+            )
         if proc.returncode == 0:
             return SandboxResult("passed", 0, stdout, stderr, duration, "exit 0", plan.new_netns)
         last_line = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {proc.returncode}"
-        return SandboxResult("failed", proc.returncode, stdout, stderr, duration, last_line, plan.new_netns)
+        return SandboxResult(
+            "failed", proc.returncode, stdout, stderr, duration, last_line, plan.new_netns
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -199,13 +232,16 @@ def _plan() -> _Plan:
     probe = SandboxLimits(timeout_s=20)
     is_root = os.geteuid() == 0
     for new_netns in (True, False):
-        for drop in ((True, False) if is_root else (False,)):
+        for drop in (True, False) if is_root else (False,):
             for interpreter in _candidate_interpreters() if drop else [sys.executable]:
                 plan = _Plan(interpreter, drop, new_netns)
                 if _execute("pass", probe, plan).status == "passed":
-                    logger.info("sandbox: interpreter %s, network namespace %s, runs as %s",
-                                interpreter, "yes" if new_netns else "NO (socket guard only)",
-                                "a fresh unprivileged uid" if drop else "the current user")
+                    logger.info(
+                        "sandbox: interpreter %s, network namespace %s, runs as %s",
+                        interpreter,
+                        "yes" if new_netns else "NO (socket guard only)",
+                        "a fresh unprivileged uid" if drop else "the current user",
+                    )
                     return plan
     raise RuntimeError("the sandbox cannot start any Python interpreter on this machine")
 
@@ -213,9 +249,12 @@ def _plan() -> _Plan:
 def sandbox_capabilities() -> dict:
     """What the sandbox enforces on this machine (for logs, tests and the README)."""
     plan = _plan()
-    return {"interpreter": plan.interpreter, "network_namespace": plan.new_netns,
-            "drops_privileges": plan.drop_privileges, "process_limit_enforced": plan.drop_privileges
-            or os.geteuid() != 0}
+    return {
+        "interpreter": plan.interpreter,
+        "network_namespace": plan.new_netns,
+        "drops_privileges": plan.drop_privileges,
+        "process_limit_enforced": plan.drop_privileges or os.geteuid() != 0,
+    }
 
 
 def run_python(code: str, limits: Optional[SandboxLimits] = None) -> SandboxResult:
@@ -226,10 +265,19 @@ def run_python(code: str, limits: Optional[SandboxLimits] = None) -> SandboxResu
     except RuntimeError as exc:
         return SandboxResult("unavailable", None, "", "", 0.0, str(exc), False)
     if limits.require_network_isolation and not plan.new_netns:
-        return SandboxResult("unavailable", None, "", "", 0.0,
-                             "network isolation required but no network namespace is available", False)
+        return SandboxResult(
+            "unavailable",
+            None,
+            "",
+            "",
+            0.0,
+            "network isolation required but no network namespace is available",
+            False,
+        )
     try:
         return _execute(code, limits, plan)
     except OSError as exc:  # temp dir, chown, pipes: the machine, not the code
         logger.exception("sandbox infrastructure failure")
-        return SandboxResult("unavailable", None, "", "", 0.0, f"sandbox failure: {exc}", plan.new_netns)
+        return SandboxResult(
+            "unavailable", None, "", "", 0.0, f"sandbox failure: {exc}", plan.new_netns
+        )

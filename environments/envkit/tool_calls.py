@@ -30,7 +30,9 @@ class ToolCall:
     def key(self) -> str:
         """Canonical text of the call: argument order, whitespace inside strings and ``10`` vs ``10.0``
         do not matter."""
-        return json.dumps({"name": self.name, "arguments": _canonical(self.arguments)}, sort_keys=True)
+        return json.dumps(
+            {"name": self.name, "arguments": _canonical(self.arguments)}, sort_keys=True
+        )
 
 
 def _canonical(value: Any) -> Any:
@@ -62,21 +64,25 @@ def parse_tool_calls(text: str) -> ToolCallParse:
             result.errors.append(f"tool call {index}: invalid JSON ({exc.msg} at char {exc.pos})")
             continue
         if not isinstance(payload, dict):
-            result.errors.append(f"tool call {index}: expected a JSON object, got {type(payload).__name__}")
+            result.errors.append(
+                f"tool call {index}: expected a JSON object, got {type(payload).__name__}"
+            )
             continue
         name = payload.get("name")
         if not isinstance(name, str) or not name:
-            result.errors.append(f"tool call {index}: missing or empty \"name\"")
+            result.errors.append(f'tool call {index}: missing or empty "name"')
             continue
         arguments = payload.get("arguments", {})
         if isinstance(arguments, str):  # OpenAI-style JSON-encoded arguments
             try:
                 arguments = json.loads(arguments)
             except json.JSONDecodeError as exc:
-                result.errors.append(f"tool call {index}: \"arguments\" string is not JSON ({exc.msg})")
+                result.errors.append(
+                    f'tool call {index}: "arguments" string is not JSON ({exc.msg})'
+                )
                 continue
         if not isinstance(arguments, dict):
-            result.errors.append(f"tool call {index}: \"arguments\" must be an object")
+            result.errors.append(f'tool call {index}: "arguments" must be an object')
             continue
         result.calls.append(ToolCall(name, arguments))
     unclosed = body.count("<tool_call>") - body.count("</tool_call>")
@@ -85,7 +91,9 @@ def parse_tool_calls(text: str) -> ToolCallParse:
     return result
 
 
-def compare_tool_calls(predicted: ToolCallParse, reference: Sequence[ToolCall]) -> tuple[float, str]:
+def compare_tool_calls(
+    predicted: ToolCallParse, reference: Sequence[ToolCall]
+) -> tuple[float, str]:
     """Score in [0, 1] and a reason: the share of reference calls matched (order-free), with extra or
     malformed calls counting against it; 1.0 only for an exact set of well-formed calls."""
     if predicted.errors:
@@ -99,15 +107,23 @@ def compare_tool_calls(predicted: ToolCallParse, reference: Sequence[ToolCall]) 
             wanted.remove(call.key())
             matched += 1
     score = matched / max(len(predicted.calls), len(reference))
-    reason = "exact match" if score == 1.0 else f"{matched} of {len(reference)} reference calls matched"
+    reason = (
+        "exact match" if score == 1.0 else f"{matched} of {len(reference)} reference calls matched"
+    )
     return score, reason
 
 
 # ------------------------------------------------------------------------------------------------
 # An offline tool box: deterministic tools with JSON-schema signatures
 # ------------------------------------------------------------------------------------------------
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.USub: operator.neg, ast.UAdd: operator.pos}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
 
 
 def _evaluate(node: ast.AST) -> float:
@@ -134,9 +150,14 @@ def get_weather(city: str) -> dict[str, Any]:
     return {"city": city, "temperature_c": WEATHER_C[city]}
 
 
-_CONVERSIONS = {("km", "mi"): lambda v: v * 0.621371, ("mi", "km"): lambda v: v / 0.621371,
-                ("kg", "lb"): lambda v: v * 2.20462, ("lb", "kg"): lambda v: v / 2.20462,
-                ("c", "f"): lambda v: v * 9 / 5 + 32, ("f", "c"): lambda v: (v - 32) * 5 / 9}
+_CONVERSIONS = {
+    ("km", "mi"): lambda v: v * 0.621371,
+    ("mi", "km"): lambda v: v / 0.621371,
+    ("kg", "lb"): lambda v: v * 2.20462,
+    ("lb", "kg"): lambda v: v / 2.20462,
+    ("c", "f"): lambda v: v * 9 / 5 + 32,
+    ("f", "c"): lambda v: (v - 32) * 5 / 9,
+}
 
 
 def convert_units(value: float, from_unit: str, to_unit: str) -> dict[str, Any]:
@@ -154,22 +175,45 @@ class Tool:
     function: Callable[..., dict[str, Any]]
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
 
 def _params(**props: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {k: {"type": t} for k, t in props.items()},
-            "required": list(props)}
+    return {
+        "type": "object",
+        "properties": {k: {"type": t} for k, t in props.items()},
+        "required": list(props),
+    }
 
 
 TOOLBOX: dict[str, Tool] = {
-    t.name: t for t in [
-        Tool("calculator", "Evaluate an arithmetic expression with + - * /.", _params(expression="string"),
-             calculator),
-        Tool("get_weather", "Current temperature in Celsius for a city.", _params(city="string"), get_weather),
-        Tool("convert_units", "Convert km/mi, kg/lb or c/f.",
-             _params(value="number", from_unit="string", to_unit="string"), convert_units),
+    t.name: t
+    for t in [
+        Tool(
+            "calculator",
+            "Evaluate an arithmetic expression with + - * /.",
+            _params(expression="string"),
+            calculator,
+        ),
+        Tool(
+            "get_weather",
+            "Current temperature in Celsius for a city.",
+            _params(city="string"),
+            get_weather,
+        ),
+        Tool(
+            "convert_units",
+            "Convert km/mi, kg/lb or c/f.",
+            _params(value="number", from_unit="string", to_unit="string"),
+            convert_units,
+        ),
     ]
 }
 
@@ -200,27 +244,38 @@ def execute_call(call: ToolCall, toolbox: dict[str, Tool] = TOOLBOX) -> tuple[bo
 # ------------------------------------------------------------------------------------------------
 # Procedural tasks
 # ------------------------------------------------------------------------------------------------
-def single_turn_task(rng: random.Random, tools: Sequence[str] = ("get_weather", "convert_units",
-                                                                  "calculator")) -> dict[str, Any]:
+def single_turn_task(
+    rng: random.Random, tools: Sequence[str] = ("get_weather", "convert_units", "calculator")
+) -> dict[str, Any]:
     """``{"question", "reference": [ToolCall]}`` answerable by exactly one call to one of ``tools``."""
     kind = rng.choice(list(tools))
     if kind == "get_weather":
         city = rng.choice(sorted(WEATHER_C))
-        return {"question": f"What is the weather in {city} right now?",
-                "reference": [ToolCall("get_weather", {"city": city})]}
+        return {
+            "question": f"What is the weather in {city} right now?",
+            "reference": [ToolCall("get_weather", {"city": city})],
+        }
     if kind == "convert_units":
         value, (src, dst) = rng.randint(1, 200), rng.choice(sorted(_CONVERSIONS))
-        return {"question": f"Convert {value} {src} to {dst}.",
-                "reference": [ToolCall("convert_units", {"value": value, "from_unit": src, "to_unit": dst})]}
+        return {
+            "question": f"Convert {value} {src} to {dst}.",
+            "reference": [
+                ToolCall("convert_units", {"value": value, "from_unit": src, "to_unit": dst})
+            ],
+        }
     a, b = rng.randint(10, 999), rng.randint(10, 999)
-    return {"question": f"Use the calculator to compute {a} * {b}.",
-            "reference": [ToolCall("calculator", {"expression": f"{a} * {b}"})]}
+    return {
+        "question": f"Use the calculator to compute {a} * {b}.",
+        "reference": [ToolCall("calculator", {"expression": f"{a} * {b}"})],
+    }
 
 
 def multi_turn_task(rng: random.Random) -> dict[str, Any]:
     """``{"question", "answer"}`` needing two tool calls (weather, then a conversion)."""
     city = rng.choice(sorted(WEATHER_C))
     fahrenheit = convert_units(WEATHER_C[city], "c", "f")["value"]
-    return {"question": f"What is the temperature in {city} in Fahrenheit? Use the tools, then give the "
-                        "number inside <answer></answer> tags.",
-            "answer": fahrenheit}
+    return {
+        "question": f"What is the temperature in {city} in Fahrenheit? Use the tools, then give the "
+        "number inside <answer></answer> tags.",
+        "answer": fahrenheit,
+    }

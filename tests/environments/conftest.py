@@ -43,9 +43,22 @@ def cpu_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("engine") / "engine.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(tiny_model_dir),
-         "--host", "127.0.0.1", "--port", str(port), "--torch-threads", "1"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            "-m",
+            "atroposlib.cli.serve_model",
+            "--model",
+            str(tiny_model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--torch-threads",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/health", timeout=120, proc=proc)

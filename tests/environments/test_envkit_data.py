@@ -10,10 +10,16 @@ from envkit.math_scoring import verify_math
 
 def test_hub_path_reads_local_gsm8k_format(tmp_path):
     path = tmp_path / "gsm8k.jsonl"
-    rows = [{"question": "2+2?", "answer": "2+2=4\n#### 4"}, {"question": "big", "answer": "x\n#### 1,500"}]
+    rows = [
+        {"question": "2+2?", "answer": "2+2=4\n#### 4"},
+        {"question": "big", "answer": "x\n#### 1,500"},
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     loaded = load_gsm8k("hub", hub_path="json", hub_name=None, data_files=str(path))
-    assert loaded.rows == [{"question": "2+2?", "answer": "4"}, {"question": "big", "answer": "1500"}]
+    assert loaded.rows == [
+        {"question": "2+2?", "answer": "4"},
+        {"question": "big", "answer": "1500"},
+    ]
     assert "hub dataset json" in loaded.source
 
 
@@ -38,8 +44,12 @@ def test_procedural_train_and_eval_are_disjoint():
 
 def test_math_offline_mix_is_verifiable():
     loaded = load_math("procedural", size=40)
-    assert {r["task"] for r in loaded.rows} == {"basic_arithmetic", "simple_equations",
-                                                "fraction_simplification", "chain_sum"}
+    assert {r["task"] for r in loaded.rows} == {
+        "basic_arithmetic",
+        "simple_equations",
+        "fraction_simplification",
+        "chain_sum",
+    }
     for row in loaded.rows:
         assert verify_math("\\boxed{" + row["answer"] + "}", row["answer"]) is True
 
@@ -51,7 +61,7 @@ def test_mcqa_sample_and_procedural():
     # TruthfulQA-MC1 ships the right answer first; after shuffling it must not always be A
     assert len({r["answer_index"] for r in sample.rows if r["source"] == "truthfulqa-mc1"}) > 1
     for row in procedural_mcqa(50, seed=1):
-        a, op, b = row["question"][len("What is "):-1].split()
+        a, op, b = row["question"][len("What is ") : -1].split()
         value = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op]
         assert row["choices"][row["answer_index"]] == str(value)
         assert len(set(row["choices"])) == 4
@@ -74,6 +84,12 @@ def test_hub_path_for_math_and_mcqa_on_local_files(tmp_path):
     loaded = load_math("hub", hub_path="json", data_files=str(math_file))
     assert loaded.rows == [{"question": "1/2 + 1/2?", "answer": "1"}]
     mc_file = tmp_path / "mmlu.jsonl"
-    mc_file.write_text(json.dumps({"question": "Q?", "choices": ["a", "b", "c"], "answer": 2}) + "\n")
-    loaded = load_mcqa("hub", hub_path="json", hub_name=None, split="train", data_files=str(mc_file))
-    assert loaded.rows == [{"question": "Q?", "choices": ["a", "b", "c"], "answer_index": 2, "source": "json"}]
+    mc_file.write_text(
+        json.dumps({"question": "Q?", "choices": ["a", "b", "c"], "answer": 2}) + "\n"
+    )
+    loaded = load_mcqa(
+        "hub", hub_path="json", hub_name=None, split="train", data_files=str(mc_file)
+    )
+    assert loaded.rows == [
+        {"question": "Q?", "choices": ["a", "b", "c"], "answer_index": 2, "source": "json"}
+    ]

@@ -32,7 +32,11 @@ def test_strip_thinking_and_gsm8k_answer():
         (r"\boxed{\frac{36}{2}}", "18", True),
         (r"\boxed{17}", "18", False),
         ("the answer is 18", "18", False),  # no boxed answer: not accepted
-        (r"<think>\boxed{18}</think> I give up", "18", False),  # boxed only inside the thinking block
+        (
+            r"<think>\boxed{18}</think> I give up",
+            "18",
+            False,
+        ),  # boxed only inside the thinking block
         (r"\boxed{138/583}", "138/583", True),
     ],
 )
@@ -54,7 +58,6 @@ def test_length_penalty_only_when_all_correct():
 
 def test_all_same():
     assert all_same([1.0, 1.0]) and not all_same([1.0, -1.0])
-
 
 
 def test_grade_math_group_scores_and_skips_an_unparseable_gold():

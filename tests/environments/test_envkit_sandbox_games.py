@@ -13,15 +13,23 @@ def test_sandbox_outcomes():
     assert failed.status == "failed" and failed.detail == "ValueError: boom"
     assert run_python("while True: pass", FAST).status == "timeout"
     assert run_python("import time; time.sleep(60)", FAST).status == "timeout"
-    syntax = run_python("print('started')\ndef f(:\n    pass", FAST)  # does not compile: the code's failure
-    assert syntax.status == "failed" and syntax.detail.startswith("SyntaxError") and syntax.stdout == ""
+    syntax = run_python(
+        "print('started')\ndef f(:\n    pass", FAST
+    )  # does not compile: the code's failure
+    assert (
+        syntax.status == "failed"
+        and syntax.detail.startswith("SyntaxError")
+        and syntax.stdout == ""
+    )
     assert run_python("print(__name__)", FAST).stdout.strip() == "__main__"
     memory = run_python("x = bytearray(1024 ** 3)", FAST)
     assert memory.status == "failed" and "MemoryError" in memory.detail
 
 
 def test_sandbox_blocks_network():
-    result = run_python("import socket; socket.create_connection(('127.0.0.1', 9), timeout=1)", FAST)
+    result = run_python(
+        "import socket; socket.create_connection(('127.0.0.1', 9), timeout=1)", FAST
+    )
     assert result.status == "failed" and "OSError" in result.detail
     if sandbox_capabilities()["network_namespace"]:  # the low-level socket module is blocked too
         raw = run_python("import _socket; s = _socket.socket(); s.connect(('127.0.0.1', 9))", FAST)
@@ -32,7 +40,9 @@ def test_sandbox_temp_dir_and_process_limit():
     result = run_python("import os; open('f.txt', 'w').write('x'); print(os.getcwd())", FAST)
     assert result.status == "passed" and "sandbox-" in result.stdout
     if sandbox_capabilities()["process_limit_enforced"]:
-        bomb = run_python("import os\nfor _ in range(200):\n    os.fork()", SandboxLimits(timeout_s=3))
+        bomb = run_python(
+            "import os\nfor _ in range(200):\n    os.fork()", SandboxLimits(timeout_s=3)
+        )
         assert bomb.status in ("failed", "timeout")
 
 
@@ -47,7 +57,9 @@ def test_network_isolation_required_but_missing_is_unavailable(monkeypatch):
 def test_sandbox_broken_interpreter_is_unavailable(monkeypatch):
     import envkit.sandbox as sandbox
 
-    monkeypatch.setattr(sandbox, "_plan", lambda: sandbox._Plan("/nonexistent/python", False, False))
+    monkeypatch.setattr(
+        sandbox, "_plan", lambda: sandbox._Plan("/nonexistent/python", False, False)
+    )
     assert run_python("print(1)", FAST).status == "unavailable"
 
 
@@ -57,8 +69,10 @@ def test_humaneval_canonical_passes_and_wrong_fails():
     first = problems[0]
     assert run_python(build_program(first, first["canonical_solution"]), FAST).status == "passed"
     assert run_python(build_program(first, "    return True\n"), FAST).status == "failed"
-    fenced = ("<think>plan</think>```python\ndef has_close_elements(numbers, threshold):\n"
-              "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n```")
+    fenced = (
+        "<think>plan</think>```python\ndef has_close_elements(numbers, threshold):\n"
+        "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n```"
+    )
     assert "def has_close_elements" in extract_code(fenced)
     assert run_python(build_program(first, fenced), FAST).status == "passed"
 

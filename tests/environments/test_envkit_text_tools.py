@@ -46,7 +46,11 @@ def test_text_reversal_scoring():
         ("<think>x</think> (A) or (B)", None, "ambiguous answer: A, B"),
         ("<think>x</think>Answer: E", None, "letter E is not one of A, B, C, D"),
         ("<think>it is C</think> I pick (A)", "A", "ok"),
-        ("<think>x</think> the answer is a guess", None, "no answer letter after the thinking block"),
+        (
+            "<think>x</think> the answer is a guess",
+            None,
+            "no answer letter after the thinking block",
+        ),
     ],
 )
 def test_extract_letter(response, letter, reason):
@@ -83,9 +87,13 @@ def test_parse_tool_calls_well_formed_and_reasons_for_malformed():
 
 def test_compare_tool_calls():
     ref = [ToolCall("calculator", {"expression": "2 * 3"})]
-    exact = parse_tool_calls('<tool_call>{"name": "calculator", "arguments": {"expression": "2*3"}}</tool_call>')
+    exact = parse_tool_calls(
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "2*3"}}</tool_call>'
+    )
     assert compare_tool_calls(exact, ref) == (1.0, "exact match")
-    wrong = parse_tool_calls('<tool_call>{"name": "calculator", "arguments": {"expression": "2*4"}}</tool_call>')
+    wrong = parse_tool_calls(
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "2*4"}}</tool_call>'
+    )
     assert compare_tool_calls(wrong, ref)[0] == 0.0
     broken = parse_tool_calls("<tool_call>{oops}</tool_call>")
     score, reason = compare_tool_calls(broken, ref)

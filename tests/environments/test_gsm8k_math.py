@@ -25,9 +25,17 @@ def test_gsm8k_scores_right_and_wrong_answers():
     from gsm8k_server import GSM8kEnv
 
     gold = {r["question"]: r["answer"] for r in load_gsm8k("procedural", "train", size=50).rows}
-    groups = check_env(GSM8kEnv, responder=_responder(gold), items=2,
-                       env_overrides={"group_size": 4, "data_source": "procedural", "offline_train_size": 50,
-                                      "max_token_length": 1024})
+    groups = check_env(
+        GSM8kEnv,
+        responder=_responder(gold),
+        items=2,
+        env_overrides={
+            "group_size": 4,
+            "data_source": "procedural",
+            "offline_train_size": 50,
+            "max_token_length": 1024,
+        },
+    )
     assert len(groups) == 2
     for group in groups:
         assert group["scores"] == [1.0, -1.0, 1.0, -1.0]
@@ -41,16 +49,33 @@ def test_math_length_penalty_when_all_correct():
     from math_server import MathEnv
 
     gold = {r["question"]: r["answer"] for r in load_math("procedural", "train", size=20).rows}
-    groups = check_env(MathEnv, responder=_responder(gold, wrong_every=10**6, pad=True), items=1,
-                       env_overrides={"group_size": 3, "data_source": "procedural", "offline_size": 20,
-                                      "eval_size": 4})
+    groups = check_env(
+        MathEnv,
+        responder=_responder(gold, wrong_every=10**6, pad=True),
+        items=1,
+        env_overrides={
+            "group_size": 3,
+            "data_source": "procedural",
+            "offline_size": 20,
+            "eval_size": 4,
+        },
+    )
     lengths = [len(t) for t in groups[0]["tokens"]]
     assert groups[0]["scores"] == [1.0, 1.0, 1.0]  # far below half of the default max_token_length
     assert lengths[0] < lengths[1] < lengths[2]
     max_len = lengths[2] + 4  # everything still fits, but the longer answers pass the half-way mark
-    groups = check_env(MathEnv, responder=_responder(gold, wrong_every=10**6, pad=True), items=1,
-                       env_overrides={"group_size": 3, "data_source": "procedural", "offline_size": 20,
-                                      "eval_size": 4, "max_token_length": max_len})
+    groups = check_env(
+        MathEnv,
+        responder=_responder(gold, wrong_every=10**6, pad=True),
+        items=1,
+        env_overrides={
+            "group_size": 3,
+            "data_source": "procedural",
+            "offline_size": 20,
+            "eval_size": 4,
+            "max_token_length": max_len,
+        },
+    )
     scores = groups[0]["scores"]
     assert [len(t) for t in groups[0]["tokens"]] == lengths
     assert scores == length_penalised_scores([True] * 3, lengths, max_len)

@@ -28,20 +28,35 @@ def test_rlaif_single_and_pairwise_and_unreadable_judge():
     from rlaif_server import RLAIFEnv
 
     with FakeOpenAIServer(responder=_judge_single) as judge:
-        groups = check_env(RLAIFEnv, responder=_policy, items=1,
-                           env_overrides={"group_size": 4, "judge_base_url": judge.base_url})
+        groups = check_env(
+            RLAIFEnv,
+            responder=_policy,
+            items=1,
+            env_overrides={"group_size": 4, "judge_base_url": judge.base_url},
+        )
         assert groups[0]["scores"] == [pytest.approx(8 / 9), pytest.approx(1 / 9)] * 2
         assert "reward_status" not in groups[0]
         assert len(judge.requests) == 4
     with FakeOpenAIServer(responder=_judge_pairwise) as judge:
-        groups = check_env(RLAIFEnv, responder=_policy, items=1,
-                           env_overrides={"group_size": 4, "judge_base_url": judge.base_url,
-                                          "judge_mode": "pairwise"})
+        groups = check_env(
+            RLAIFEnv,
+            responder=_policy,
+            items=1,
+            env_overrides={
+                "group_size": 4,
+                "judge_base_url": judge.base_url,
+                "judge_mode": "pairwise",
+            },
+        )
         assert groups[0]["scores"] == [1.0, 0.0, 1.0, 0.0]  # GOOD wins all 4 of its comparisons
         assert len(judge.requests) == 8
     with FakeOpenAIServer(responses=["I refuse to grade."]) as judge:
-        groups = check_env(RLAIFEnv, responder=_policy, items=1,
-                           env_overrides={"group_size": 2, "judge_base_url": judge.base_url})
+        groups = check_env(
+            RLAIFEnv,
+            responder=_policy,
+            items=1,
+            env_overrides={"group_size": 2, "judge_base_url": judge.base_url},
+        )
         assert groups[0]["reward_status"] == "unavailable"
 
 
@@ -49,11 +64,21 @@ def test_sft_loader_formats(tmp_path):
     from sft_loader_server import SFTLoaderEnv
 
     chats = tmp_path / "chats.jsonl"
-    rows = [{"messages": [{"role": "user", "content": f"Q{i}?"}, {"role": "assistant", "content": f"A{i}."},
-                          {"role": "user", "content": "more?"}, {"role": "assistant", "content": "done."}]}
-            for i in range(3)]
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"Q{i}?"},
+                {"role": "assistant", "content": f"A{i}."},
+                {"role": "user", "content": "more?"},
+                {"role": "assistant", "content": "done."},
+            ]
+        }
+        for i in range(3)
+    ]
     chats.write_text("\n".join(json.dumps(r) for r in rows))
-    groups = check_env(SFTLoaderEnv, items=2, env_overrides={"dataset": str(chats), "group_size": 2})
+    groups = check_env(
+        SFTLoaderEnv, items=2, env_overrides={"dataset": str(chats), "group_size": 2}
+    )
     from transformers import AutoTokenizer
 
     from atroposlib.envs.testing import tiny_tokenizer_dir
@@ -63,50 +88,107 @@ def test_sft_loader_formats(tmp_path):
     assert first["scores"] == [1.0, 1.0] and first["group_overrides"] == {"sft": True}
     trained = tok.decode([t for t in first["masks"][0] if t != -100], skip_special_tokens=True)
     assert "A0." in trained and "done." in trained and "Q0?" not in trained
-    assert all(a == (1.0 if m != -100 else 0.0) for a, m in zip(first["advantages"][0], first["masks"][0], strict=True))
+    assert all(
+        a == (1.0 if m != -100 else 0.0)
+        for a, m in zip(first["advantages"][0], first["masks"][0], strict=True)
+    )
     assert groups[1]["messages"][1][0]["content"] == "Q0?"  # wrapped around the 3 rows
 
     pc = tmp_path / "pc.jsonl"
     pc.write_text(json.dumps({"prompt": "2+2?", "completion": "4"}) + "\n")
-    group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(pc), "group_size": 1,
-                                                             "dataset_format": "prompt_completion"})[0]
-    assert tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip() == "4"
+    group = check_env(
+        SFTLoaderEnv,
+        items=1,
+        env_overrides={"dataset": str(pc), "group_size": 1, "dataset_format": "prompt_completion"},
+    )[0]
+    assert (
+        tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip()
+        == "4"
+    )
     share = tmp_path / "share.jsonl"
-    share.write_text(json.dumps({"conversations": [{"from": "human", "value": "hi"},
-                                                   {"from": "gpt", "value": "hello there"}]}) + "\n")
-    group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(share), "group_size": 1,
-                                                             "dataset_format": "sharegpt",
-                                                             "column": "conversations"})[0]
+    share.write_text(
+        json.dumps(
+            {
+                "conversations": [
+                    {"from": "human", "value": "hi"},
+                    {"from": "gpt", "value": "hello there"},
+                ]
+            }
+        )
+        + "\n"
+    )
+    group = check_env(
+        SFTLoaderEnv,
+        items=1,
+        env_overrides={
+            "dataset": str(share),
+            "group_size": 1,
+            "dataset_format": "sharegpt",
+            "column": "conversations",
+        },
+    )[0]
     assert group["messages"][0][0] == {"role": "user", "content": "hi"}
-    assert tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip() == "hello there"
+    assert (
+        tok.decode([t for t in group["masks"][0] if t != -100], skip_special_tokens=True).strip()
+        == "hello there"
+    )
     text = tmp_path / "text.jsonl"
     text.write_text(json.dumps({"text": "plain words"}) + "\n")
-    group = check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(text), "group_size": 1,
-                                                             "dataset_format": "text", "column": "text"})[0]
+    group = check_env(
+        SFTLoaderEnv,
+        items=1,
+        env_overrides={
+            "dataset": str(text),
+            "group_size": 1,
+            "dataset_format": "text",
+            "column": "text",
+        },
+    )[0]
     assert group["masks"][0] == group["tokens"][0]  # plain text: every token is trained
     with pytest.raises(ConfigError, match="file not found"):
         check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(tmp_path / "missing.jsonl")})
 
 
-@pytest.mark.parametrize("method", ["auto", "prefixes"])  # auto picks prompt_logprobs on the CPU engine
+@pytest.mark.parametrize(
+    "method", ["auto", "prefixes"]
+)  # auto picks prompt_logprobs on the CPU engine
 def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, cpu_engine, method):
     import torch
     from teacher_distillation_env import TeacherDistillationEnv
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    overrides = {"group_size": 2, "data_source": "procedural", "offline_train_size": 5, "eval_size": 2,
-                 "max_token_length": 400, "teacher_base_url": cpu_engine, "teacher_top_k": 3,
-                 "teacher_method": method}
-    with FakeOpenAIServer(tokenizer=str(tiny_model_dir), responses=["<think>hm</think> \\boxed{7}", "no idea"]) as fake:
-        groups = check_env(TeacherDistillationEnv, server=fake, tokenizer=str(tiny_model_dir), items=1,
-                           env_overrides=overrides)
+    overrides = {
+        "group_size": 2,
+        "data_source": "procedural",
+        "offline_train_size": 5,
+        "eval_size": 2,
+        "max_token_length": 400,
+        "teacher_base_url": cpu_engine,
+        "teacher_top_k": 3,
+        "teacher_method": method,
+    }
+    with FakeOpenAIServer(
+        tokenizer=str(tiny_model_dir), responses=["<think>hm</think> \\boxed{7}", "no idea"]
+    ) as fake:
+        groups = check_env(
+            TeacherDistillationEnv,
+            server=fake,
+            tokenizer=str(tiny_model_dir),
+            items=1,
+            env_overrides=overrides,
+        )
     group = groups[0]
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     texts = [tok.decode([i]) for i in range(len(tok))]
     checked = 0
-    for tokens, masks, ids, lps in zip(group["tokens"], group["masks"], group["distill_token_ids"],
-                                       group["distill_logprobs"], strict=True):
+    for tokens, masks, ids, lps in zip(
+        group["tokens"],
+        group["masks"],
+        group["distill_token_ids"],
+        group["distill_logprobs"],
+        strict=True,
+    ):
         assert len(ids) == len(tokens) == len(lps)
         trained = [p for p, m in enumerate(masks) if m != -100]
         assert all(ids[p] == [] for p in range(len(tokens)) if p not in trained)
@@ -129,14 +211,25 @@ def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_
 
     # The student uses check_env's default tiny tokenizer (384 tokens); the teacher serves the tiny model (512).
     with pytest.raises(TokenizerMismatch, match=re.escape("differs from the student's")):
-        check_env(TeacherDistillationEnv, responses=["x"], env_overrides={
-            "data_source": "procedural", "offline_train_size": 5, "eval_size": 2, "teacher_base_url": cpu_engine})
+        check_env(
+            TeacherDistillationEnv,
+            responses=["x"],
+            env_overrides={
+                "data_source": "procedural",
+                "offline_train_size": 5,
+                "eval_size": 2,
+                "teacher_base_url": cpu_engine,
+            },
+        )
 
 
-@pytest.mark.parametrize("module, env_name, flag", [
-    ("rlaif_server", "RLAIFEnv", "--env.judge_base_url"),
-    ("teacher_distillation_env", "TeacherDistillationEnv", "--env.teacher_base_url"),
-])
+@pytest.mark.parametrize(
+    "module, env_name, flag",
+    [
+        ("rlaif_server", "RLAIFEnv", "--env.judge_base_url"),
+        ("teacher_distillation_env", "TeacherDistillationEnv", "--env.teacher_base_url"),
+    ],
+)
 def test_side_server_url_without_scheme_is_a_config_error(module, env_name, flag):
     import importlib
 

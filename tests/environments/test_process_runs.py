@@ -14,15 +14,34 @@ from atroposlib.type_definitions import validate_group
     "env_file,extra",
     [
         ("gsm8k_server.py", ["--env.data_source", "procedural", "--env.offline_train_size", "8"]),
-        ("gymnasium_games_env.py", ["--env.game", "taxi", "--env.max_turns", "3", "--env.max_tokens_per_turn", "12"]),
+        (
+            "gymnasium_games_env.py",
+            ["--env.game", "taxi", "--env.max_turns", "3", "--env.max_tokens_per_turn", "12"],
+        ),
     ],
 )
 def test_process_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_path, env_file, extra):
     out = tmp_path / "groups.jsonl"
-    cmd = [sys.executable, str(env_dir / env_file), "process", "--env.tokenizer_name", str(tiny_model_dir),
-           "--openai.base_url", cpu_engine, "--env.total_steps", "2", "--env.group_size", "2",
-           "--env.max_token_length", "512", "--env.use_wandb", "false",
-           "--env.data_path_to_save_groups", str(out), *extra]
+    cmd = [
+        sys.executable,
+        str(env_dir / env_file),
+        "process",
+        "--env.tokenizer_name",
+        str(tiny_model_dir),
+        "--openai.base_url",
+        cpu_engine,
+        "--env.total_steps",
+        "2",
+        "--env.group_size",
+        "2",
+        "--env.max_token_length",
+        "512",
+        "--env.use_wandb",
+        "false",
+        "--env.data_path_to_save_groups",
+        str(out),
+        *extra,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -34,44 +53,101 @@ def test_process_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_pat
         assert all(any(m != -100 for m in masks) for masks in group["masks"])
         assert len(group["inference_logprobs"][0]) == len(group["tokens"][0])
     assert out.with_suffix(".html").is_file()
-    if env_file == "gymnasium_games_env.py":  # multi-turn: observations between the moves are masked
+    if (
+        env_file == "gymnasium_games_env.py"
+    ):  # multi-turn: observations between the moves are masked
         conv = groups[0]["messages"][0]
         assert conv[0]["role"] == "system" and conv[-1]["role"] == "grader"
         assert sum(m["role"] == "assistant" for m in conv) >= 1
 
 
 CATALOGUE_RUNS = {
-    "math_server.py": ["--env.data_source", "procedural", "--env.offline_size", "8", "--env.eval_size", "4"],
+    "math_server.py": [
+        "--env.data_source",
+        "procedural",
+        "--env.offline_size",
+        "8",
+        "--env.eval_size",
+        "4",
+    ],
     "mcqa_env.py": ["--env.data_source", "sample"],
     "letter_counting_environment.py": [],
     "text_reversal_environment.py": [],
-    "reasoning_gym_environment.py": ["--env.task", "countdown", "--env.dataset_size", "4", "--env.eval_size", "2"],
+    "reasoning_gym_environment.py": [
+        "--env.task",
+        "countdown",
+        "--env.dataset_size",
+        "4",
+        "--env.eval_size",
+        "2",
+    ],
     "tool_calling_server.py": ["--env.tools", '["get_weather"]'],
     "code_execution_server.py": [],
     "rlaif_server.py": ["--env.judge_max_tokens", "8"],
     "sft_loader_server.py": [],
-    "teacher_distillation_env.py": ["--env.data_source", "procedural", "--env.offline_train_size", "4",
-                                    "--env.eval_size", "2"],
+    "teacher_distillation_env.py": [
+        "--env.data_source",
+        "procedural",
+        "--env.offline_train_size",
+        "4",
+        "--env.eval_size",
+        "2",
+    ],
 }
 # tool_calling_multiturn_env.py is not here: its two-tool system prompt does not fit the tiny model's
 # 512-token context (it runs end to end against the fake server in test_tool_code_game_envs.py).
 
 
 @pytest.mark.parametrize("env_file", sorted(CATALOGUE_RUNS))
-def test_every_env_processes_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_path, env_file):
+def test_every_env_processes_against_cpu_engine(
+    env_dir, tiny_model_dir, cpu_engine, tmp_path, env_file
+):
     out = tmp_path / "groups.jsonl"
     extra = list(CATALOGUE_RUNS[env_file])
-    if env_file in ("rlaif_server.py", "teacher_distillation_env.py"):  # the policy server judges / teaches
-        extra += ["--env.judge_base_url" if env_file == "rlaif_server.py" else "--env.teacher_base_url", cpu_engine]
+    if env_file in (
+        "rlaif_server.py",
+        "teacher_distillation_env.py",
+    ):  # the policy server judges / teaches
+        extra += [
+            "--env.judge_base_url" if env_file == "rlaif_server.py" else "--env.teacher_base_url",
+            cpu_engine,
+        ]
     if env_file == "sft_loader_server.py":
         chats = tmp_path / "chats.jsonl"
-        chats.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
-                                                  {"role": "assistant", "content": "hello"}]}) + "\n")
+        chats.write_text(
+            json.dumps(
+                {
+                    "messages": [
+                        {"role": "user", "content": "hi"},
+                        {"role": "assistant", "content": "hello"},
+                    ]
+                }
+            )
+            + "\n"
+        )
         extra += ["--env.dataset", str(chats)]
-    cmd = [sys.executable, str(env_dir / env_file), "process", "--env.tokenizer_name", str(tiny_model_dir),
-           "--openai.base_url", cpu_engine, "--env.total_steps", "1", "--env.group_size", "2",
-           "--env.max_token_length", "512", "--env.use_wandb", "false", "--env.max_num_workers", "1",
-           "--env.data_path_to_save_groups", str(out), *extra]
+    cmd = [
+        sys.executable,
+        str(env_dir / env_file),
+        "process",
+        "--env.tokenizer_name",
+        str(tiny_model_dir),
+        "--openai.base_url",
+        cpu_engine,
+        "--env.total_steps",
+        "1",
+        "--env.group_size",
+        "2",
+        "--env.max_token_length",
+        "512",
+        "--env.use_wandb",
+        "false",
+        "--env.max_num_workers",
+        "1",
+        "--env.data_path_to_save_groups",
+        str(out),
+        *extra,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]

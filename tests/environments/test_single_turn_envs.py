@@ -13,17 +13,27 @@ from atroposlib.errors import ConfigError
 def test_mcqa_grades_letters_and_explains_rejections():
     from mcqa_env import MCQAEnv
 
-    rows = load_mcqa("procedural", "test", size=1000, seed=0).rows  # what the env loads (hub_split "test")
+    rows = load_mcqa(
+        "procedural", "test", size=1000, seed=0
+    ).rows  # what the env loads (hub_split "test")
     gold = {r["question"]: LETTERS[r["answer_index"]] for r in rows}
 
     def responder(prompt_text: str, body: dict) -> str:
         right = next((letter for q, letter in gold.items() if q in prompt_text), "?")
         wrong = "A" if right != "A" else "B"
-        return ["<think>sure</think>Answer: " + right, "<think>hmm</think>Answer: " + wrong,
-                "Answer: " + right, "<think>a</think> (A) or (B)"][body["choice_index"]]
+        return [
+            "<think>sure</think>Answer: " + right,
+            "<think>hmm</think>Answer: " + wrong,
+            "Answer: " + right,
+            "<think>a</think> (A) or (B)",
+        ][body["choice_index"]]
 
-    groups = check_env(MCQAEnv, responder=responder, items=2,
-                       env_overrides={"group_size": 4, "data_source": "procedural", "eval_size": 5})
+    groups = check_env(
+        MCQAEnv,
+        responder=responder,
+        items=2,
+        env_overrides={"group_size": 4, "data_source": "procedural", "eval_size": 5},
+    )
     assert len(groups) == 2
     for group in groups:
         assert group["scores"] == [1.0, 0.0, 0.0, 0.0]
@@ -44,7 +54,9 @@ def test_letter_counting_and_text_reversal():
         count = phrase.count(letter) + body["choice_index"]  # right only for the first choice
         return f"<answer>{count}</answer>"
 
-    groups = check_env(LetterCountingEnv, responder=count_responder, items=3, env_overrides={"group_size": 2})
+    groups = check_env(
+        LetterCountingEnv, responder=count_responder, items=3, env_overrides={"group_size": 2}
+    )
     assert all(group["scores"] == [1.0, 0.0] for group in groups)
 
     def reverse_responder(prompt_text: str, body: dict) -> str:
@@ -52,7 +64,9 @@ def test_letter_counting_and_text_reversal():
         phrase = found.group(1) if found else "question not found"
         return f"<answer>{phrase[::-1] if body['choice_index'] == 0 else phrase + '!'}</answer>"
 
-    groups = check_env(TextReversalEnv, responder=reverse_responder, items=3, env_overrides={"group_size": 2})
+    groups = check_env(
+        TextReversalEnv, responder=reverse_responder, items=3, env_overrides={"group_size": 2}
+    )
     assert all(group["scores"] == [1.0, 0.0] for group in groups)
 
 
@@ -65,11 +79,22 @@ def test_reasoning_gym_scores_with_the_tasks_own_scorer():
 
     def responder(prompt_text: str, body: dict) -> str:
         answer = next((a for q, a in gold.items() if q in prompt_text), "?")
-        return [f"<answer>{answer}</answer>", "<answer>nonsense</answer>", "no tags"][body["choice_index"]]
+        return [f"<answer>{answer}</answer>", "<answer>nonsense</answer>", "no tags"][
+            body["choice_index"]
+        ]
 
-    groups = check_env(ReasoningGymEnv, responder=responder, items=2,
-                       env_overrides={"group_size": 3, "task": "chain_sum", "seed": 7, "dataset_size": 20,
-                                      "eval_size": 2})
+    groups = check_env(
+        ReasoningGymEnv,
+        responder=responder,
+        items=2,
+        env_overrides={
+            "group_size": 3,
+            "task": "chain_sum",
+            "seed": 7,
+            "dataset_size": 20,
+            "eval_size": 2,
+        },
+    )
     assert all(group["scores"] == [1.0, 0.0, 0.0] for group in groups)
     with pytest.raises(ConfigError, match="did you mean"):
         check_env(ReasoningGymEnv, responses=["x"], env_overrides={"task": "chain_summ"})
@@ -80,7 +105,9 @@ def test_every_reasoning_gym_task_builds_offline_and_scores():
     from reasoning_gym_environment import build_dataset
 
     perfect = 0
-    tasks = sorted(name for name in DATASETS if name != "composite")  # composite is a mixer, not a task
+    tasks = sorted(
+        name for name in DATASETS if name != "composite"
+    )  # composite is a mixer, not a task
     for name in tasks:
         dataset = build_dataset(name, {}, size=1, seed=0)
         entry = dataset[0]

@@ -15,10 +15,23 @@ class AdditionEnv(BaseEnv):
 
     @classmethod
     def config_init(cls) -> tuple[BaseEnvConfig, list[APIServerConfig]]:
-        env_config = BaseEnvConfig(group_size=4, use_wandb=False, total_steps=3, batch_size=8,
-                                   max_token_length=256, steps_per_eval=0, max_num_workers=2)
-        return env_config, [APIServerConfig(model_name="tiny", base_url="http://localhost:9001/v1",
-                                            api_key="x", server_type="vllm")]
+        env_config = BaseEnvConfig(
+            group_size=4,
+            use_wandb=False,
+            total_steps=3,
+            batch_size=8,
+            max_token_length=256,
+            steps_per_eval=0,
+            max_num_workers=2,
+        )
+        return env_config, [
+            APIServerConfig(
+                model_name="tiny",
+                base_url="http://localhost:9001/v1",
+                api_key="x",
+                server_type="vllm",
+            )
+        ]
 
     async def setup(self):
         self.rng = random.Random(0)
@@ -31,8 +44,9 @@ class AdditionEnv(BaseEnv):
     async def collect_trajectories(self, item) -> tuple[Optional[ScoredDataGroup], list[Item]]:
         messages = [{"role": "user", "content": item["question"]}]
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            completion = await managed.chat_completion(messages=messages, n=self.config.group_size,
-                                                       max_tokens=32, temperature=1.0)
+            completion = await managed.chat_completion(
+                messages=messages, n=self.config.group_size, max_tokens=32, temperature=1.0
+            )
             nodes = managed.get_state()["nodes"]
         scores = ScoredDataGroup()
         scores["tokens"], scores["masks"], scores["scores"] = [], [], []
@@ -50,8 +64,12 @@ class AdditionEnv(BaseEnv):
         correct = 0
         for _ in range(3):
             item = await self.get_next_item()
-            out = await self.server.chat_completion(messages=[{"role": "user", "content": item["question"]}],
-                                                    n=1, max_tokens=16, split="eval")
+            out = await self.server.chat_completion(
+                messages=[{"role": "user", "content": item["question"]}],
+                n=1,
+                max_tokens=16,
+                split="eval",
+            )
             correct += int(item["answer"] in (out.choices[0].message.content or ""))
         self.eval_metrics.append(("eval/percent_correct", correct / 3))
 

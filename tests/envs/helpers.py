@@ -21,7 +21,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 class FakeTrainer(threading.Thread):
     """Registers with the API and pulls + acks batches until `num_steps`, tolerating API outages."""
 
-    def __init__(self, api_url: str, batch_size: int = 8, num_steps: int = 3, pause: float = 0.0) -> None:
+    def __init__(
+        self, api_url: str, batch_size: int = 8, num_steps: int = 3, pause: float = 0.0
+    ) -> None:
         super().__init__(daemon=True)
         self.api_url = api_url
         self.batch_size, self.num_steps, self.pause = batch_size, num_steps, pause
@@ -35,8 +37,11 @@ class FakeTrainer(threading.Thread):
         while not self.halt.is_set() and len(self.batches) < self.num_steps:
             try:
                 if not registered:
-                    client.register(Registration(batch_size=self.batch_size, max_token_len=512,
-                                                 num_steps=self.num_steps))
+                    client.register(
+                        Registration(
+                            batch_size=self.batch_size, max_token_len=512, num_steps=self.num_steps
+                        )
+                    )
                     registered = True
                 resp = client.get_batch()
                 if resp.batch:
@@ -57,17 +62,30 @@ def env_command(sub: str, *args: str, env_file: Path = EXAMPLE_ENV) -> list[str]
 
 def start_env(sub: str, *args: str, log: Path, env_file: Path = EXAMPLE_ENV) -> subprocess.Popen:
     environ = dict(os.environ, PYTHONPATH=str(REPO_ROOT), WANDB_MODE="disabled")
-    return subprocess.Popen(env_command(sub, *args, env_file=env_file), stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, env=environ, cwd=str(log.parent))
+    return subprocess.Popen(
+        env_command(sub, *args, env_file=env_file),
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        env=environ,
+        cwd=str(log.parent),
+    )
 
 
 def run_env(sub: str, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     environ = dict(os.environ, PYTHONPATH=str(REPO_ROOT), WANDB_MODE="disabled")
-    return subprocess.run(env_command(sub, *args), capture_output=True, text=True, env=environ, cwd=str(cwd),
-                          timeout=timeout)
+    return subprocess.run(
+        env_command(sub, *args),
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=str(cwd),
+        timeout=timeout,
+    )
 
 
-def wait_until(predicate, timeout: float, what: str, proc: Optional[subprocess.Popen] = None) -> None:
+def wait_until(
+    predicate, timeout: float, what: str, proc: Optional[subprocess.Popen] = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

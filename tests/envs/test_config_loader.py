@@ -36,21 +36,48 @@ class BaselineEnv(BaseEnv):
 
 def test_defaults_then_yaml_then_flags(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"env": {"group_size": 6, "total_steps": 9, "eval_handling": "LIMIT_TRAIN"},
-                                   "openai": {"model_name": "from-yaml", "timeout": 33}}))
-    loaded = load_config(AdditionEnv, "serve", ["--config", str(cfg), "--env.total_steps", "11",
-                                                "--openai.timeout=44"])
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "env": {"group_size": 6, "total_steps": 9, "eval_handling": "LIMIT_TRAIN"},
+                "openai": {"model_name": "from-yaml", "timeout": 33},
+            }
+        )
+    )
+    loaded = load_config(
+        AdditionEnv,
+        "serve",
+        ["--config", str(cfg), "--env.total_steps", "11", "--openai.timeout=44"],
+    )
     env, (server,) = loaded.env, loaded.servers
-    assert env.group_size == 6 and env.total_steps == 11 and env.max_token_length == 256  # yaml, flag, config_init
+    assert (
+        env.group_size == 6 and env.total_steps == 11 and env.max_token_length == 256
+    )  # yaml, flag, config_init
     assert env.eval_handling == EvalHandlingEnum.LIMIT_TRAIN
-    assert server.model_name == "from-yaml" and server.timeout == 44 and server.server_type == "vllm"
+    assert (
+        server.model_name == "from-yaml" and server.timeout == 44 and server.server_type == "vllm"
+    )
     assert loaded.sources["env.total_steps"] == "--env.total_steps"
 
 
 def test_negative_numbers_bools_none_and_lists():
-    loaded = load_config(TwoServerEnv, "serve", ["--env.max_num_workers", "-1", "--env.use_wandb",
-                                                 "--env.curriculum", "[3, 4]", "--env.temperature", "-0.5",
-                                                 "--env.wandb_name", "none", "--slurm", "false"])
+    loaded = load_config(
+        TwoServerEnv,
+        "serve",
+        [
+            "--env.max_num_workers",
+            "-1",
+            "--env.use_wandb",
+            "--env.curriculum",
+            "[3, 4]",
+            "--env.temperature",
+            "-0.5",
+            "--env.wandb_name",
+            "none",
+            "--slurm",
+            "false",
+        ],
+    )
     env = loaded.env
     assert env.max_num_workers == -1 and env.use_wandb is True and env.curriculum == [3, 4]
     assert env.temperature == -0.5 and env.wandb_name is None and loaded.slurm is False
@@ -59,17 +86,23 @@ def test_negative_numbers_bools_none_and_lists():
 def test_openai_flags_apply_to_every_server_and_base_url_replaces_the_list():
     loaded = load_config(TwoServerEnv, "serve", ["--openai.api_key", "k"])
     assert [s.base_url for s in loaded.servers] == ["http://a:1/v1", "http://b:2/v1"]
-    assert [s.api_key for s in loaded.servers] == ["k", "k"] and [s.timeout for s in loaded.servers] == [10, 20]
+    assert [s.api_key for s in loaded.servers] == ["k", "k"] and [
+        s.timeout for s in loaded.servers
+    ] == [10, 20]
     one = load_config(TwoServerEnv, "serve", ["--openai.base_url", "http://x:9/v1"]).servers
     assert [s.base_url for s in one] == ["http://x:9/v1"] and one[0].timeout == 10
-    two = load_config(TwoServerEnv, "serve", ["--openai.base_url", "http://x:9/v1,http://y:9/v1"]).servers
+    two = load_config(
+        TwoServerEnv, "serve", ["--openai.base_url", "http://x:9/v1,http://y:9/v1"]
+    ).servers
     assert [s.base_url for s in two] == ["http://x:9/v1", "http://y:9/v1"]
 
 
 def test_yaml_server_list_and_baseline(tmp_path):
     assert isinstance(load_config(BaselineEnv, "serve", []).servers, ServerBaseline)
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"openai": [{"base_url": "http://p:1/v1"}, {"base_url": "http://q:1/v1"}]}))
+    cfg.write_text(
+        yaml.safe_dump({"openai": [{"base_url": "http://p:1/v1"}, {"base_url": "http://q:1/v1"}]})
+    )
     servers = load_config(BaselineEnv, "serve", ["--config", str(cfg)]).servers
     assert [s.base_url for s in servers] == ["http://p:1/v1", "http://q:1/v1"]
 
@@ -79,19 +112,25 @@ def test_process_and_evaluate_defaults():
     assert proc.data_path_to_save_groups == "data/addition_test.jsonl"
     assert proc.ensure_scores_are_not_same is False and proc.include_messages is True
     assert load_config(AdditionEnv, "serve", []).env.ensure_scores_are_not_same is True
-    assert load_config(AdditionEnv, "evaluate", []).env.data_dir_to_save_evals == "eval_results/addition_test"
+    assert (
+        load_config(AdditionEnv, "evaluate", []).env.data_dir_to_save_evals
+        == "eval_results/addition_test"
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--env.grup_size", "3"], "unknown flag --env.grup_size; did you mean --env.group_size?"),
-    (["--openai.modelname", "x"], "did you mean --openai.model_name?"),
-    (["--env.group_size", "abc"], "invalid value for --env.group_size (from --env.group_size)"),
-    (["--env.group_size"], "flag --env.group_size needs a value"),
-    (["--env.eval_handling", "SOMETIMES"], "--env.eval_handling"),
-    (["positional"], "unexpected argument 'positional'"),
-    (["--config", "/nonexistent.yaml"], "no such file"),
-    (["--openai.base_url", "localhost:9001/v1"], "--openai.base_url (from --openai.base_url)"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--env.grup_size", "3"], "unknown flag --env.grup_size; did you mean --env.group_size?"),
+        (["--openai.modelname", "x"], "did you mean --openai.model_name?"),
+        (["--env.group_size", "abc"], "invalid value for --env.group_size (from --env.group_size)"),
+        (["--env.group_size"], "flag --env.group_size needs a value"),
+        (["--env.eval_handling", "SOMETIMES"], "--env.eval_handling"),
+        (["positional"], "unexpected argument 'positional'"),
+        (["--config", "/nonexistent.yaml"], "no such file"),
+        (["--openai.base_url", "localhost:9001/v1"], "--openai.base_url (from --openai.base_url)"),
+    ],
+)
 def test_mistakes_are_one_line_errors_naming_the_field(argv, message):
     with pytest.raises(ConfigError) as e:
         load_config(AdditionEnv, "serve", argv)
@@ -129,7 +168,10 @@ def test_help_lists_every_field_with_description_and_default():
 def test_cli_exit_codes_without_traceback(tmp_path):
     bad = run_env("serve", "--env.max_num_worker", "-1", cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert bad.stderr.strip() == "error: unknown flag --env.max_num_worker; did you mean --env.max_num_workers?"
+    assert (
+        bad.stderr.strip()
+        == "error: unknown flag --env.max_num_worker; did you mean --env.max_num_workers?"
+    )
     helped = run_env("process", "--help", cwd=tmp_path)
     assert helped.returncode == 0 and "--env.group_size" in helped.stdout
 
@@ -149,4 +191,6 @@ def test_missing_tokenizer_error_keeps_the_reason(tmp_path):
     with pytest.raises(ModelLoadError) as e:
         load_tokenizer(str(tmp_path))
     message = str(e.value)
-    assert "JSONDecodeError" in message and "--env.tokenizer_name" in message and "\n" not in message
+    assert (
+        "JSONDecodeError" in message and "--env.tokenizer_name" in message and "\n" not in message
+    )

@@ -25,15 +25,31 @@ def tokenizer():
 def _env(tokenizer=None, **cfg):
     """The attributes prepare_groups reads from an env (a whole BaseEnv needs servers and an API)."""
     config = BaseEnvConfig(group_size=2, **cfg)
-    return SimpleNamespace(config=config, max_token_len=-1, curr_step=5, env_id=3, tokenizer=tokenizer)
+    return SimpleNamespace(
+        config=config, max_token_len=-1, curr_step=5, env_id=3, tokenizer=tokenizer
+    )
 
 
 def test_builder_builds_a_valid_group_and_names_mistakes():
     b = GroupBuilder(generation_params={"temperature": 1.0})
-    b.add([1, 2, 3], [-100, 2, 3], 1.0, messages=[{"role": "user", "content": "q"}], inference_logprobs=[1.0, -0.1, -0.2])
-    b.add([1, 2, 4], [-100, 2, 4], 0.0, messages=[{"role": "user", "content": "q"}], inference_logprobs=[1.0, -0.3, -0.4])
+    b.add(
+        [1, 2, 3],
+        [-100, 2, 3],
+        1.0,
+        messages=[{"role": "user", "content": "q"}],
+        inference_logprobs=[1.0, -0.1, -0.2],
+    )
+    b.add(
+        [1, 2, 4],
+        [-100, 2, 4],
+        0.0,
+        messages=[{"role": "user", "content": "q"}],
+        inference_logprobs=[1.0, -0.3, -0.4],
+    )
     g = b.build()
-    assert g["scores"] == [1.0, 0.0] and len(g["inference_logprobs"]) == 2 and "reward_status" not in g
+    assert (
+        g["scores"] == [1.0, 0.0] and len(g["inference_logprobs"]) == 2 and "reward_status" not in g
+    )
     with pytest.raises(SchemaError, match="inference_logprobs missing"):
         GroupBuilder().add([1], [1], 1.0, inference_logprobs=[0.0]).add([2], [2], 0.0)
     with pytest.raises(SchemaError, match="2 tokens but 1 masks"):
@@ -42,13 +58,20 @@ def test_builder_builds_a_valid_group_and_names_mistakes():
     bad.add([1, 2], [1, 2], 1.0, inference_logprobs=[0.0])
     with pytest.raises(SchemaError, match="inference_logprobs"):
         bad.build()
-    unavailable = GroupBuilder().add([1], [1], 0.0, reward_unavailable=True).add([2], [2], 0.0).build()
+    unavailable = (
+        GroupBuilder().add([1], [1], 0.0, reward_unavailable=True).add([2], [2], 0.0).build()
+    )
     assert unavailable["reward_status"] == "unavailable"
 
 
 def test_group_from_items_skips_none():
-    g = group_from_items([{"tokens": [1], "masks": [1], "scores": 1.0}, None,
-                          {"tokens": [2], "masks": [2], "scores": 0.0}])
+    g = group_from_items(
+        [
+            {"tokens": [1], "masks": [1], "scores": 1.0},
+            None,
+            {"tokens": [2], "masks": [2], "scores": 0.0},
+        ]
+    )
     assert g["tokens"] == [[1], [2]] and g["scores"] == [1.0, 0.0]
     assert group_from_items([None, None]) is None
 
@@ -60,9 +83,16 @@ def test_prepare_filters_stamps_and_keeps_unavailable():
     unavailable = dict(same, reward_status="unavailable")
     small = {"tokens": [[1]], "masks": [[1]], "scores": [1.0]}
     atropos_style = ScoredDataGroup()
-    atropos_style["tokens"], atropos_style["masks"], atropos_style["scores"] = [[1, 2], [3, 4]], [[-100, 2], [-100, 4]], [1, 0]
+    atropos_style["tokens"], atropos_style["masks"], atropos_style["scores"] = (
+        [[1, 2], [3, 4]],
+        [[-100, 2], [-100, 4]],
+        [1, 0],
+    )
     atropos_style["advantages"], atropos_style["images"] = [], []
-    atropos_style["messages"] = [({"role": "user", "content": "a"},), ({"role": "user", "content": "b"},)]
+    atropos_style["messages"] = [
+        ({"role": "user", "content": "a"},),
+        ({"role": "user", "content": "b"},),
+    ]
     token = current_policy_version.set(4)
     try:
         out = prepare_groups(env, [same, unavailable, small, atropos_style, None], drops=drops)
@@ -70,7 +100,9 @@ def test_prepare_filters_stamps_and_keeps_unavailable():
         current_policy_version.reset(token)
     assert drops == Counter({"same_scores": 1, "wrong_group_size": 1})
     assert [g["scores"] for g in out] == [[0.0, 0.0], [1.0, 0.0]]
-    assert out[0]["reward_status"] == "unavailable"  # sent as-is, never turned into a dropped zero group
+    assert (
+        out[0]["reward_status"] == "unavailable"
+    )  # sent as-is, never turned into a dropped zero group
     assert all(g["policy_version"] == 4 and g["env_id"] == 3 and g["group_id"] for g in out)
     assert "advantages" not in out[1] and isinstance(out[1]["messages"][0], list)
 
@@ -79,14 +111,20 @@ def test_prepare_drops_too_long_and_invalid_and_fills_messages(tokenizer):
     env = _env(tokenizer, include_messages=True)
     env.max_token_len = 2
     drops = Counter()
-    first, second = tokenizer.encode("hi", add_special_tokens=False), tokenizer.encode("7", add_special_tokens=False)
+    first, second = (
+        tokenizer.encode("hi", add_special_tokens=False),
+        tokenizer.encode("7", add_special_tokens=False),
+    )
     assert (len(first), len(second)) == (2, 1)  # fits max_token_len=2
     long = {"tokens": [[1, 2, 3], [1]], "masks": [[1, 2, 3], [1]], "scores": [1.0, 0.0]}
     ragged = {"tokens": [[1, 2], [1]], "masks": [[1], [1]], "scores": [1.0, 0.0]}
     ok = {"tokens": [first, second], "masks": [first, second], "scores": [1.0, 0.0]}
     out = prepare_groups(env, [long, ragged, ok], drops=drops)
     assert drops == Counter({"too_long": 1, "invalid": 1})
-    assert out[0]["messages"] == [[{"role": "text", "content": "hi"}], [{"role": "text", "content": "7"}]]
+    assert out[0]["messages"] == [
+        [{"role": "text", "content": "hi"}],
+        [{"role": "text", "content": "7"}],
+    ]
     assert out[0]["policy_version"] == 5  # no worker context: the env's current step
 
 

@@ -22,8 +22,14 @@ print("LOGGER", type(m).__name__)
 def test_no_credentials_means_offline_not_a_hang(tmp_path):
     environ = {k: v for k, v in os.environ.items() if k not in ("WANDB_MODE", "WANDB_API_KEY")}
     environ.update(HOME=str(tmp_path), WANDB_DIR=str(tmp_path), WANDB_SILENT="true")
-    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=environ,
-                       cwd=str(tmp_path), timeout=90)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=str(tmp_path),
+        timeout=90,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "LOGGER WandbMetricsLogger" in r.stdout
     assert r.stderr.count("no wandb credentials were found: logging wandb OFFLINE") == 1
@@ -31,7 +37,10 @@ def test_no_credentials_means_offline_not_a_hang(tmp_path):
 
 
 def test_disabled_or_off_is_the_null_logger(monkeypatch):
-    assert type(make_metrics_logger(False, project=None, group=None, name=None, config={})) is NullMetricsLogger
+    assert (
+        type(make_metrics_logger(False, project=None, group=None, name=None, config={}))
+        is NullMetricsLogger
+    )
     monkeypatch.setenv("WANDB_MODE", "disabled")
     null = make_metrics_logger(True, project=None, group=None, name=None, config={})
     assert type(null) is NullMetricsLogger

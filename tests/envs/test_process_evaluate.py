@@ -14,7 +14,9 @@ EVIL = "<script>alert('x')</script> 7"
 
 
 def _lines(path):
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    return (
+        [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    )
 
 
 def test_process_writes_groups_and_an_escaped_report(tok_dir, tmp_path):
@@ -25,13 +27,28 @@ def test_process_writes_groups_and_an_escaped_report(tok_dir, tmp_path):
         return texts[body["choice_index"] % 4]
 
     with FakeOpenAIServer(tokenizer=tok_dir, responder=slowish) as fake:
-        r = run_env("process", "--openai.base_url", fake.base_url, "--env.tokenizer_name", str(tok_dir),
-                    "--env.total_steps", "5", "--env.group_size", "4", "--env.max_num_workers", "3",
-                    "--env.data_path_to_save_groups", str(tmp_path / "out" / "g.jsonl"), cwd=tmp_path)
+        r = run_env(
+            "process",
+            "--openai.base_url",
+            fake.base_url,
+            "--env.tokenizer_name",
+            str(tok_dir),
+            "--env.total_steps",
+            "5",
+            "--env.group_size",
+            "4",
+            "--env.max_num_workers",
+            "3",
+            "--env.data_path_to_save_groups",
+            str(tmp_path / "out" / "g.jsonl"),
+            cwd=tmp_path,
+        )
         concurrent = fake.max_in_flight
     assert r.returncode == 0, r.stderr[-2000:]
     groups = _lines(tmp_path / "out" / "g.jsonl")
-    assert len(groups) == 5 and 2 <= concurrent <= 3  # items ran concurrently, bounded by max_num_workers
+    assert (
+        len(groups) == 5 and 2 <= concurrent <= 3
+    )  # items ran concurrently, bounded by max_num_workers
     for g in groups:
         validate_group(g)
         assert len(g["tokens"]) == 4 and g["messages"][1][-1]["content"] == EVIL
@@ -48,9 +65,20 @@ def test_process_ctrl_c_leaves_valid_jsonl_and_report(tok_dir, tmp_path):
 
     out = tmp_path / "g.jsonl"
     with FakeOpenAIServer(tokenizer=tok_dir, responder=slow) as fake:
-        proc = start_env("process", "--openai.base_url", fake.base_url, "--env.tokenizer_name", str(tok_dir),
-                         "--env.total_steps", "500", "--env.max_num_workers", "2",
-                         "--env.data_path_to_save_groups", str(out), log=tmp_path / "env.log")
+        proc = start_env(
+            "process",
+            "--openai.base_url",
+            fake.base_url,
+            "--env.tokenizer_name",
+            str(tok_dir),
+            "--env.total_steps",
+            "500",
+            "--env.max_num_workers",
+            "2",
+            "--env.data_path_to_save_groups",
+            str(out),
+            log=tmp_path / "env.log",
+        )
         try:
             wait_until(lambda: len(_lines(out)) >= 2, 60, "two groups", proc)
             proc.send_signal(signal.SIGINT)
@@ -67,8 +95,16 @@ def test_process_ctrl_c_leaves_valid_jsonl_and_report(tok_dir, tmp_path):
 
 
 def test_evaluate_writes_metrics_and_prints_a_table(fake_server, tok_dir, tmp_path):
-    r = run_env("evaluate", "--openai.base_url", fake_server.base_url, "--env.tokenizer_name", str(tok_dir),
-                "--env.data_dir_to_save_evals", str(tmp_path / "evals"), cwd=tmp_path)
+    r = run_env(
+        "evaluate",
+        "--openai.base_url",
+        fake_server.base_url,
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.data_dir_to_save_evals",
+        str(tmp_path / "evals"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = json.loads((tmp_path / "evals" / "metrics.json").read_text())
     value = metrics["results"]["all"]["eval/percent_correct"]

@@ -19,12 +19,19 @@ from atroposlib.errors import ConfigError
 
 
 def test_math_accuracy_uses_math_verify():
-    texts = ["<think>2+2 is 4</think> The answer is \\boxed{4}", "\\boxed{5}", "<think>4</think> I say 1/2", "nothing"]
+    texts = [
+        "<think>2+2 is 4</think> The answer is \\boxed{4}",
+        "\\boxed{5}",
+        "<think>4</think> I say 1/2",
+        "nothing",
+    ]
     assert math_accuracy(texts, answers=["4", "4", "0.5", "4"]) == [1.0, 0.0, 1.0, 0.0]
 
 
 def test_format_functions():
-    assert r1_format(["<think>a</think> b", "<think>a</think>", "b", "<think>a</think> x <think>"]) == [1.0, 0.0, 0.0, 0.0]
+    assert r1_format(
+        ["<think>a</think> b", "<think>a</think>", "b", "<think>a</think> x <think>"]
+    ) == [1.0, 0.0, 0.0, 0.0]
     assert get_reward_fn("format")(["A: 4", "4"], pattern=r"^A: \d+$") == [1.0, 0.0]
 
 
@@ -35,7 +42,9 @@ def test_penalties():
 
 def test_combine_weights_and_registry():
     reward = combine({"math_accuracy": 1.0, "r1_format": 0.5, "length_penalty": 1.0})
-    scores = reward(["<think>ok</think> \\boxed{7}", "it is 8", "x" * 90], answers=["7"], max_length=100)
+    scores = reward(
+        ["<think>ok</think> \\boxed{7}", "it is 8", "x" * 90], answers=["7"], max_length=100
+    )
     assert scores == pytest.approx([1.5, 0.0, -0.8])
     with pytest.raises(ConfigError, match="did you mean 'math_accuracy'"):
         get_reward_fn("math_acuracy")
@@ -44,7 +53,10 @@ def test_combine_weights_and_registry():
     def always_one(completions):
         return [1.0] * len(completions)
 
-    assert call_reward_fn(get_reward_fn("test_always_one"), ["a", "b"], answers=["ignored"]) == [1.0, 1.0]
+    assert call_reward_fn(get_reward_fn("test_always_one"), ["a", "b"], answers=["ignored"]) == [
+        1.0,
+        1.0,
+    ]
     with pytest.raises(ValueError, match="returned 1 scores for 2"):
         call_reward_fn(lambda completions: [1.0], ["a", "b"])
 

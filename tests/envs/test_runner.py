@@ -20,9 +20,19 @@ GROUP = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": 
 @pytest.fixture
 def env(tok_dir, tmp_path):
     cfg, _ = AdditionEnv.config_init()
-    cfg = cfg.model_copy(update={"tokenizer_name": str(tok_dir), "group_size": 2, "spool_dir": str(tmp_path / "spool"),
-                                 "batch_size": 8, "max_num_workers": 4})
-    e = AdditionEnv(cfg, [APIServerConfig(base_url="http://127.0.0.1:9/v1", server_type="vllm", health_check=False)])
+    cfg = cfg.model_copy(
+        update={
+            "tokenizer_name": str(tok_dir),
+            "group_size": 2,
+            "spool_dir": str(tmp_path / "spool"),
+            "batch_size": 8,
+            "max_num_workers": 4,
+        }
+    )
+    e = AdditionEnv(
+        cfg,
+        [APIServerConfig(base_url="http://127.0.0.1:9/v1", server_type="vllm", health_check=False)],
+    )
     e.checkpoint_dir = str(tmp_path / "ckpt")
     e.wandb_prepend = "addition_test_0"
     return e
@@ -96,8 +106,14 @@ def test_group_is_stamped_with_the_step_its_item_started_under(env, tmp_path):
 def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
     async def go():
         runner = ServeRunner(env)
-        st = {"current_step": 0, "queue_size": 0, "unallocated_fraction": 1.0, "self_queue_size": 0,
-              "max_group_size": 2, "env_weight": 1.0}
+        st = {
+            "current_step": 0,
+            "queue_size": 0,
+            "unallocated_fraction": 1.0,
+            "self_queue_size": 0,
+            "max_group_size": 2,
+            "env_weight": 1.0,
+        }
         env.status_dict = dict(st)
         free = runner._target_in_flight()  # min(max_num_workers 4, 3 batches * 8 / 2 - 0 = 12)
         env.status_dict = dict(st, queue_size=12)
@@ -119,7 +135,9 @@ def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
 
     free, full, almost, stopped, limited, reserved = asyncio.run(go())
     assert (free, full, almost, stopped, limited) == (4, 0, 2, 0, 2)
-    assert reserved == 4  # min_batch_allocation keeps this env fed although the shared queue is full
+    assert (
+        reserved == 4
+    )  # min_batch_allocation keeps this env fed although the shared queue is full
 
 
 def test_step_checks_run_scheduled_evals_and_checkpoints(env, tmp_path):
@@ -132,7 +150,9 @@ def test_step_checks_run_scheduled_evals_and_checkpoints(env, tmp_path):
 
     env.evaluate = evaluate
     env.iter_state = 5
-    env.save_checkpoint = lambda step, data=None: AdditionEnv.save_checkpoint(env, step, {"iter_state": 5})
+    env.save_checkpoint = lambda step, data=None: AdditionEnv.save_checkpoint(
+        env, step, {"iter_state": 5}
+    )
 
     async def go():
         runner = ServeRunner(env)

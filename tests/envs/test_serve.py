@@ -26,20 +26,39 @@ def _api_groups(url: str) -> list:
 
 
 def _serve_args(api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: str) -> list:
-    return ["--env.rollout_server_url", api_url, "--openai.base_url", fake_url, "--env.tokenizer_name", str(tok_dir),
-            "--env.data_path_to_save_groups", str(tmp / "sent.jsonl"), "--env.spool_dir", str(tmp / "spool"),
-            "--env.ensure_scores_are_not_same", "false", *extra]
+    return [
+        "--env.rollout_server_url",
+        api_url,
+        "--openai.base_url",
+        fake_url,
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.data_path_to_save_groups",
+        str(tmp / "sent.jsonl"),
+        "--env.spool_dir",
+        str(tmp / "spool"),
+        "--env.ensure_scores_are_not_same",
+        "false",
+        *extra,
+    ]
 
 
 def test_serve_feeds_trainer_and_stamps_groups(run_api, fake_server, tok_dir, tmp_path):
     api = run_api()
     trainer = FakeTrainer(api.url, batch_size=8, num_steps=3)
-    proc = start_env("serve", *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "3"),
-                     log=tmp_path / "env.log")
+    proc = start_env(
+        "serve",
+        *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "3"),
+        log=tmp_path / "env.log",
+    )
     try:
         # The trainer has not started: the env waits politely (no error, no exit) until it does.
-        wait_until(lambda: "wait for trainer to start" in (tmp_path / "env.log").read_text(), 60,
-                   "the env to wait for the trainer", proc)
+        wait_until(
+            lambda: "wait for trainer to start" in (tmp_path / "env.log").read_text(),
+            60,
+            "the env to wait for the trainer",
+            proc,
+        )
         trainer.start()
         rc = proc.wait(90)
     finally:
@@ -47,10 +66,16 @@ def test_serve_feeds_trainer_and_stamps_groups(run_api, fake_server, tok_dir, tm
             proc.kill()
     log = (tmp_path / "env.log").read_text()
     assert rc == 0, log[-3000:]
-    assert trainer.done.wait(30) or len(trainer.batches) >= 2, f"trainer got {len(trainer.batches)} batches"
+    assert trainer.done.wait(30) or len(trainer.batches) >= 2, (
+        f"trainer got {len(trainer.batches)} batches"
+    )
     written = _jsonl_group_ids(tmp_path / "sent.jsonl")
     received = _api_groups(api.url)
-    assert written and set(written) == {g["group_id"] for g in received}, (len(written), len(received), log[-2000:])
+    assert written and set(written) == {g["group_id"] for g in received}, (
+        len(written),
+        len(received),
+        log[-2000:],
+    )
     for g in received:
         assert g["env_id"] == 0 and g["policy_version"] >= 0 and len(g["tokens"]) == 4
         assert all(len(m) == len(t) for m, t in zip(g["masks"], g["tokens"], strict=True))
@@ -72,9 +97,20 @@ def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tm
     api = run_api()
     trainer = FakeTrainer(api.url, batch_size=8, num_steps=6, pause=0.2)
     with FakeOpenAIServer(tokenizer=tok_dir, responder=gated) as fake:
-        proc = start_env("serve", *_serve_args(api.url, fake.base_url, tok_dir, tmp_path,
-                                               "--env.total_steps", "6", "--env.max_num_workers", "2"),
-                         log=tmp_path / "env.log")
+        proc = start_env(
+            "serve",
+            *_serve_args(
+                api.url,
+                fake.base_url,
+                tok_dir,
+                tmp_path,
+                "--env.total_steps",
+                "6",
+                "--env.max_num_workers",
+                "2",
+            ),
+            log=tmp_path / "env.log",
+        )
         trainer.start()
         sent = tmp_path / "sent.jsonl"
         try:
@@ -85,7 +121,12 @@ def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tm
             api.kill()
             before = len(_jsonl_group_ids(sent))
             gate.set()  # the in-flight item now finishes while the API is down
-            wait_until(lambda: len(_jsonl_group_ids(sent)) > before, 30, "a group finished during the outage", proc)
+            wait_until(
+                lambda: len(_jsonl_group_ids(sent)) > before,
+                30,
+                "a group finished during the outage",
+                proc,
+            )
             spooled = (tmp_path / "spool" / "groups.jsonl").read_text().count("\n")
             assert spooled >= 1
             time.sleep(2.0)
@@ -104,11 +145,16 @@ def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tm
     assert "trajectory API unreachable" in log
 
 
-def test_sigterm_finishes_in_flight_work_disconnects_and_exits_0(run_api, fake_server, tok_dir, tmp_path):
+def test_sigterm_finishes_in_flight_work_disconnects_and_exits_0(
+    run_api, fake_server, tok_dir, tmp_path
+):
     api = run_api()
     trainer = FakeTrainer(api.url, batch_size=8, num_steps=1000, pause=0.5)
-    proc = start_env("serve", *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path,
-                                           "--env.total_steps", "1000"), log=tmp_path / "env.log")
+    proc = start_env(
+        "serve",
+        *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "1000"),
+        log=tmp_path / "env.log",
+    )
     trainer.start()
     sent = tmp_path / "sent.jsonl"
     try:
@@ -121,5 +167,9 @@ def test_sigterm_finishes_in_flight_work_disconnects_and_exits_0(run_api, fake_s
             proc.kill()
     log = (tmp_path / "env.log").read_text()
     assert rc == 0, log[-3000:]
-    assert "received SIGTERM" in log and "could not /disconnect-env" not in log and "serve finished" in log
+    assert (
+        "received SIGTERM" in log
+        and "could not /disconnect-env" not in log
+        and "serve finished" in log
+    )
     assert set(_jsonl_group_ids(sent)) <= {g["group_id"] for g in _api_groups(api.url)}

@@ -16,8 +16,14 @@ from tests.envs.conftest import answer_responder
 
 
 def _cfg(url: str, server_type: str = "vllm", **kw) -> APIServerConfig:
-    return APIServerConfig(base_url=url, server_type=server_type, model_name="tiny", api_key="x",
-                           health_check_interval=0.2, **kw)
+    return APIServerConfig(
+        base_url=url,
+        server_type=server_type,
+        model_name="tiny",
+        api_key="x",
+        health_check_interval=0.2,
+        **kw,
+    )
 
 
 def test_vllm_chat_and_token_completion(fake_server, tok_dir):
@@ -26,15 +32,21 @@ def test_vllm_chat_and_token_completion(fake_server, tok_dir):
     async def go():
         sm = ServerManager([_cfg(fake_server.base_url)])
         try:
-            chat = await sm.chat_completion(messages=[{"role": "user", "content": "What is 3+4?"}], n=4)
+            chat = await sm.chat_completion(
+                messages=[{"role": "user", "content": "What is 3+4?"}], n=4
+            )
             prompt_ids = tok.encode("What is", add_special_tokens=False)
-            p, outs, lps, reasons = await sm.tokens_and_logprobs_completion(input_ids=prompt_ids, n=2, max_tokens=3)
+            p, outs, lps, reasons = await sm.tokens_and_logprobs_completion(
+                input_ids=prompt_ids, n=2, max_tokens=3
+            )
             return chat, p, outs, lps, reasons
         finally:
             await sm.close()
 
     chat, p, outs, lps, reasons = asyncio.run(go())
-    assert [c.message.content for c in chat.choices] == [answer_responder("", {"choice_index": i}) for i in range(4)]
+    assert [c.message.content for c in chat.choices] == [
+        answer_responder("", {"choice_index": i}) for i in range(4)
+    ]
     assert p == tok.encode("What is", add_special_tokens=False)
     assert all(len(o) == 3 for o in outs) and reasons == ["length", "length"]
     assert lps[0] == [fake_logprob(t, len(p) + j) for j, t in enumerate(outs[0])]
@@ -50,8 +62,10 @@ def test_managed_server_tracks_tokens_masks_logprobs_across_turns(fake_server, t
             async with sm.managed_server(tokenizer=tok) as managed:
                 first = await managed.chat_completion(messages=turn1, n=1, max_tokens=64)
                 node1 = managed.get_state()["nodes"][0]
-                turn2 = turn1 + [{"role": "assistant", "content": first.choices[0].message.content},
-                                 {"role": "user", "content": "Are you sure?"}]
+                turn2 = turn1 + [
+                    {"role": "assistant", "content": first.choices[0].message.content},
+                    {"role": "user", "content": "Are you sure?"},
+                ]
                 await managed.chat_completion(messages=turn2, n=1, max_tokens=64)
                 nodes = managed.get_state()["nodes"]
             return node1, nodes, turn2
@@ -59,23 +73,32 @@ def test_managed_server_tracks_tokens_masks_logprobs_across_turns(fake_server, t
             await sm.close()
 
     node1, nodes, turn2 = asyncio.run(go())
-    prompt1 = tok.encode(tok.apply_chat_template(turn1, tokenize=False, add_generation_prompt=True),
-                         add_special_tokens=False)
+    prompt1 = tok.encode(
+        tok.apply_chat_template(turn1, tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )
     assert node1.tokens[: len(prompt1)] == prompt1
     assert node1.masked_tokens[: len(prompt1)] == [MASK_IGNORE] * len(prompt1)
-    gen1 = node1.tokens[len(prompt1):]
-    assert node1.masked_tokens[len(prompt1):] == gen1 and gen1[-1] == tok.eos_token_id
-    assert node1.logprobs[len(prompt1):] == [fake_logprob(t, len(prompt1) + j) for j, t in enumerate(gen1)]
+    gen1 = node1.tokens[len(prompt1) :]
+    assert node1.masked_tokens[len(prompt1) :] == gen1 and gen1[-1] == tok.eos_token_id
+    assert node1.logprobs[len(prompt1) :] == [
+        fake_logprob(t, len(prompt1) + j) for j, t in enumerate(gen1)
+    ]
     assert len(nodes) == 1  # the extended conversation replaced its parent
     node2 = nodes[0]
     assert node2.tokens[: len(node1.tokens)] == node1.tokens  # no re-tokenization drift
     assert node2.masked_tokens[: len(node1.tokens)] == node1.masked_tokens
-    full2 = tok.encode(tok.apply_chat_template(turn2, tokenize=False, add_generation_prompt=True),
-                       add_special_tokens=False)
-    user2 = node2.tokens[len(node1.tokens): len(full2)]
+    full2 = tok.encode(
+        tok.apply_chat_template(turn2, tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )
+    user2 = node2.tokens[len(node1.tokens) : len(full2)]
     assert node2.tokens[: len(full2)] == full2
-    assert node2.masked_tokens[len(node1.tokens): len(full2)] == [MASK_IGNORE] * len(user2)
-    assert all(m == t for m, t in zip(node2.masked_tokens[len(full2):], node2.tokens[len(full2):], strict=True))
+    assert node2.masked_tokens[len(node1.tokens) : len(full2)] == [MASK_IGNORE] * len(user2)
+    assert all(
+        m == t
+        for m, t in zip(node2.masked_tokens[len(full2) :], node2.tokens[len(full2) :], strict=True)
+    )
 
 
 def test_failover_when_a_server_dies_mid_run(tok_dir):
@@ -89,10 +112,18 @@ def test_failover_when_a_server_dies_mid_run(tok_dir):
     async def go():
         sm = ServerManager([_cfg(a.base_url, max_retries=2), _cfg(b.base_url, max_retries=2)])
         try:
-            first = await asyncio.gather(*[sm.chat_completion(messages=[{"role": "user", "content": "hi"}])
-                                           for _ in range(6)])
-            in_flight = [asyncio.create_task(sm.chat_completion(messages=[{"role": "user", "content": "hi"}]))
-                         for _ in range(8)]
+            first = await asyncio.gather(
+                *[
+                    sm.chat_completion(messages=[{"role": "user", "content": "hi"}])
+                    for _ in range(6)
+                ]
+            )
+            in_flight = [
+                asyncio.create_task(
+                    sm.chat_completion(messages=[{"role": "user", "content": "hi"}])
+                )
+                for _ in range(8)
+            ]
             await asyncio.sleep(0.2)
             await asyncio.to_thread(a.stop)  # dies with requests in flight
             after = await asyncio.gather(*in_flight)
@@ -105,8 +136,13 @@ def test_failover_when_a_server_dies_mid_run(tok_dir):
     finally:
         a.stop()
         b.stop()
-    assert {r.choices[0].message.content for r in first} == {"from a", "from b"}  # least-loaded spreads load
-    assert len(after) == 8 and all(r.choices[0].message.content in ("from a", "from b") for r in after)
+    assert {r.choices[0].message.content for r in first} == {
+        "from a",
+        "from b",
+    }  # least-loaded spreads load
+    assert len(after) == 8 and all(
+        r.choices[0].message.content in ("from a", "from b") for r in after
+    )
     assert a_healthy is False
     assert len([r for r in b.requests]) >= 3 + 4  # b took its share and the failed-over requests
 
@@ -202,7 +238,9 @@ def test_thinking_settings_reach_the_servers(fake_server):
         oai.set_reasoning(reasoning_effort="low")
         try:
             await vllm.chat_completion(messages=[{"role": "user", "content": "hi"}])
-            await vllm.chat_completion(messages=[{"role": "user", "content": "hi"}], skip_reasoning=True)
+            await vllm.chat_completion(
+                messages=[{"role": "user", "content": "hi"}], skip_reasoning=True
+            )
             await oai.chat_completion(messages=[{"role": "user", "content": "hi"}])
         finally:
             await vllm.close()

@@ -45,7 +45,9 @@ def parse_tags(html: str) -> list[tuple[str, dict]]:
 
 
 def test_markdown_escapes_raw_html_and_makes_no_links():
-    out = render_markdown("**bold** <script>alert(1)</script> [x](javascript:alert(1)) ![i](http://e/x.png)")
+    out = render_markdown(
+        "**bold** <script>alert(1)</script> [x](javascript:alert(1)) ![i](http://e/x.png)"
+    )
     assert "<strong>bold</strong>" in out
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
     tags = {t for t, _ in parse_tags(out)}
@@ -70,7 +72,11 @@ def test_report_escapes_hostile_completion_and_has_one_script(tmp_path):
     assert not any(k.startswith("on") for _, a in tags for k in a)  # no event-handler attributes
     assert "&lt;script&gt;window.__pwned = 1" in html
     assert "<title>T &lt;b&gt;itle&lt;/b&gt;</title>" in html
-    csp = next(a["content"] for t, a in tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    csp = next(
+        a["content"]
+        for t, a in tags
+        if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    )
     assert "script-src 'nonce-" in csp and "default-src 'none'" in csp
 
 
@@ -93,7 +99,9 @@ def test_report_reads_jsonl_and_counts_bad_lines(tmp_path):
     lines = [json.dumps(g) for g in sample_groups()[:2]]
     lines.insert(1, "{not json")
     lines.append(json.dumps({"no": "scores"}))
-    lines.append(json.dumps({"seq": 7, "env_name": "peeked", "state": "queued", "group": sample_groups()[2]}))
+    lines.append(
+        json.dumps({"seq": 7, "env_name": "peeked", "state": "queued", "group": sample_groups()[2]})
+    )
     src.write_text("\n".join(lines) + "\n\n")
     stats = LoadStats()
     html = write_html_report(src, tmp_path / "out" / "g.html", stats=stats).read_text()
@@ -124,7 +132,9 @@ def test_report_with_a_real_tokenizer_decodes(tmp_path):
     from atroposlib.inference.tiny_model import build_tokenizer, default_corpus
 
     tok = build_tokenizer(default_corpus(0, 200), vocab_size=300)
-    g = sample_groups(encode=lambda s: tok.encode(s, add_special_tokens=False), with_messages=False)[1]
+    g = sample_groups(
+        encode=lambda s: tok.encode(s, add_special_tokens=False), with_messages=False
+    )[1]
     html = write_html_report([g], tmp_path / "t.html", tokenizer=tok, token_view=True).read_text()
     assert "What is 9 - 4?" in html and "It is 5" in html
     assert 'class="tok tok-trained"' in html
@@ -151,8 +161,13 @@ def test_unwrap_records():
 
 
 def test_token_spans_colour_by_mask_logprob_and_advantage():
-    g = {"tokens": [[60, 62, 49, 50]], "masks": [[-100, -100, 49, 50]], "scores": [1.0],
-         "inference_logprobs": [[1.0, 1.0, -0.01, -4.0]], "advantages": [[0.0, 0.0, 0.5, -0.5]]}
+    g = {
+        "tokens": [[60, 62, 49, 50]],
+        "masks": [[-100, -100, 49, 50]],
+        "scores": [1.0],
+        "inference_logprobs": [[1.0, 1.0, -0.01, -4.0]],
+        "advantages": [[0.0, 0.0, 0.5, -0.5]],
+    }
     seq = build_view(g).sequences[0]
     html = render_token_spans(seq, token_text=lambda t: chr(t))
     spans = [a for t, a in parse_tags(html) if t == "span"]

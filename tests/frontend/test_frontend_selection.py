@@ -39,8 +39,10 @@ def group(completions, scores, with_messages=True, **extra):
         **extra,
     }
     if with_messages:
-        g["messages"] = [[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": c}]
-                         for c in completions]
+        g["messages"] = [
+            [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": c}]
+            for c in completions
+        ]
     return g
 
 
@@ -81,8 +83,12 @@ def test_sft_drops_non_positive_unless_allowed():
 
 def test_sft_minimum_score_diff_is_relative_to_group_min():
     g = group(["a", "b", "c", "d"], [-1.0, -0.2, 0.4, 1.0])
-    opts = SftOptions(save_messages=True, allow_negative_scores=True, minimum_score_diff_max_min=1.0,
-                      save_top_n_per_group=10)
+    opts = SftOptions(
+        save_messages=True,
+        allow_negative_scores=True,
+        minimum_score_diff_max_min=1.0,
+        save_top_n_per_group=10,
+    )
     sel = select_sft(g, opts)
     # kept: score - (-1.0) > 1.0  ->  0.4 and 1.0; -0.2 (diff 0.8) and -1.0 (diff 0) fail
     assert [r["score"] for r in sel.records] == [1.0, 0.4]
@@ -124,7 +130,9 @@ def test_options_refuse_bad_values():
 
 def test_dpo_pairs_best_with_worst_distinct_partners():
     g = group([" w", " x", " y", " z"], [1.0, 0.9, 0.1, 0.0], with_messages=False)
-    sel = select_dpo(g, DpoOptions(save_n_pairs_per_group=3, minimum_score_diff_max_min=0.5), decode)
+    sel = select_dpo(
+        g, DpoOptions(save_n_pairs_per_group=3, minimum_score_diff_max_min=0.5), decode
+    )
     assert sel.records == [
         {"prefix": PROMPT + " ", "pos": "w", "neg": "z", "score": 1.0, "neg_score": 0.0},
         {"prefix": PROMPT + " ", "pos": "x", "neg": "y", "score": 0.9, "neg_score": 0.1},
@@ -146,12 +154,16 @@ def test_dpo_chosen_must_be_positive_unless_allowed():
     g = group(["a", "b", "c", "d"], [-0.1, -0.5, -1.0, -2.0])
     sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.5))
     assert sel.records == [] and sel.rejected[RULE_NON_POSITIVE] == 4
-    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.4,
-                                   allow_negative_scores=True))
+    sel = select_dpo(
+        g,
+        DpoOptions(save_messages=True, minimum_score_diff_max_min=0.4, allow_negative_scores=True),
+    )
     assert [(r["score"], r["neg_score"]) for r in sel.records] == [(-0.1, -2.0), (-0.5, -1.0)]
     # the difference must be strictly larger than the minimum (as in Atropos): -1.0 vs -0.5 at 0.5
-    sel = select_dpo(g, DpoOptions(save_messages=True, minimum_score_diff_max_min=0.5,
-                                   allow_negative_scores=True))
+    sel = select_dpo(
+        g,
+        DpoOptions(save_messages=True, minimum_score_diff_max_min=0.5, allow_negative_scores=True),
+    )
     assert [(r["score"], r["neg_score"]) for r in sel.records] == [(-0.1, -2.0)]
 
 
@@ -193,8 +205,14 @@ def test_message_records_keep_only_chat_template_roles():
     # the group itself is untouched (viewers still show the note)
     assert g["messages"][1][-1]["role"] == "grader"
     # the set is an option: keeping "grader" writes the note, dropping "tool" leaves out the tool turn
-    wide = select_sft(g, SftOptions(save_messages=True, allow_negative_scores=True,
-                                    keep_roles=("user", "assistant", "grader")))
+    wide = select_sft(
+        g,
+        SftOptions(
+            save_messages=True,
+            allow_negative_scores=True,
+            keep_roles=("user", "assistant", "grader"),
+        ),
+    )
     assert wide.records[1]["messages"][-1]["role"] == "grader"
     assert wide.roles_dropped[0] == {"system": 1, "tool": 1}
     with pytest.raises(ValidationError):
@@ -209,10 +227,14 @@ def test_datagen_summary_counts_left_out_messages(tmp_path):
     out = tmp_path / "sft.jsonl"
     opts = SftOptions(save_messages=True, allow_negative_scores=True)
     # 3 groups x 2 records, but only 5 are wanted: the sixth record (a graded one) is not counted
-    summary = run_datagen(JsonlFeed(src), lambda g: select_sft(g, opts), out, "w", 5, progress=False)
+    summary = run_datagen(
+        JsonlFeed(src), lambda g: select_sft(g, opts), out, "w", 5, progress=False
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 5
     assert not any(m["role"] == "grader" for r in rows for m in r["messages"])
     assert summary.messages_dropped == {"grader": 2}
     assert summary.as_dict()["messages_dropped_by_role"] == {"grader": 2}
-    assert "  left out 2 messages with role 'grader' (not in --keep-roles)" in summary.lines("records")
+    assert "  left out 2 messages with role 'grader' (not in --keep-roles)" in summary.lines(
+        "records"
+    )

@@ -40,7 +40,9 @@ def test_render_view_newest_first_and_filters():
 
 
 def test_render_view_token_view_and_escaping():
-    html, _ = render_view(with_seq(sample_groups()), token_text=lambda t: chr(t) if t < 128 else "?")
+    html, _ = render_view(
+        with_seq(sample_groups()), token_text=lambda t: chr(t) if t < 128 else "?"
+    )
     assert html.count('class="tok tok-trained"') > 10 and "logprob" in html and "advantage" in html
     assert "<script>" not in html and "&lt;script&gt;" in html
     html, _ = render_view(with_seq(sample_groups()), token_view=False)
@@ -48,7 +50,11 @@ def test_render_view_token_view_and_escaping():
 
 
 def test_env_names_and_bounds():
-    assert env_names([{"env_name": "b"}, {"env_id": 3}, {"env_name": "a"}, {}]) == ["a", "b", "env 3"]
+    assert env_names([{"env_name": "b"}, {"env_id": 3}, {"env_name": "a"}, {}]) == [
+        "a",
+        "b",
+        "env 3",
+    ]
     assert parse_bound("", "min") == (None, "")
     assert parse_bound(" 0.5 ", "min") == (0.5, "")
     value, problem = parse_bound("abc", "min score")
@@ -99,7 +105,9 @@ def test_api_source_reads_with_peek_and_changes_nothing(run_api):
     html, status, _ = state.refresh(ALL_ENVS, "", "", 50, True)
     assert len(group_titles(html)) == 4 and "queue 4 groups" in status
     after = client.status()
-    assert (after.queue_size, after.current_step) == (before.queue_size, before.current_step) == (4, 0)
+    assert (
+        (after.queue_size, after.current_step) == (before.queue_size, before.current_step) == (4, 0)
+    )
     assert client.info().batch_size == -1  # nobody registered as trainer
 
 

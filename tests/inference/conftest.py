@@ -38,9 +38,20 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         cmd = [
-            sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(model_dir),
-            "--host", "127.0.0.1", "--port", str(self.port), "--torch-threads", "1",
-            "--log-level", "warning", *extra,
+            sys.executable,
+            "-m",
+            "atroposlib.cli.serve_model",
+            "--model",
+            str(model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--torch-threads",
+            "1",
+            "--log-level",
+            "warning",
+            *extra,
         ]
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
@@ -48,7 +59,9 @@ class ServerProcess:
             wait_for_http(self.url + "/health", timeout=120, proc=self.proc)
         except Exception as exc:
             self.stop()
-            raise RuntimeError("server did not start:\n" + log_path.read_text(errors="replace")) from exc
+            raise RuntimeError(
+                "server did not start:\n" + log_path.read_text(errors="replace")
+            ) from exc
 
     def client(self):
         from openai import OpenAI

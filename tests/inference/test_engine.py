@@ -15,14 +15,21 @@ from atroposlib.inference.sampling import RowParams
 
 @pytest.fixture
 def engine(tiny_model_dir):
-    eng = InferenceEngine(EngineConfig(model_path=str(tiny_model_dir), torch_threads=1, batch_window_ms=1)).start()
+    eng = InferenceEngine(
+        EngineConfig(model_path=str(tiny_model_dir), torch_threads=1, batch_window_ms=1)
+    ).start()
     yield eng
     eng.stop()
 
 
 def _row(eng, text, max_tokens, **kw):
-    return RowParams(prompt_ids=eng.tokenizer(text)["input_ids"], max_tokens=max_tokens, temperature=0.0,
-                     ignore_eos=True, **kw)
+    return RowParams(
+        prompt_ids=eng.tokenizer(text)["input_ids"],
+        max_tokens=max_tokens,
+        temperature=0.0,
+        ignore_eos=True,
+        **kw,
+    )
 
 
 def test_short_request_joining_a_long_batch_returns_first(engine):
@@ -42,7 +49,9 @@ def test_reload_waits_for_the_batch_in_flight(engine, tiny_model_dir_v2, tiny_mo
     fut = engine.submit([_row(engine, text, 60)])
     time.sleep(0.05)
     version = {}
-    t = threading.Thread(target=lambda: version.setdefault("v", engine.reload_weights(str(tiny_model_dir_v2))))
+    t = threading.Thread(
+        target=lambda: version.setdefault("v", engine.reload_weights(str(tiny_model_dir_v2)))
+    )
     t.start()
     assert fut.result(60)[0].token_ids == old  # finished on the old weights
     t.join(60)
@@ -55,7 +64,9 @@ def test_reload_waits_for_the_batch_in_flight(engine, tiny_model_dir_v2, tiny_mo
 
 
 def test_queue_full_raises_inference_unavailable(tiny_model_dir):
-    eng = InferenceEngine(EngineConfig(model_path=str(tiny_model_dir), torch_threads=1, max_queue=1))
+    eng = InferenceEngine(
+        EngineConfig(model_path=str(tiny_model_dir), torch_threads=1, max_queue=1)
+    )
     try:  # worker not started: nothing drains the queue
         eng.submit([_row(eng, "a", 1)])
         with pytest.raises(InferenceUnavailable, match="queue is full"):

@@ -9,7 +9,12 @@ from atroposlib.inference.generation import generate_batch
 from atroposlib.inference.loading import load_model_dir
 from atroposlib.inference.sampling import RowParams, sample_next
 
-PROMPTS = ["What is 1 + 2?", "Hello there my friend, how are", "x", "Count the letters in apple please"]
+PROMPTS = [
+    "What is 1 + 2?",
+    "Hello there my friend, how are",
+    "x",
+    "Count the letters in apple please",
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,11 @@ def test_logprobs_match_plain_forward_with_left_padding(lm):
         with torch.no_grad():
             logp = torch.log_softmax(lm.model(ids).logits[0].float(), dim=-1)
         start = len(row.prompt_ids) - 1
-        ref = logp[start:start + 12].gather(-1, torch.tensor(res.token_ids).unsqueeze(-1)).squeeze(-1)
+        ref = (
+            logp[start : start + 12]
+            .gather(-1, torch.tensor(res.token_ids).unsqueeze(-1))
+            .squeeze(-1)
+        )
         worst = max(worst, (ref - torch.tensor(res.logprobs)).abs().max().item())
     assert worst < 1e-4
 
@@ -55,8 +64,18 @@ def test_stop_string_truncates_text_and_sets_finish_reason(lm):
     assert base.finish_reason == "length"
     stop = base.text[6:9]
     assert stop
-    res = _gen(lm, [RowParams(prompt_ids=lm.tokenizer(PROMPTS[0])["input_ids"], max_tokens=20,
-                              temperature=0.0, stop=[stop], ignore_eos=True)])[0]
+    res = _gen(
+        lm,
+        [
+            RowParams(
+                prompt_ids=lm.tokenizer(PROMPTS[0])["input_ids"],
+                max_tokens=20,
+                temperature=0.0,
+                stop=[stop],
+                ignore_eos=True,
+            )
+        ],
+    )[0]
     assert res.finish_reason == "stop" and res.stop_reason == stop
     assert res.text == base.text[: base.text.find(stop)]
     assert stop not in res.text
@@ -78,24 +97,38 @@ def test_top_p_keeps_only_the_best_token_when_tiny():
     logits = torch.zeros(2, 10)
     logits[:, 3] = 5.0
     g = [torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)]
-    picked = sample_next(logits, torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.01]), torch.tensor([0, 0]), g)
+    picked = sample_next(
+        logits, torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.01]), torch.tensor([0, 0]), g
+    )
     assert picked.tolist() == [3, 3]
 
 
 def test_top_k_one_is_greedy(lm):
     logits = torch.randn(8, 50, generator=torch.Generator().manual_seed(1))
     gens = [torch.Generator().manual_seed(i) for i in range(8)]
-    out = sample_next(logits, torch.full((8,), 1.5), torch.ones(8), torch.ones(8, dtype=torch.long), gens)
+    out = sample_next(
+        logits, torch.full((8,), 1.5), torch.ones(8), torch.ones(8, dtype=torch.long), gens
+    )
     assert out.tolist() == logits.argmax(-1).tolist()
 
 
 def test_rows_added_mid_generation_match_rows_run_alone(lm):
     from atroposlib.inference.generation import DecodeBatch
 
-    long_prompt = "Spell the word banana backward and then count all of the letters in it, twice over"
+    long_prompt = (
+        "Spell the word banana backward and then count all of the letters in it, twice over"
+    )
     prompts = [PROMPTS[0], PROMPTS[2], long_prompt, PROMPTS[1]]
-    rows = [RowParams(prompt_ids=lm.tokenizer(p)["input_ids"], max_tokens=6 + 3 * i, temperature=1.0,
-                      seed=20 + i, ignore_eos=True) for i, p in enumerate(prompts)]
+    rows = [
+        RowParams(
+            prompt_ids=lm.tokenizer(p)["input_ids"],
+            max_tokens=6 + 3 * i,
+            temperature=1.0,
+            seed=20 + i,
+            ignore_eos=True,
+        )
+        for i, p in enumerate(prompts)
+    ]
     alone = [_gen(lm, [r])[0] for r in rows]
     batch = DecodeBatch(lm.model, pad_id=lm.pad_id, eos_ids=lm.eos_ids, decode=lm.decode)
     first = batch.add(rows[:2])

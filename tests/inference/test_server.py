@@ -11,14 +11,24 @@ import openai
 import pytest
 import torch
 
-PROMPTS = [f"What is {a} + {b}?" for a, b in [(1, 2), (30, 4), (5, 67), (8, 9), (123, 4), (7, 7)]] + [
-    "Hello there", "Spell apple backward", "x",
+PROMPTS = [
+    f"What is {a} + {b}?" for a, b in [(1, 2), (30, 4), (5, 67), (8, 9), (123, 4), (7, 7)]
+] + [
+    "Hello there",
+    "Spell apple backward",
+    "x",
 ]
 
 
 def _greedy(client, prompt, **kw):
-    return client.completions.create(model="tiny", prompt=prompt, max_tokens=kw.pop("max_tokens", 12),
-                                     temperature=0.0, extra_body={"ignore_eos": True}, **kw)
+    return client.completions.create(
+        model="tiny",
+        prompt=prompt,
+        max_tokens=kw.pop("max_tokens", 12),
+        temperature=0.0,
+        extra_body={"ignore_eos": True},
+        **kw,
+    )
 
 
 def test_health_models_and_metrics(server, tiny_model_dir):
@@ -36,7 +46,13 @@ def test_completion_n_logprobs_token_ids_and_usage(server, tiny_model_dir):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     r = server.client().completions.create(
-        model="anything", prompt="What is 2 + 3?", n=3, max_tokens=7, temperature=1.0, seed=5, logprobs=2,
+        model="anything",
+        prompt="What is 2 + 3?",
+        n=3,
+        max_tokens=7,
+        temperature=1.0,
+        seed=5,
+        logprobs=2,
         extra_body={"return_token_ids": True, "ignore_eos": True},
     )
     assert len(r.choices) == 3 and [c.index for c in r.choices] == [0, 1, 2]
@@ -53,10 +69,17 @@ def test_completion_n_logprobs_token_ids_and_usage(server, tiny_model_dir):
     assert len({tuple(c.model_extra["token_ids"]) for c in r.choices}) > 1  # samples differ
     assert r.usage.prompt_tokens == len(prompt_ids) and r.usage.completion_tokens == 21
     again = server.client().completions.create(
-        model="x", prompt="What is 2 + 3?", n=3, max_tokens=7, temperature=1.0, seed=5,
+        model="x",
+        prompt="What is 2 + 3?",
+        n=3,
+        max_tokens=7,
+        temperature=1.0,
+        seed=5,
         extra_body={"return_token_ids": True, "ignore_eos": True},
     )
-    assert [c.model_extra["token_ids"] for c in again.choices] == [c.model_extra["token_ids"] for c in r.choices]
+    assert [c.model_extra["token_ids"] for c in again.choices] == [
+        c.model_extra["token_ids"] for c in r.choices
+    ]
 
 
 def test_token_id_prompts_equal_text_prompts(server, tiny_model_dir):
@@ -68,7 +91,10 @@ def test_token_id_prompts_equal_text_prompts(server, tiny_model_dir):
     by_ids = _greedy(c, tok(PROMPTS[1])["input_ids"])
     assert by_ids.choices[0].text == by_text.choices[0].text
     both = _greedy(c, [tok(PROMPTS[1])["input_ids"], tok(PROMPTS[2])["input_ids"]])
-    assert [ch.text for ch in both.choices] == [by_text.choices[0].text, _greedy(c, PROMPTS[2]).choices[0].text]
+    assert [ch.text for ch in both.choices] == [
+        by_text.choices[0].text,
+        _greedy(c, PROMPTS[2]).choices[0].text,
+    ]
 
 
 def test_stop_strings_finish_with_stop_and_are_excluded(server):
@@ -85,13 +111,24 @@ def test_chat_uses_template_and_returns_logprobs(server, tiny_model_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    msgs = [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "What is 3 + 4?"}]
+    msgs = [
+        {"role": "system", "content": "Answer with a number."},
+        {"role": "user", "content": "What is 3 + 4?"},
+    ]
     r = server.client().chat.completions.create(
-        model="tiny", messages=msgs, n=2, max_tokens=6, temperature=0.8, logprobs=True, top_logprobs=3,
+        model="tiny",
+        messages=msgs,
+        n=2,
+        max_tokens=6,
+        temperature=0.8,
+        logprobs=True,
+        top_logprobs=3,
         extra_body={"return_token_ids": True, "ignore_eos": True},
     )
-    expected = tok(tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True),
-                   add_special_tokens=False)["input_ids"]
+    expected = tok(
+        tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )["input_ids"]
     assert r.model_extra["prompt_token_ids"] == expected
     assert r.usage.prompt_tokens == len(expected) and len(r.choices) == 2
     for ch in r.choices:
@@ -123,31 +160,45 @@ def test_logprobs_match_a_plain_forward_pass(server, tiny_model_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     c = server.client()
     with ThreadPoolExecutor(4) as pool:  # concurrent, so the rows are left-padded inside one batch
-        results = list(pool.map(lambda p: c.completions.create(
-            model="tiny", prompt=p, max_tokens=10, temperature=1.0, seed=3, logprobs=0,
-            extra_body={"return_token_ids": True, "ignore_eos": True}).choices[0], PROMPTS[:4] + ["x"]))
+        results = list(
+            pool.map(
+                lambda p: c.completions.create(
+                    model="tiny",
+                    prompt=p,
+                    max_tokens=10,
+                    temperature=1.0,
+                    seed=3,
+                    logprobs=0,
+                    extra_body={"return_token_ids": True, "ignore_eos": True},
+                ).choices[0],
+                PROMPTS[:4] + ["x"],
+            )
+        )
     worst = 0.0
     for ch in results:
         prompt, comp = ch.model_extra["prompt_token_ids"], ch.model_extra["token_ids"]
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([prompt + comp])).logits[0], dim=-1)
-        ref = logp[len(prompt) - 1:-1].gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
+        ref = logp[len(prompt) - 1 : -1].gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
         worst = max(worst, (ref - torch.tensor(ch.logprobs.token_logprobs)).abs().max().item())
     assert worst < 1e-4
 
 
-@pytest.mark.parametrize("body,param", [
-    ({"prompt": "hi", "top_p": 2.0}, "top_p"),
-    ({"prompt": "hi", "n": 0}, "n"),
-    ({"prompt": "hi", "temperature": -1}, "temperature"),
-    ({"prompt": "hi", "max_tokens": 0}, "max_tokens"),
-    ({"prompt": "hi", "stream": True}, "stream"),
-    ({"prompt": [999999]}, "prompt"),
-    ({"prompt": []}, "prompt"),
-    ({"prompt": ["ok", ""]}, "prompt"),
-    ({"prompt": "word " * 600}, "prompt"),
-    ({}, "prompt"),
-])
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        ({"prompt": "hi", "top_p": 2.0}, "top_p"),
+        ({"prompt": "hi", "n": 0}, "n"),
+        ({"prompt": "hi", "temperature": -1}, "temperature"),
+        ({"prompt": "hi", "max_tokens": 0}, "max_tokens"),
+        ({"prompt": "hi", "stream": True}, "stream"),
+        ({"prompt": [999999]}, "prompt"),
+        ({"prompt": []}, "prompt"),
+        ({"prompt": ["ok", ""]}, "prompt"),
+        ({"prompt": "word " * 600}, "prompt"),
+        ({}, "prompt"),
+    ],
+)
 def test_bad_completion_requests_get_400_naming_the_param(server, body, param):
     r = httpx.post(server.url + "/v1/completions", json={"model": "tiny", **body}, timeout=60)
     assert r.status_code == 400, r.text
@@ -160,19 +211,35 @@ def test_bad_chat_request_and_openai_client_error_type(server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
     with pytest.raises(openai.BadRequestError, match="top_logprobs"):
         server.client().chat.completions.create(
-            model="t", messages=[{"role": "user", "content": "hi"}], top_logprobs=2, max_tokens=2)
+            model="t", messages=[{"role": "user", "content": "hi"}], top_logprobs=2, max_tokens=2
+        )
 
 
-def test_weight_reload_changes_outputs_and_bumps_version(serve_model, tiny_model_dir, tiny_model_dir_v2, tmp_path):
+def test_weight_reload_changes_outputs_and_bumps_version(
+    serve_model, tiny_model_dir, tiny_model_dir_v2, tmp_path
+):
     srv = serve_model(tiny_model_dir)
     c = srv.client()
     before = [_greedy(c, p).choices[0].text for p in PROMPTS[:3]]
-    bad = httpx.post(srv.url + "/update_weights_from_disk", json={"model_path": str(tmp_path / "missing")})
-    assert bad.status_code == 400 and bad.json()["success"] is False and "not found" in bad.json()["message"]
+    bad = httpx.post(
+        srv.url + "/update_weights_from_disk", json={"model_path": str(tmp_path / "missing")}
+    )
+    assert (
+        bad.status_code == 400
+        and bad.json()["success"] is False
+        and "not found" in bad.json()["message"]
+    )
     assert [_greedy(c, p).choices[0].text for p in PROMPTS[:3]] == before
-    ok = httpx.post(srv.url + "/update_weights_from_disk", json={"model_path": str(tiny_model_dir_v2)}, timeout=120)
+    ok = httpx.post(
+        srv.url + "/update_weights_from_disk",
+        json={"model_path": str(tiny_model_dir_v2)},
+        timeout=120,
+    )
     assert ok.status_code == 200 and ok.json() == {
-        "success": True, "message": ok.json()["message"], "weights_version": 1}
+        "success": True,
+        "message": ok.json()["message"],
+        "weights_version": 1,
+    }
     after = [_greedy(c, p).choices[0].text for p in PROMPTS[:3]]
     assert after != before
     h = httpx.get(srv.url + "/health").json()
@@ -183,8 +250,11 @@ def test_full_queue_answers_503(serve_model, tiny_model_dir):
     srv = serve_model(tiny_model_dir, "--max-queue", "1", "--max-batch-size", "1")
 
     def one(_):
-        return httpx.post(srv.url + "/v1/completions", timeout=120, json={
-            "prompt": "hi", "max_tokens": 200, "ignore_eos": True}).status_code
+        return httpx.post(
+            srv.url + "/v1/completions",
+            timeout=120,
+            json={"prompt": "hi", "max_tokens": 200, "ignore_eos": True},
+        ).status_code
 
     with ThreadPoolExecutor(8) as pool:
         codes = list(pool.map(one, range(8)))
@@ -197,8 +267,12 @@ def test_full_queue_answers_503(serve_model, tiny_model_dir):
 def test_cli_bad_model_dir_is_one_line_exit_2(tmp_path):
     (tmp_path / "empty").mkdir()
     for target in (tmp_path / "missing", tmp_path / "empty"):
-        p = subprocess.run([sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(target)],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 2
         assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
         assert str(target) in p.stderr

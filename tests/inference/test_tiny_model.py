@@ -61,15 +61,24 @@ def test_chat_template_renders_chatml(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
     text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-    assert text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        text
+        == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
     no_gen = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=False)
     assert not no_gen.endswith("assistant\n")
 
 
 def test_build_is_deterministic_and_seed_changes_weights(tmp_path):
-    a = build_tiny_model(tmp_path / "a", seed=3, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300)
-    b = build_tiny_model(tmp_path / "b", seed=3, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300)
-    c = build_tiny_model(tmp_path / "c", seed=4, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300)
+    a = build_tiny_model(
+        tmp_path / "a", seed=3, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300
+    )
+    b = build_tiny_model(
+        tmp_path / "b", seed=3, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300
+    )
+    c = build_tiny_model(
+        tmp_path / "c", seed=4, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300
+    )
     assert _digest(a / "tokenizer.json") == _digest(b / "tokenizer.json")
     assert _digest(a / "model.safetensors") == _digest(b / "model.safetensors")
     assert _digest(a / "model.safetensors") != _digest(c / "model.safetensors")
@@ -78,7 +87,9 @@ def test_build_is_deterministic_and_seed_changes_weights(tmp_path):
 def test_custom_corpus_and_bad_arguments(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("zebra zebra zebra quokka quokka\n" * 50)
-    out = build_tiny_model(tmp_path / "m", corpus=corpus, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300)
+    out = build_tiny_model(
+        tmp_path / "m", corpus=corpus, hidden_size=32, num_layers=1, num_heads=2, vocab_size=300
+    )
     from transformers import AutoTokenizer
 
     assert len(AutoTokenizer.from_pretrained(out)(" zebra")["input_ids"]) == 1
@@ -89,7 +100,12 @@ def test_custom_corpus_and_bad_arguments(tmp_path):
 
 
 def test_cli_builds_and_reports_bad_corpus(tmp_path, capsys):
-    assert make_tiny_main([str(tmp_path / "cli"), "--hidden-size", "32", "--layers", "1", "--heads", "2"]) == 0
+    assert (
+        make_tiny_main(
+            [str(tmp_path / "cli"), "--hidden-size", "32", "--layers", "1", "--heads", "2"]
+        )
+        == 0
+    )
     assert (tmp_path / "cli" / "config.json").is_file()
     assert make_tiny_main([str(tmp_path / "bad"), "--corpus", str(tmp_path / "nope.txt")]) == 2
     err = capsys.readouterr().err

@@ -15,8 +15,14 @@ from atroposlib.frontend.samples import sample_groups
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
 ]
 
 
@@ -51,7 +57,9 @@ def _ensure_chromium() -> str:
     if os.path.exists(CHROMIUM):
         return CHROMIUM
     if os.geteuid() != 0:
-        pytest.skip("Debian's chromium is not installed and the tests are not root to apt-get install it")
+        pytest.skip(
+            "Debian's chromium is not installed and the tests are not root to apt-get install it"
+        )
     if shutil.which("apt-get") is None:
         pytest.skip("chromium is not installed and apt-get is not available to install it")
     cmd = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium"
@@ -68,13 +76,18 @@ def browser_context(tmp_path_factory) -> Iterator:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the playwright Python package is not installed (pip install 'atroposlib[dev]')")
+        pytest.skip(
+            "the playwright Python package is not installed (pip install 'atroposlib[dev]')"
+        )
     exe = _ensure_chromium()
     profile = tmp_path_factory.mktemp("chromium-profile")
     pw = sync_playwright().start()
     try:
         ctx = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=exe, headless=True, args=CHROMIUM_FLAGS,
+            str(profile),
+            executable_path=exe,
+            headless=True,
+            args=CHROMIUM_FLAGS,
             viewport={"width": 1280, "height": 1100},
         )
     except Exception as e:  # noqa: BLE001 - a browser that cannot start is an environment problem

@@ -18,6 +18,7 @@ from atroposlib.utils.net import free_port, wait_for_http
 
 pytestmark = pytest.mark.browser
 
+
 def png_base64(colour: str = "red") -> str:
     from PIL import Image
 
@@ -36,7 +37,9 @@ def record_requests(page) -> list[str]:
 
 
 def assert_all_local(urls: list[str]) -> None:
-    remote = [u for u in urls if not u.startswith(("http://127.0.0.1", "file://", "data:", "blob:"))]
+    remote = [
+        u for u in urls if not u.startswith(("http://127.0.0.1", "file://", "data:", "blob:"))
+    ]
     assert urls and not remote, remote
 
 
@@ -47,7 +50,7 @@ def assert_not_pwned(page, title: str) -> None:
 
 def test_the_pwned_probe_detects_live_markup(page):
     """Positive control: the same probe does see a script and an onerror handler that do run."""
-    page.set_content('<title>x</title><script>window.__pwned = 1</script>')
+    page.set_content("<title>x</title><script>window.__pwned = 1</script>")
     assert page.evaluate("window.__pwned") == 1
     page.set_content('<img src="data:," onerror="window.__pwned = 2">')
     page.wait_for_function("window.__pwned === 2", timeout=5000)
@@ -91,7 +94,9 @@ def view_run(tmp_path):
         env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False")
         proc = subprocess.Popen(
             [sys.executable, "-m", "atroposlib.cli.view_run", "--port", str(port), *args],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
         procs.append(proc)
         url = f"http://127.0.0.1:{port}/"
@@ -99,7 +104,9 @@ def view_run(tmp_path):
             wait_for_http(url, timeout=120, proc=proc)
         except (TimeoutError, RuntimeError):
             log.flush()
-            raise AssertionError((tmp_path / f"view-run-{port}.log").read_text(errors="replace")) from None
+            raise AssertionError(
+                (tmp_path / f"view-run-{port}.log").read_text(errors="replace")
+            ) from None
         return url
 
     yield start
@@ -117,8 +124,9 @@ def shown_groups(page) -> int:
     return page.locator("#atv-root details.group").count()
 
 
-def test_view_run_reads_a_live_api_in_chromium(page, run_api, view_run, tokenizer, tokenizer_dir,
-                                               screenshot_dir):
+def test_view_run_reads_a_live_api_in_chromium(
+    page, run_api, view_run, tokenizer, tokenizer_dir, screenshot_dir
+):
     api = run_api("--store", "memory", "--api-token", "tok")
     client = TrajectoryClient(api.url, token="tok")
     enc = lambda s: tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
@@ -132,8 +140,15 @@ def test_view_run_reads_a_live_api_in_chromium(page, run_api, view_run, tokenize
     assert_not_pwned(page, "Atropos run viewer")
     assert shown_groups(page) == 4
     root = page.text_content("#atv-root")
-    assert "nine (9)" in root and "score 1" in root and "policy v1" in root and "arithmetic_hard" in root
-    assert page.locator("#atv-root script").count() == 0 and page.locator("#atv-root img").count() == 0
+    assert (
+        "nine (9)" in root
+        and "score 1" in root
+        and "policy v1" in root
+        and "arithmetic_hard" in root
+    )
+    assert (
+        page.locator("#atv-root script").count() == 0 and page.locator("#atv-root img").count() == 0
+    )
     # token view of the newest group's first completion ("16"), decoded with the local tokenizer
     first = page.locator("#atv-root .seq").first
     tokens = first.locator(".tok-trained")
@@ -150,22 +165,27 @@ def test_view_run_reads_a_live_api_in_chromium(page, run_api, view_run, tokenize
     fresh["images"] = [f"data:image/png;base64,{png_base64('blue')}"]
     client.post_scored_data(fresh)
     page.click("#atv-refresh")
-    page.wait_for_function("document.querySelectorAll('#atv-root details.group').length === 5",
-                           timeout=30_000)
+    page.wait_for_function(
+        "document.querySelectorAll('#atv-root details.group').length === 5", timeout=30_000
+    )
     assert "fresh-group-marker" in page.text_content("#atv-root")
-    page.wait_for_function("document.querySelector('#atv-root img.mm').naturalWidth === 12", timeout=10_000)
+    page.wait_for_function(
+        "document.querySelector('#atv-root img.mm').naturalWidth === 12", timeout=10_000
+    )
 
     # score filter: groups whose mean score is at least 0.4 (sample 0 at 0.5; the new one at 0.0)
     box = page.locator("#atv-min textarea, #atv-min input").first
     box.fill("0.4")
     box.press("Enter")
-    page.wait_for_function("document.querySelectorAll('#atv-root details.group').length === 1",
-                           timeout=30_000)
+    page.wait_for_function(
+        "document.querySelectorAll('#atv-root details.group').length === 1", timeout=30_000
+    )
     assert "What is 7 + 5?" in page.text_content("#atv-root")
     box.fill("")
     box.press("Enter")
-    page.wait_for_function("document.querySelectorAll('#atv-root details.group').length === 5",
-                           timeout=30_000)
+    page.wait_for_function(
+        "document.querySelectorAll('#atv-root details.group').length === 5", timeout=30_000
+    )
     page.wait_for_timeout(300)
     page.screenshot(path=str(screenshot_dir / "tools-view-run.png"))
     # the oldest group holds the hostile completion: shown as text, its tokens coloured, nothing ran

@@ -41,9 +41,14 @@ def test_jsonl2html_writes_next_to_input_and_reports_counts(groups_jsonl):
 
 
 def test_jsonl2html_user_errors(tmp_path, groups_jsonl):
-    assert_clean_error(run_cli("atroposlib.cli.jsonl2html", str(tmp_path / "nope.jsonl")), 2, "not found")
-    assert_clean_error(run_cli("atroposlib.cli.jsonl2html", str(groups_jsonl), "-o", str(groups_jsonl)),
-                       2, "overwrite the input")
+    assert_clean_error(
+        run_cli("atroposlib.cli.jsonl2html", str(tmp_path / "nope.jsonl")), 2, "not found"
+    )
+    assert_clean_error(
+        run_cli("atroposlib.cli.jsonl2html", str(groups_jsonl), "-o", str(groups_jsonl)),
+        2,
+        "overwrite the input",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,8 +56,16 @@ def test_jsonl2html_user_errors(tmp_path, groups_jsonl):
 # ---------------------------------------------------------------------------------------------
 def test_sft_offline_prefix_completion_with_local_tokenizer(tmp_path, groups_jsonl, tokenizer_dir):
     out, summary = tmp_path / "sft.jsonl", tmp_path / "summary.json"
-    proc = run_cli(SFT, str(out), "--input", str(groups_jsonl), "--tokenizer", str(tokenizer_dir),
-                   "--summary-json", str(summary))
+    proc = run_cli(
+        SFT,
+        str(out),
+        "--input",
+        str(groups_jsonl),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--summary-json",
+        str(summary),
+    )
     assert proc.returncode == 0, proc.stderr
     recs = read_jsonl(out)
     groups = sample_groups()
@@ -63,14 +76,25 @@ def test_sft_offline_prefix_completion_with_local_tokenizer(tmp_path, groups_jso
     assert all(r["score"] > 0 for r in recs)
     s = json.loads(summary.read_text())
     assert s["groups_read"] == 4 and s["records_written"] == positives
-    assert s["sequences_rejected_by_rule"] == {"score <= 0 (see --allow-negative-scores)": 16 - positives}
+    assert s["sequences_rejected_by_rule"] == {
+        "score <= 0 (see --allow-negative-scores)": 16 - positives
+    }
     assert "groups read: 4" in proc.stdout and "dropped" in proc.stdout
 
 
 def test_sft_offline_messages_stops_at_target_and_protects_output(tmp_path, groups_jsonl):
     out = tmp_path / "sft.jsonl"
-    args = [str(out), "--input", str(groups_jsonl), "--save-messages", "--num-seqs-to-save", "3",
-            "--allow-negative-scores", "--save-top-n-per-group", "2"]
+    args = [
+        str(out),
+        "--input",
+        str(groups_jsonl),
+        "--save-messages",
+        "--num-seqs-to-save",
+        "3",
+        "--allow-negative-scores",
+        "--save-top-n-per-group",
+        "2",
+    ]
     proc = run_cli(SFT, *args)
     assert proc.returncode == 0, proc.stderr
     recs = read_jsonl(out)
@@ -86,8 +110,16 @@ def test_sft_offline_messages_stops_at_target_and_protects_output(tmp_path, grou
 
 def test_dpo_offline_pairs(tmp_path, groups_jsonl, tokenizer_dir):
     out = tmp_path / "dpo.jsonl"
-    proc = run_cli(DPO, str(out), "--input", str(groups_jsonl), "--tokenizer", str(tokenizer_dir),
-                   "--save-n-pairs-per-group", "1")
+    proc = run_cli(
+        DPO,
+        str(out),
+        "--input",
+        str(groups_jsonl),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--save-n-pairs-per-group",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     recs = read_jsonl(out)
     assert len(recs) == 4
@@ -98,16 +130,37 @@ def test_dpo_offline_pairs(tmp_path, groups_jsonl, tokenizer_dir):
 
 def test_datagen_user_errors(tmp_path, groups_jsonl, capsys):
     out = str(tmp_path / "o.jsonl")
-    assert_clean_error(run_cli(SFT, out, "--input", str(tmp_path / "none.jsonl"), "--save-messages"),
-                       2, "--input file not found")
+    assert_clean_error(
+        run_cli(SFT, out, "--input", str(tmp_path / "none.jsonl"), "--save-messages"),
+        2,
+        "--input file not found",
+    )
     # the same entry point in-process (faster): one line on stderr, a non-zero status
     cases = [
-        ("sft", ["--input", str(groups_jsonl), "--tokenizer", str(tmp_path / "tok")], 2, "tokenizer directory not found"),
-        ("dpo", ["--input", str(groups_jsonl), "--save-messages", "--reset"], 2, "not to --input files"),
-        ("sft", ["--input", str(groups_jsonl), "--save-messages", "--save-top-n-per-group", "-1"], 2,
-         "save_top_n_per_group"),
-        ("sft", ["--input", str(groups_jsonl), "--save-messages", "--num-seqs-to-save", "0"], 2,
-         "--num-seqs-to-save must be > 0"),
+        (
+            "sft",
+            ["--input", str(groups_jsonl), "--tokenizer", str(tmp_path / "tok")],
+            2,
+            "tokenizer directory not found",
+        ),
+        (
+            "dpo",
+            ["--input", str(groups_jsonl), "--save-messages", "--reset"],
+            2,
+            "not to --input files",
+        ),
+        (
+            "sft",
+            ["--input", str(groups_jsonl), "--save-messages", "--save-top-n-per-group", "-1"],
+            2,
+            "save_top_n_per_group",
+        ),
+        (
+            "sft",
+            ["--input", str(groups_jsonl), "--save-messages", "--num-seqs-to-save", "0"],
+            2,
+            "--num-seqs-to-save must be > 0",
+        ),
     ]
     for kind, args, code, needle in cases:
         assert datagen_cli.run(kind, [out, *args]) == code
@@ -120,8 +173,23 @@ def test_datagen_user_errors(tmp_path, groups_jsonl, capsys):
 # against a real run-api
 # ---------------------------------------------------------------------------------------------
 def api_args(api, *extra):
-    return ["--api-url", api.url, "--api-token", "tok", "--group-size", "4", "--tasks-per-step", "1",
-            "--idle-timeout", "1.5", "--poll-interval", "0.1", "--no-progress", "--save-messages", *extra]
+    return [
+        "--api-url",
+        api.url,
+        "--api-token",
+        "tok",
+        "--group-size",
+        "4",
+        "--tasks-per-step",
+        "1",
+        "--idle-timeout",
+        "1.5",
+        "--poll-interval",
+        "0.1",
+        "--no-progress",
+        "--save-messages",
+        *extra,
+    ]
 
 
 def queued_api(run_api):
@@ -169,7 +237,10 @@ def test_reset_only_when_asked(tmp_path, run_api):
     out = tmp_path / "sft.jsonl"
     proc = run_cli(SFT, str(out), *api_args(api, "--reset"))
     assert proc.returncode == 0, proc.stderr
-    assert "reset the API (--reset)" in proc.stderr and "registered as the trainer (batch_size=4)" in proc.stderr
+    assert (
+        "reset the API (--reset)" in proc.stderr
+        and "registered as the trainer (batch_size=4)" in proc.stderr
+    )
     assert read_jsonl(out) == []  # the queue was wiped before we registered
     assert client.info().batch_size == 4 and client.status().queue_size == 0
 
@@ -177,8 +248,14 @@ def test_reset_only_when_asked(tmp_path, run_api):
 def test_unreachable_api_is_a_one_line_error(tmp_path):
     from atroposlib.utils.net import free_port
 
-    proc = run_cli(SFT, str(tmp_path / "o.jsonl"), "--api-url", f"http://127.0.0.1:{free_port()}",
-                   "--save-messages", "--no-progress")
+    proc = run_cli(
+        SFT,
+        str(tmp_path / "o.jsonl"),
+        "--api-url",
+        f"http://127.0.0.1:{free_port()}",
+        "--save-messages",
+        "--no-progress",
+    )
     assert_clean_error(proc, 1, "cannot reach the API")
     assert not (tmp_path / "o.jsonl").exists()
 

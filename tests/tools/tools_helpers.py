@@ -20,5 +20,10 @@ def run_cli(module: str, *args: str, timeout: float = 120, env_extra: dict | Non
     """Run ``python -m module args`` and return the CompletedProcess (text)."""
     env = dict(os.environ)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

@@ -14,7 +14,9 @@ from atroposlib.api.client import TrajectoryClient
 REPO = Path(__file__).resolve().parents[2]
 
 
-def scripted_groups(n_groups: int, group_size: int = 4, seed: int = 0, vocab: int = 300) -> list[dict]:
+def scripted_groups(
+    n_groups: int, group_size: int = 4, seed: int = 0, vocab: int = 300
+) -> list[dict]:
     """Deterministic groups as an env would build them: prompt masked, inference logprobs, 0/1 scores."""
     rng = random.Random(seed)
     groups = []
@@ -27,8 +29,16 @@ def scripted_groups(n_groups: int, group_size: int = 4, seed: int = 0, vocab: in
             masks.append([-100] * len(prompt) + comp)
             lps.append([1.0] * len(prompt) + [-rng.uniform(4.0, 7.0) for _ in comp])
             scores.append(float(i % 2))
-        groups.append({"tokens": toks, "masks": masks, "scores": scores, "inference_logprobs": lps,
-                       "group_id": f"g{seed}-{g}", "policy_version": 0})
+        groups.append(
+            {
+                "tokens": toks,
+                "masks": masks,
+                "scores": scores,
+                "inference_logprobs": lps,
+                "group_id": f"g{seed}-{g}",
+                "policy_version": 0,
+            }
+        )
     return groups
 
 
@@ -40,16 +50,44 @@ def post_groups(api_url: str, groups: list[dict]) -> None:
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update(OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.update(
+        OMP_NUM_THREADS="1",
+        TRANSFORMERS_VERBOSITY="error",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
     return env
 
 
 def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "example_trainer.grpo", "--model-name", str(model), "--api-url", api_url,
-            "--save-path", str(save), "--training-steps", str(steps), "--batch-size", "8", "--seq-len", "32",
-            "--lr", "1e-2", "--torch-threads", "1", "--device", "cpu", "--batch-poll-interval", "0.02",
-            "--batch-wait-timeout", "40", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "example_trainer.grpo",
+        "--model-name",
+        str(model),
+        "--api-url",
+        api_url,
+        "--save-path",
+        str(save),
+        "--training-steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--seq-len",
+        "32",
+        "--lr",
+        "1e-2",
+        "--torch-threads",
+        "1",
+        "--device",
+        "cpu",
+        "--batch-poll-interval",
+        "0.02",
+        "--batch-wait-timeout",
+        "40",
+        *extra,
+    ]
 
 
 def start(cmd: list[str], log: Path) -> subprocess.Popen:

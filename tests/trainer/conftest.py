@@ -11,5 +11,6 @@ import pytest
 def tiny_model(tmp_path_factory) -> Path:
     from atroposlib.inference.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0, hidden_size=32, num_layers=1,
-                            num_heads=2)
+    return build_tiny_model(
+        tmp_path_factory.mktemp("tiny") / "model", seed=0, hidden_size=32, num_layers=1, num_heads=2
+    )

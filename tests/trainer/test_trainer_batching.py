@@ -10,8 +10,12 @@ from example_trainer.batching import collate, flatten_batch, split_micro_batches
 
 def _group(scores, **extra):
     n = len(scores)
-    g = {"tokens": [[5, 6, 7 + i, 9] for i in range(n)], "masks": [[-100, -100, 7 + i, 9] for i in range(n)],
-         "scores": list(scores), "inference_logprobs": [[1.0, 1.0, -0.5, -0.25] for _ in range(n)]}
+    g = {
+        "tokens": [[5, 6, 7 + i, 9] for i in range(n)],
+        "masks": [[-100, -100, 7 + i, 9] for i in range(n)],
+        "scores": list(scores),
+        "inference_logprobs": [[1.0, 1.0, -0.5, -0.25] for _ in range(n)],
+    }
     g.update(extra)
     return g
 
@@ -59,7 +63,12 @@ def test_padding_and_truncation():
     assert flat.truncated == 1 and len(flat.sequences[1].tokens) == 5
     mb = collate(flat.sequences, pad_id=0)
     assert mb.input_ids.shape == (2, 4)
-    assert mb.mask[0].tolist() == [0.0, 1.0, 1.0, 0.0] and mb.attention_mask[0].tolist() == [1, 1, 1, 0]
+    assert mb.mask[0].tolist() == [0.0, 1.0, 1.0, 0.0] and mb.attention_mask[0].tolist() == [
+        1,
+        1,
+        1,
+        0,
+    ]
 
 
 def test_micro_batches_by_count_and_by_token_budget():

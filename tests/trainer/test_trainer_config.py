@@ -19,12 +19,28 @@ def test_every_field_has_a_flag_with_its_description():
 
 
 def test_flags_are_converted_and_validated():
-    cfg = parse_config(["--model-name", "m", "--lr", "5e-4", "--training-steps", "7", "--no-use-inference-logprobs",
-                        "--inference-urls", "http://a:1", "http://b:2", "--weight-refresh", "reload"])
+    cfg = parse_config(
+        [
+            "--model-name",
+            "m",
+            "--lr",
+            "5e-4",
+            "--training-steps",
+            "7",
+            "--no-use-inference-logprobs",
+            "--inference-urls",
+            "http://a:1",
+            "http://b:2",
+            "--weight-refresh",
+            "reload",
+        ]
+    )
     assert cfg.lr == 5e-4 and cfg.training_steps == 7 and cfg.use_inference_logprobs is False
     assert cfg.inference_urls == ["http://a:1", "http://b:2"] and cfg.weight_refresh == "reload"
     assert cfg.resolved_inference_urls() == ["http://a:1", "http://b:2"]
-    assert parse_config(["--model-name", "m"]).resolved_inference_urls() == ["http://127.0.0.1:9001"]
+    assert parse_config(["--model-name", "m"]).resolved_inference_urls() == [
+        "http://127.0.0.1:9001"
+    ]
 
 
 def test_bad_values_name_the_field():
@@ -56,8 +72,12 @@ def test_cli_errors_are_one_line_without_traceback(capsys):
     assert main(["--model-name", "m", "--eps-low", "2"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "eps_low" in err and "Traceback" not in err
-    unknown = subprocess.run([sys.executable, "-m", "example_trainer.grpo", "--model-name", "m", "--bogus", "1"],
-                             capture_output=True, text=True, timeout=120)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "example_trainer.grpo", "--model-name", "m", "--bogus", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
 
 
@@ -65,7 +85,19 @@ def test_missing_model_folder_is_a_one_line_error(tmp_path, capsys):
     from example_trainer.grpo import main
 
     missing = tmp_path / "no-model"
-    assert main(["--model-name", str(missing), "--training-steps", "1", "--save-path", str(tmp_path / "ckpt")]) == 1
+    assert (
+        main(
+            [
+                "--model-name",
+                str(missing),
+                "--training-steps",
+                "1",
+                "--save-path",
+                str(tmp_path / "ckpt"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.startswith("atropos-grpo: error: cannot load the model") and str(missing) in err
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -33,22 +33,70 @@ def test_rl_loop_through_real_services(run_api, tiny_model, tmp_path):
     engine_url = f"http://127.0.0.1:{port}"
     procs = []
     try:
-        engine = start([sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(model), "--port", str(port),
-                        "--served-model-name", "policy", "--torch-threads", "1"], tmp_path / "engine.log")
+        engine = start(
+            [
+                sys.executable,
+                "-m",
+                "atroposlib.cli.serve_model",
+                "--model",
+                str(model),
+                "--port",
+                str(port),
+                "--served-model-name",
+                "policy",
+                "--torch-threads",
+                "1",
+            ],
+            tmp_path / "engine.log",
+        )
         procs.append(engine)
         wait_for_http(engine_url + "/health", timeout=120, proc=engine)
         assert httpx.get(engine_url + "/health").json()["weights_version"] == 0
         save = tmp_path / "trainer"
-        common = ("--weight-refresh", "reload", "--inference-urls", engine_url, "--vllm-restart-interval", "1",
-                  "--checkpoint-interval", "1", "--batch-size", "32", "--lr", "2e-3")
+        common = (
+            "--weight-refresh",
+            "reload",
+            "--inference-urls",
+            engine_url,
+            "--vllm-restart-interval",
+            "1",
+            "--checkpoint-interval",
+            "1",
+            "--batch-size",
+            "32",
+            "--lr",
+            "2e-3",
+        )
         first = start(trainer_cmd(model, api.url, save, 3, *common), tmp_path / "t1.log")
         procs.append(first)
-        env = start([sys.executable, str(REPO / "environments" / "arithmetic_server.py"), "serve",
-                     "--env.tokenizer_name", str(model), "--env.rollout_server_url", api.url,
-                     "--env.group_size", "8", "--env.total_steps", "5", "--env.max_batches_offpolicy", "1",
-                     "--env.spool_dir", str(tmp_path / "spool"), "--openai.base_url", engine_url + "/v1",
-                     "--openai.api_key", "x", "--openai.model_name", "policy", "--openai.server_type", "vllm"],
-                    tmp_path / "env.log")
+        env = start(
+            [
+                sys.executable,
+                str(REPO / "environments" / "arithmetic_server.py"),
+                "serve",
+                "--env.tokenizer_name",
+                str(model),
+                "--env.rollout_server_url",
+                api.url,
+                "--env.group_size",
+                "8",
+                "--env.total_steps",
+                "5",
+                "--env.max_batches_offpolicy",
+                "1",
+                "--env.spool_dir",
+                str(tmp_path / "spool"),
+                "--openai.base_url",
+                engine_url + "/v1",
+                "--openai.api_key",
+                "x",
+                "--openai.model_name",
+                "policy",
+                "--openai.server_type",
+                "vllm",
+            ],
+            tmp_path / "env.log",
+        )
         procs.append(env)
         assert first.wait(180) == 0, (tmp_path / "t1.log").read_text()[-3000:]
         rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
@@ -60,7 +108,9 @@ def test_rl_loop_through_real_services(run_api, tiny_model, tmp_path):
         assert health["weights_version"] == 3  # one reload per step, the last one awaited at exit
         assert health["model_path"].endswith("step_0000003")
         assert all(r["reward_mean"] is not None and r["trained_tokens"] > 0 for r in rows)
-        assert all(r["mismatch_abs_delta"] < 0.5 for r in rows)  # engine and trainer agree on logprobs
+        assert all(
+            r["mismatch_abs_delta"] < 0.5 for r in rows
+        )  # engine and trainer agree on logprobs
 
         from safetensors.torch import load_file
 
@@ -68,7 +118,9 @@ def test_rl_loop_through_real_services(run_api, tiny_model, tmp_path):
         w3 = load_file(str(save / "weights" / "step_0000003" / "model.safetensors"))
         assert any(not torch.equal(w0[k], w3[k]) for k in w0)
 
-        second = start(trainer_cmd(model, api.url, save, 5, *common, "--resume"), tmp_path / "t2.log")
+        second = start(
+            trainer_cmd(model, api.url, save, 5, *common, "--resume"), tmp_path / "t2.log"
+        )
         procs.append(second)
         assert second.wait(180) == 0, (tmp_path / "t2.log").read_text()[-3000:]
         assert "at step 3" in (tmp_path / "t2.log").read_text()

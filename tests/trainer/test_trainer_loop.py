@@ -34,8 +34,12 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
     post_groups(api.url, groups[:6])
 
     # run 1: three steps, checkpoint every step
-    first = start(trainer_cmd(tiny_model, api.url, save, 3, "--checkpoint-interval", "1",
-                              "--weight-refresh", "none"), tmp_path / "t1.log")
+    first = start(
+        trainer_cmd(
+            tiny_model, api.url, save, 3, "--checkpoint-interval", "1", "--weight-refresh", "none"
+        ),
+        tmp_path / "t1.log",
+    )
     assert first.wait(120) == 0, (tmp_path / "t1.log").read_text()[-3000:]
     assert metrics_steps(save) == [1, 2, 3]
     with TrajectoryClient(api.url) as c:
@@ -47,8 +51,20 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
     # run 2: resume, train step 4, then get killed while batch 5 is delivered
-    second = start(trainer_cmd(tiny_model, api.url, save, 6, "--checkpoint-interval", "1",
-                               "--weight-refresh", "none", "--resume"), tmp_path / "t2.log")
+    second = start(
+        trainer_cmd(
+            tiny_model,
+            api.url,
+            save,
+            6,
+            "--checkpoint-interval",
+            "1",
+            "--weight-refresh",
+            "none",
+            "--resume",
+        ),
+        tmp_path / "t2.log",
+    )
     post_groups(api.url, groups[6:8])
     _wait(lambda: 4 in metrics_steps(save), what="step 4")
     post_groups(api.url, groups[8:10])
@@ -57,17 +73,38 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
     second.kill()
     second.wait(30)
     # whenever the kill lands, every checkpointed step already has its metrics row
-    ckpt_steps = {int(d.name[5:]) for d in (save / "checkpoints").glob("step_*") if d.name[5:].isdigit()}
+    ckpt_steps = {
+        int(d.name[5:]) for d in (save / "checkpoints").glob("step_*") if d.name[5:].isdigit()
+    }
     assert ckpt_steps <= set(metrics_steps(save)), (ckpt_steps, metrics_steps(save))
     assert "resumed from" in (tmp_path / "t2.log").read_text()
 
     # run 3: resume again; batch 5 comes back unless its update was already checkpointed and acked
-    third = start(trainer_cmd(tiny_model, api.url, save, 6, "--checkpoint-interval", "1",
-                              "--weight-refresh", "none", "--resume"), tmp_path / "t3.log")
+    third = start(
+        trainer_cmd(
+            tiny_model,
+            api.url,
+            save,
+            6,
+            "--checkpoint-interval",
+            "1",
+            "--weight-refresh",
+            "none",
+            "--resume",
+        ),
+        tmp_path / "t3.log",
+    )
     post_groups(api.url, groups[10:12])
     assert third.wait(120) == 0, (tmp_path / "t3.log").read_text()[-3000:]
     steps = metrics_steps(save)
-    assert sorted(set(steps)) == [1, 2, 3, 4, 5, 6]  # six batches, six steps: none lost, none doubled
+    assert sorted(set(steps)) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]  # six batches, six steps: none lost, none doubled
     log3 = (tmp_path / "t3.log").read_text()
     assert "resumed from" in log3 and ("at step 4" in log3 or "at step 5" in log3)
     with TrajectoryClient(api.url) as c:
@@ -104,7 +141,9 @@ def _assert_same_trained_weights(tiny_model, single, other, atol):
     for k, v in single.items():
         assert torch.allclose(v, other[k], atol=atol), (k, float((v - other[k]).abs().max()))
     start_weights = _weights(tiny_model)  # both really trained: equal because they learned the same
-    assert any(not torch.equal(v, start_weights[k]) for k, v in single.items() if k in start_weights)
+    assert any(
+        not torch.equal(v, start_weights[k]) for k, v in single.items() if k in start_weights
+    )
 
 
 def test_two_ranks_with_gloo_match_one_process(run_api, tiny_model, tmp_path):
@@ -126,26 +165,56 @@ def test_two_fsdp_ranks_with_gloo_match_one_process_and_resume(run_api, tiny_mod
     from transformers import AutoModelForCausalLM
 
     groups = scripted_groups(6, seed=5)
-    single = _train_on(run_api, tiny_model, tmp_path, "single", groups, 3, "--checkpoint-interval", "1")
+    single = _train_on(
+        run_api, tiny_model, tmp_path, "single", groups, 3, "--checkpoint-interval", "1"
+    )
     assert metrics_steps(single) == [1, 2, 3]
-    fsdp = _train_on(run_api, tiny_model, tmp_path, "fsdp", groups[:4], 2, "--parallel", "fsdp",
-                     launcher=_TORCHRUN_2)
+    fsdp = _train_on(
+        run_api,
+        tiny_model,
+        tmp_path,
+        "fsdp",
+        groups[:4],
+        2,
+        "--parallel",
+        "fsdp",
+        launcher=_TORCHRUN_2,
+    )
     assert metrics_steps(fsdp) == [1, 2]
     step2 = fsdp / "checkpoints" / "step_0000002"
-    _assert_same_trained_weights(tiny_model, _weights(single / "checkpoints" / "step_0000002"),
-                                 _weights(step2), atol=1e-5)
-    reloaded = AutoModelForCausalLM.from_pretrained(step2)  # a plain HF folder, no FSDP needed to read it
+    _assert_same_trained_weights(
+        tiny_model, _weights(single / "checkpoints" / "step_0000002"), _weights(step2), atol=1e-5
+    )
+    reloaded = AutoModelForCausalLM.from_pretrained(
+        step2
+    )  # a plain HF folder, no FSDP needed to read it
     assert sum(p.numel() for p in reloaded.parameters()) > 0
 
     # 8 micro-batches of one sequence: rank 1's share of each is empty, and it must still join the
     # collectives (a hang otherwise); the objective does not depend on the split
-    resumed = _train_on(run_api, tiny_model, tmp_path, "fsdp", groups[4:], 3, "--parallel", "fsdp",
-                        "--resume", "--gradient-accumulation-steps", "4", launcher=_TORCHRUN_2)
+    resumed = _train_on(
+        run_api,
+        tiny_model,
+        tmp_path,
+        "fsdp",
+        groups[4:],
+        3,
+        "--parallel",
+        "fsdp",
+        "--resume",
+        "--gradient-accumulation-steps",
+        "4",
+        launcher=_TORCHRUN_2,
+    )
     log = (tmp_path / "fsdp.log").read_text()
     assert "resumed from" in log and "optimizer moments are not restored" not in log
     assert metrics_steps(resumed) == [1, 2, 3]
-    _assert_same_trained_weights(tiny_model, _weights(single / "checkpoints" / "step_0000003"),
-                                 _weights(fsdp / "checkpoints" / "step_0000003"), atol=1e-5)
+    _assert_same_trained_weights(
+        tiny_model,
+        _weights(single / "checkpoints" / "step_0000003"),
+        _weights(fsdp / "checkpoints" / "step_0000003"),
+        atol=1e-5,
+    )
 
 
 @pytest.mark.slow  # launches the engine process twice (~10 s each on a loaded 2-core machine)
@@ -158,14 +227,34 @@ def test_restart_mode_relaunches_our_engine_on_new_weights(run_api, tiny_model, 
     api = run_api("--store", "memory")
     post_groups(api.url, scripted_groups(4, seed=5))
     save = tmp_path / "trainer"
-    command = (f"{sys.executable} -m atroposlib.cli.serve_model --model {{model_path}} --port {{port}} "
-               "--torch-threads 1")
+    command = (
+        f"{sys.executable} -m atroposlib.cli.serve_model --model {{model_path}} --port {{port}} "
+        "--torch-threads 1"
+    )
     port = free_port()
-    proc = start(trainer_cmd(tiny_model, api.url, save, 1, "--weight-refresh", "restart", "--vllm-restart-interval",
-                             "1", "--vllm-port", str(port), "--inference-command", command),
-                 tmp_path / "t.log")
+    proc = start(
+        trainer_cmd(
+            tiny_model,
+            api.url,
+            save,
+            1,
+            "--weight-refresh",
+            "restart",
+            "--vllm-restart-interval",
+            "1",
+            "--vllm-port",
+            str(port),
+            "--inference-command",
+            command,
+        ),
+        tmp_path / "t.log",
+    )
     assert proc.wait(180) == 0, (tmp_path / "t.log").read_text()[-3000:]
-    launches = [line for line in (tmp_path / "t.log").read_text().splitlines() if "starting inference server" in line]
+    launches = [
+        line
+        for line in (tmp_path / "t.log").read_text().splitlines()
+        if "starting inference server" in line
+    ]
     assert len(launches) == 2  # the initial weights, then the weights after step 1
     assert str(tiny_model) in launches[0]
     assert "weights/step_0000001" in launches[1]

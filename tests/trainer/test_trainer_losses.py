@@ -44,12 +44,21 @@ def test_shuffled_scores_is_a_permutation():
 def test_grpo_clips_asymmetrically_against_inference_logprobs():
     # ratios 1.0, 1.8, 0.2 with advantages +1, +1, -1
     lp = _lp(0.5, 0.9, 0.1)
-    parts = policy_loss(lp, _inf(0.5, 0.5, 0.5), torch.tensor([[1.0, 1.0, -1.0]]), torch.ones(1, 3),
-                        eps_low=0.2, eps_high=0.28, tis_cap=2.0)
+    parts = policy_loss(
+        lp,
+        _inf(0.5, 0.5, 0.5),
+        torch.tensor([[1.0, 1.0, -1.0]]),
+        torch.ones(1, 3),
+        eps_low=0.2,
+        eps_high=0.28,
+        tis_cap=2.0,
+    )
     # objective: min(1,1)=1 ; min(1.8, 1.28)=1.28 ; min(-0.2, -0.8)=-0.8
     assert parts.loss_sum.item() == pytest.approx(-(1 + 1.28 - 0.8))
     assert parts.stats["clipped"] == 2 and parts.stats["tokens"] == 3
-    assert parts.stats["ratio_max"] == pytest.approx(1.8) and parts.stats["ratio_min"] == pytest.approx(0.2)
+    assert parts.stats["ratio_max"] == pytest.approx(1.8) and parts.stats[
+        "ratio_min"
+    ] == pytest.approx(0.2)
     parts.loss_sum.backward()
     # unclipped token: d(-r*A)/dlogp = -r*A = -1 ; clipped tokens carry no gradient
     assert lp.grad[0].tolist() == pytest.approx([-1.0, 0.0, 0.0])
@@ -57,8 +66,12 @@ def test_grpo_clips_asymmetrically_against_inference_logprobs():
 
 def test_clip_higher_lets_positive_tokens_grow_further_than_negative_ones_shrink():
     lp = _lp(0.625)  # ratio 1.25 against 0.5
-    up = policy_loss(lp, _inf(0.5), torch.tensor([[1.0]]), torch.ones(1, 1), eps_low=0.2, eps_high=0.28)
-    sym = policy_loss(lp, _inf(0.5), torch.tensor([[1.0]]), torch.ones(1, 1), eps_low=0.2, eps_high=0.2)
+    up = policy_loss(
+        lp, _inf(0.5), torch.tensor([[1.0]]), torch.ones(1, 1), eps_low=0.2, eps_high=0.28
+    )
+    sym = policy_loss(
+        lp, _inf(0.5), torch.tensor([[1.0]]), torch.ones(1, 1), eps_low=0.2, eps_high=0.2
+    )
     assert up.stats["clipped"] == 0 and up.loss_sum.item() == pytest.approx(-1.25)
     assert sym.stats["clipped"] == 1 and sym.loss_sum.item() == pytest.approx(-1.2)
 
@@ -79,7 +92,9 @@ def test_tis_truncates_the_unclipped_branch_of_negative_advantages():
 
 def test_masked_tokens_contribute_nothing_even_with_wild_logprobs():
     lp = _lp(0.5, 0.5)
-    inf = torch.tensor([[math.log(0.5), -500.0]], dtype=torch.float64)  # garbage at the prompt position
+    inf = torch.tensor(
+        [[math.log(0.5), -500.0]], dtype=torch.float64
+    )  # garbage at the prompt position
     parts = policy_loss(lp, inf, torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 0.0]]))
     assert parts.loss_sum.item() == pytest.approx(-1.0)
     assert parts.stats["tokens"] == 1 and parts.stats["abs_delta_sum"] == 0
@@ -98,21 +113,42 @@ def test_on_policy_without_inference_logprobs_is_reinforce():
 def test_gspo_uses_one_sequence_ratio():
     lp = _lp(0.55, 0.65)  # per-token ratios 1.1 and 1.3 against 0.5
     s = math.sqrt(1.1 * 1.3)
-    parts = policy_loss(lp, _inf(0.5, 0.5), torch.ones(1, 2), torch.ones(1, 2), loss_type="gspo",
-                        eps_low=0.2, eps_high=0.28)
+    parts = policy_loss(
+        lp,
+        _inf(0.5, 0.5),
+        torch.ones(1, 2),
+        torch.ones(1, 2),
+        loss_type="gspo",
+        eps_low=0.2,
+        eps_high=0.28,
+    )
     assert parts.loss_sum.item() == pytest.approx(-2 * s)
     parts.loss_sum.backward()
     assert lp.grad[0].tolist() == pytest.approx([-s, -s])
     lp2 = _lp(0.55, 0.65)
-    clipped = policy_loss(lp2, _inf(0.5, 0.5), torch.ones(1, 2), torch.ones(1, 2), loss_type="gspo",
-                          eps_low=0.1, eps_high=0.1)
+    clipped = policy_loss(
+        lp2,
+        _inf(0.5, 0.5),
+        torch.ones(1, 2),
+        torch.ones(1, 2),
+        loss_type="gspo",
+        eps_low=0.1,
+        eps_high=0.1,
+    )
     assert clipped.loss_sum.item() == pytest.approx(-2 * 1.1) and clipped.stats["clipped"] == 2
 
 
 def test_cispo_clips_the_weight_but_keeps_the_gradient():
     lp = _lp(0.9)  # ratio 1.8
-    parts = policy_loss(lp, _inf(0.5), torch.ones(1, 1), torch.ones(1, 1), loss_type="cispo",
-                        eps_low=0.2, eps_high=0.28)
+    parts = policy_loss(
+        lp,
+        _inf(0.5),
+        torch.ones(1, 1),
+        torch.ones(1, 1),
+        loss_type="cispo",
+        eps_low=0.2,
+        eps_high=0.28,
+    )
     assert parts.loss_sum.item() == pytest.approx(-1.28 * math.log(0.9))
     parts.loss_sum.backward()
     assert lp.grad.item() == pytest.approx(-1.28)
@@ -124,9 +160,9 @@ def test_token_versus_sequence_aggregation():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
     adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]], dtype=torch.float64)
     tok = policy_loss(lp, None, adv, mask).loss_sum / normaliser_for("token", 3, 2, 3)
-    seq = policy_loss(lp, None, adv, mask, weights=sequence_weights(mask)).loss_sum / normaliser_for(
-        "sequence", 3, 2, 3
-    )
+    seq = policy_loss(
+        lp, None, adv, mask, weights=sequence_weights(mask)
+    ).loss_sum / normaliser_for("sequence", 3, 2, 3)
     const = policy_loss(lp, None, adv, mask).loss_sum / normaliser_for("constant", 3, 2, 3)
     assert tok.item() == pytest.approx(-1 / 3)
     assert seq.item() == pytest.approx(0.0)

@@ -43,15 +43,25 @@ def test_micro_batching_does_not_change_the_gradient(policy):
     assert s1["loss"] == pytest.approx(s3["loss"], abs=1e-6) and s1["tokens"] == s3["tokens"]
 
 
-@pytest.mark.parametrize("loss_type,aggregation", [("grpo", "token"), ("gspo", "sequence"), ("cispo", "constant")])
+@pytest.mark.parametrize(
+    "loss_type,aggregation", [("grpo", "token"), ("gspo", "sequence"), ("cispo", "constant")]
+)
 def test_every_variant_trains_with_kl_and_distillation(policy, loss_type, aggregation):
     groups = scripted_groups(2, seed=12)
     for g in groups:  # a teacher's top-2 at every position, and reference logprobs
         g["distill_token_ids"] = [[[5, 6] for _ in t] for t in g["tokens"]]
         g["distill_logprobs"] = [[[-0.1, -2.4] for _ in t] for t in g["tokens"]]
         g["ref_logprobs"] = [[-5.0 for _ in t] for t in g["tokens"]]
-    cfg = TrainingConfig(model_name="m", seq_len=32, loss_type=loss_type, aggregation=aggregation,
-                         kl_coef=0.1, distill_coef=0.5, eps_low=0.2, eps_high=0.28)
+    cfg = TrainingConfig(
+        model_name="m",
+        seq_len=32,
+        loss_type=loss_type,
+        aggregation=aggregation,
+        kl_coef=0.1,
+        distill_coef=0.5,
+        eps_low=0.2,
+        eps_high=0.28,
+    )
     stats, grad = _grads(policy, cfg, groups)
     assert all(math.isfinite(v) for v in stats.values())
     assert stats["kl"] > 0 and stats["distill"] > 0 and grad.abs().sum() > 0

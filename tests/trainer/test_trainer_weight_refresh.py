@@ -26,13 +26,22 @@ def test_factory_picks_the_mode(tmp_path):
 
 def test_restart_command_needs_its_placeholders(tmp_path):
     with pytest.raises(ConfigError, match="{port}"):
-        RestartRefresh(_cfg(tmp_path, weight_refresh="restart", inference_command="serve --model {model_path}"))
+        RestartRefresh(
+            _cfg(tmp_path, weight_refresh="restart", inference_command="serve --model {model_path}")
+        )
 
 
 def test_restart_command_that_cannot_start_is_an_inference_error(tmp_path):
-    refresh = RestartRefresh(_cfg(tmp_path, weight_refresh="restart",
-                                  inference_command="no-such-program-here --model {model_path} --port {port}"))
-    with pytest.raises(InferenceError, match="cannot start the inference server.*no-such-program-here"):
+    refresh = RestartRefresh(
+        _cfg(
+            tmp_path,
+            weight_refresh="restart",
+            inference_command="no-such-program-here --model {model_path} --port {port}",
+        )
+    )
+    with pytest.raises(
+        InferenceError, match="cannot start the inference server.*no-such-program-here"
+    ):
         refresh.start(str(tmp_path))
     assert refresh.proc is None and refresh.log_path.is_file()
 
@@ -57,7 +66,9 @@ def test_reload_against_a_server_without_the_endpoint_fails_clearly(tmp_path, ti
     from transformers import AutoModelForCausalLM
 
     api = run_api("--store", "memory")
-    strategy = ReloadRefresh(_cfg(tmp_path, weight_refresh="reload", inference_urls=[api.url], async_refresh=False))
+    strategy = ReloadRefresh(
+        _cfg(tmp_path, weight_refresh="reload", inference_urls=[api.url], async_refresh=False)
+    )
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     with pytest.raises(InferenceError, match="update_weights_from_disk"):
         strategy.refresh(1, model, None)
@@ -77,8 +88,9 @@ def test_lora_resume_restores_the_trained_adapter(tmp_path, tiny_model):
             if "lora_B" in n:
                 p.fill_(0.5)  # a "trained" adapter (lora_B starts at zero)
     folder = save_model_folder(model, None, tmp_path / "ckpt")
-    resumed = LoraRefresh(cfg).prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model),
-                                             resume_from=str(folder))
+    resumed = LoraRefresh(cfg).prepare_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model), resume_from=str(folder)
+    )
     b = {n: p for n, p in resumed.named_parameters() if "lora_B" in n}
     assert b and all(p.requires_grad and torch.all(p == 0.5) for p in b.values())
 
@@ -97,16 +109,34 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(tiny_model), "--host", "127.0.0.1",
-         "--port", str(port), "--torch-threads", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "atroposlib.cli.serve_model",
+            "--model",
+            str(tiny_model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--torch-threads",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_for_http(url + "/health", timeout=90, proc=proc)
         cfg = _cfg(tmp_path, weight_refresh="lora", inference_urls=[url], lora_rank=2, lora_alpha=4)
         strategy = LoraRefresh(cfg)
         model = strategy.prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
-        body = {"model": "policy", "prompt": [5, 6, 7], "max_tokens": 1, "temperature": 0, "logprobs": 1}
+        body = {
+            "model": "policy",
+            "prompt": [5, 6, 7],
+            "max_tokens": 1,
+            "temperature": 0,
+            "logprobs": 1,
+        }
 
         def served_logprob() -> float:
             r = httpx.post(url + "/v1/completions", json=body, timeout=60)
@@ -118,7 +148,9 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
             with torch.no_grad():
                 for n, p in model.named_parameters():
                     if "lora_B" in n:
-                        p.fill_(fill)  # step 1: a zero adapter (= base model); step 2: a changed one
+                        p.fill_(
+                            fill
+                        )  # step 1: a zero adapter (= base model); step 2: a changed one
             assert strategy.refresh(step, model, None)["lora_name"] == "policy"
             seen.append(served_logprob())
         strategy.close()

@@ -14,9 +14,13 @@ def tok():
     return load_tokenizer(str(tiny_tokenizer_dir()))
 
 
-CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "content": "4"}, {"role": "user", "content": "and 3+3?"},
-        {"role": "assistant", "content": "6"}]
+CHAT = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "content": "4"},
+    {"role": "user", "content": "and 3+3?"},
+    {"role": "assistant", "content": "6"},
+]
 
 
 def _trained_text(tok, out):
@@ -44,7 +48,11 @@ def test_length_cut_generation_has_no_end_of_turn(tok):
 
 
 def test_agent_role_counts_as_assistant_and_last_message_is_trained(tok):
-    chat = [{"role": "user", "content": "go"}, {"role": "agent", "content": "ok"}, {"role": "user", "content": "again"}]
+    chat = [
+        {"role": "user", "content": "go"},
+        {"role": "agent", "content": "ok"},
+        {"role": "user", "content": "again"},
+    ]
     all_turns = tokenize_for_trainer(tok, chat, train_on_all_assistant_turns=True)
     assert _trained_text(tok, all_turns) == "ok<|im_end|>\n"
     assert _trained_text(tok, tokenize_for_trainer(tok, chat)) == "again<|im_end|>\n"

@@ -19,7 +19,11 @@ def test_reads_a_mapping_and_an_empty_file(tmp_path):
 
 @pytest.mark.parametrize(
     "content, fragment",
-    [(None, "no such file"), ("a: [1, 2\n", "not valid YAML"), ("- 1\n- 2\n", "top level must be a mapping")],
+    [
+        (None, "no such file"),
+        ("a: [1, 2\n", "not valid YAML"),
+        ("- 1\n- 2\n", "top level must be a mapping"),
+    ],
 )
 def test_user_mistakes_are_one_line_errors(tmp_path, content, fragment):
     path = tmp_path / "c.yaml"

@@ -96,7 +96,9 @@ class SegmentFiles:
             except OSError as e:
                 if e.errno != errno.EINVAL:
                     raise
-                logger.warning("direct I/O refused in %s (%s); using buffered writes", self.blob_dir, e)
+                logger.warning(
+                    "direct I/O refused in %s (%s); using buffered writes", self.blob_dir, e
+                )
                 self._direct = False
                 direct_fd = None
         if direct_fd is None:
@@ -136,7 +138,9 @@ class SegmentFiles:
             logger.error("payload of segment %d at %d unreadable: %s", segno, off, e)
             return None
         if len(data) != length or zlib.crc32(data) != crc:
-            logger.error("payload of segment %d at %d is corrupt (lost in a power failure?)", segno, off)
+            logger.error(
+                "payload of segment %d at %d is corrupt (lost in a power failure?)", segno, off
+            )
             return None
         return data
 

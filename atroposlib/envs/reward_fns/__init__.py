@@ -1,8 +1,8 @@
 """Small composable reward functions, a registry and weighted combination.
 
-    from atroposlib.envs.reward_fns import combine
-    reward = combine({"math_accuracy": 1.0, "r1_format": 0.2, "length_penalty": 0.1})
-    scores = reward(texts, answers=[gold] * len(texts), max_length=1024)
+from atroposlib.envs.reward_fns import combine
+reward = combine({"math_accuracy": 1.0, "r1_format": 0.2, "length_penalty": 0.1})
+scores = reward(texts, answers=[gold] * len(texts), max_length=1024)
 """
 
 from atroposlib.envs.reward_fns import builtin  # noqa: F401  (registers the built-ins)
@@ -24,5 +24,18 @@ from atroposlib.envs.reward_fns.registry import (
     registry,
 )
 
-__all__ = ["RewardFn", "RewardRegistry", "registry", "call_reward_fn", "combine", "format_reward", "get_reward_fn", "length_penalty",
-           "math_accuracy", "r1_format", "register", "registered_names", "repetition_penalty"]
+__all__ = [
+    "RewardFn",
+    "RewardRegistry",
+    "registry",
+    "call_reward_fn",
+    "combine",
+    "format_reward",
+    "get_reward_fn",
+    "length_penalty",
+    "math_accuracy",
+    "r1_format",
+    "register",
+    "registered_names",
+    "repetition_penalty",
+]

@@ -50,8 +50,12 @@ def r1_format(completions: list[str], **_: Any) -> list[float]:
     out = []
     for t in completions:
         m = _THINK.match(t)
-        ok = m is not None and "<think>" not in m.group("thought") and "<think>" not in m.group("answer") \
+        ok = (
+            m is not None
+            and "<think>" not in m.group("thought")
+            and "<think>" not in m.group("answer")
             and "</think>" not in m.group("answer")
+        )
         out.append(1.0 if ok else 0.0)
     return out
 
@@ -60,8 +64,13 @@ register("think_format")(r1_format)
 
 
 @register("length_penalty")
-def length_penalty(completions: list[str], max_length: int, threshold: float = 0.5,
-                   tokenizer: Optional[Any] = None, **_: Any) -> list[float]:
+def length_penalty(
+    completions: list[str],
+    max_length: int,
+    threshold: float = 0.5,
+    tokenizer: Optional[Any] = None,
+    **_: Any,
+) -> list[float]:
     if max_length <= 0:
         raise ValueError("length_penalty needs max_length > 0")
     start = threshold * max_length
@@ -77,7 +86,7 @@ def repetition_penalty(completions: list[str], ngram: int = 3, **_: Any) -> list
     out = []
     for t in completions:
         words = t.split()
-        grams = [tuple(words[i:i + ngram]) for i in range(max(0, len(words) - ngram + 1))]
+        grams = [tuple(words[i : i + ngram]) for i in range(max(0, len(words) - ngram + 1))]
         out.append(-(1.0 - len(set(grams)) / len(grams)) if grams else 0.0)
     return out
 

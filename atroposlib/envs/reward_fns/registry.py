@@ -41,7 +41,9 @@ def get_reward_fn(name: str) -> RewardFn:
     except KeyError:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown reward function {name!r}{hint} (known: {', '.join(registered_names())})") from None
+        raise ConfigError(
+            f"unknown reward function {name!r}{hint} (known: {', '.join(registered_names())})"
+        ) from None
 
 
 def call_reward_fn(fn: RewardFn, completions: Sequence[str], **context: Any) -> list[float]:
@@ -51,8 +53,10 @@ def call_reward_fn(fn: RewardFn, completions: Sequence[str], **context: Any) -> 
         context = {k: v for k, v in context.items() if k in params}
     scores = [float(s) for s in fn(list(completions), **context)]
     if len(scores) != len(completions):
-        raise ValueError(f"reward function {getattr(fn, '__name__', fn)} returned {len(scores)} scores "
-                         f"for {len(completions)} completions")
+        raise ValueError(
+            f"reward function {getattr(fn, '__name__', fn)} returned {len(scores)} scores "
+            f"for {len(completions)} completions"
+        )
     return scores
 
 
@@ -73,7 +77,9 @@ def combine(weights: WeightSpec) -> RewardFn:
                 total[i] += w * s
         return total
 
-    combined.__name__ = "combined(" + ", ".join(f"{getattr(f, '__name__', f)}*{w}" for f, w in resolved) + ")"
+    combined.__name__ = (
+        "combined(" + ", ".join(f"{getattr(f, '__name__', f)}*{w}" for f, w in resolved) + ")"
+    )
     return combined
 
 
@@ -108,4 +114,13 @@ class RewardRegistry:
 registry = RewardRegistry()
 
 
-__all__ = ["RewardFn", "RewardRegistry", "registry", "call_reward_fn", "combine", "get_reward_fn", "register", "registered_names"]
+__all__ = [
+    "RewardFn",
+    "RewardRegistry",
+    "registry",
+    "call_reward_fn",
+    "combine",
+    "get_reward_fn",
+    "register",
+    "registered_names",
+]

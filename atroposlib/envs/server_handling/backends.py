@@ -74,7 +74,13 @@ def _to_openai(cls: type, data: dict[str, Any]) -> Any:
         return cls.model_validate(data)
     except ValidationError:
         for ch in data.get("choices") or []:
-            if ch.get("finish_reason") not in ("stop", "length", "content_filter", "tool_calls", "function_call"):
+            if ch.get("finish_reason") not in (
+                "stop",
+                "length",
+                "content_filter",
+                "tool_calls",
+                "function_call",
+            ):
                 ch["finish_reason"] = "length" if ch.get("finish_reason") == "length" else "stop"
             ch.setdefault("logprobs", None)
         data.setdefault("created", int(time.time()))
@@ -82,7 +88,9 @@ def _to_openai(cls: type, data: dict[str, Any]) -> Any:
         try:
             return cls.model_validate(data)
         except ValidationError as e:
-            raise InferenceError(f"server answered a malformed {cls.__name__}: {e.errors()[0]}") from None
+            raise InferenceError(
+                f"server answered a malformed {cls.__name__}: {e.errors()[0]}"
+            ) from None
 
 
 def api_root(base_url: str) -> str:
@@ -107,22 +115,32 @@ class APIServer:
         self.failures = 0
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
-        self.reasoning: dict[str, Any] = {}  # thinking_mode / reasoning_effort, set from the env config
+        self.reasoning: dict[
+            str, Any
+        ] = {}  # thinking_mode / reasoning_effort, set from the env config
 
     # --- lifecycle ---------------------------------------------------------------------------
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+            headers = (
+                {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+            )
             self._http = httpx.AsyncClient(timeout=self.config.timeout, headers=headers)
         return self._http
 
     def _should_health_check(self) -> bool:
-        return bool(self.config.health_check and self.config.base_url and "api.openai.com" not in self.config.base_url)
+        return bool(
+            self.config.health_check
+            and self.config.base_url
+            and "api.openai.com" not in self.config.base_url
+        )
 
     def _ensure_health_task(self) -> None:
         if self.check_task is None and self._should_health_check():
-            self.check_task = asyncio.get_running_loop().create_task(self.check_server_status_task())
+            self.check_task = asyncio.get_running_loop().create_task(
+                self.check_server_status_task()
+            )
 
     async def probe(self) -> bool:
         """One cheap health probe: ``GET /health``, else ``GET /v1/models``."""
@@ -147,7 +165,11 @@ class APIServer:
             misses = 0 if ok else misses + 1
             healthy = ok or (self.server_healthy and misses < 3)
             if healthy != self.server_healthy:
-                logger.warning("inference server %s is %s", self.config.base_url, "healthy again" if healthy else "DOWN")
+                logger.warning(
+                    "inference server %s is %s",
+                    self.config.base_url,
+                    "healthy again" if healthy else "DOWN",
+                )
             self.server_healthy = healthy
             await asyncio.sleep(self.config.health_check_interval)
 
@@ -185,7 +207,9 @@ class APIServer:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self.server_healthy = False if self._should_health_check() else self.server_healthy
-        raise ServerDown(f"{self.config.base_url or 'server'} failed {self.config.max_retries} attempts: {last}")
+        raise ServerDown(
+            f"{self.config.base_url or 'server'} failed {self.config.max_retries} attempts: {last}"
+        )
 
     async def _post(self, url: str, body: dict[str, Any]) -> Any:
         try:
@@ -209,7 +233,10 @@ class APIServer:
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
         """Chat requests carry the env's thinking settings in the backend's own terms."""
         if self.reasoning.get("thinking_mode"):
-            kwargs["chat_template_kwargs"] = {"enable_thinking": True, **(kwargs.get("chat_template_kwargs") or {})}
+            kwargs["chat_template_kwargs"] = {
+                "enable_thinking": True,
+                **(kwargs.get("chat_template_kwargs") or {}),
+            }
 
     async def completion(self, **kwargs: Any) -> Completion:
         split = kwargs.pop("split", "train")
@@ -235,15 +262,23 @@ class APIServer:
             "for token-exact training data, or tokenize_for_trainer() on the text"
         )
 
-    async def wandb_metrics(self, metrics: Optional[dict[str, Any]], server_name: Optional[str]) -> dict[str, Any]:
+    async def wandb_metrics(
+        self, metrics: Optional[dict[str, Any]], server_name: Optional[str]
+    ) -> dict[str, Any]:
         metrics = {} if metrics is None else metrics
         name = server_name or "server"
         if self.request_timings:
-            metrics[f"server/{name}_request_time_avg"] = sum(self.request_timings) / len(self.request_timings)
+            metrics[f"server/{name}_request_time_avg"] = sum(self.request_timings) / len(
+                self.request_timings
+            )
         if self.eval_request_timings:
-            metrics[f"server/{name}_eval_request_time_avg"] = sum(self.eval_request_timings) / len(self.eval_request_timings)
+            metrics[f"server/{name}_eval_request_time_avg"] = sum(self.eval_request_timings) / len(
+                self.eval_request_timings
+            )
         if self.attempts_list:
-            metrics[f"server/{name}_average_num_attempts"] = sum(self.attempts_list) / len(self.attempts_list)
+            metrics[f"server/{name}_average_num_attempts"] = sum(self.attempts_list) / len(
+                self.attempts_list
+            )
         return metrics
 
 
@@ -260,8 +295,10 @@ class OpenAIServer(APIServer):
             import openai
 
             self._client = openai.AsyncOpenAI(
-                api_key=self.config.api_key or "x", base_url=self.config.base_url or None,
-                timeout=self.config.timeout, max_retries=0,
+                api_key=self.config.api_key or "x",
+                base_url=self.config.base_url or None,
+                timeout=self.config.timeout,
+                max_retries=0,
             )
         return self._client
 
@@ -280,7 +317,12 @@ class OpenAIServer(APIServer):
                     ch.index = i
                 return out
             return await create(**kwargs)
-        except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError) as e:
+        except (
+            openai.APIConnectionError,
+            openai.APITimeoutError,
+            openai.InternalServerError,
+            openai.RateLimitError,
+        ) as e:
             raise ServerDown(str(e)) from e
         except openai.APIStatusError as e:
             raise InferenceError(f"{self.config.base_url}: {e.status_code} {e.message}") from e
@@ -348,9 +390,17 @@ class VLLMServer(APIServer):
         return list(prompt_tokens), outs, lps, reasons
 
 
-_SGLANG_SAMPLING = {"max_tokens": "max_new_tokens", "temperature": "temperature", "top_p": "top_p",
-                    "top_k": "top_k", "stop": "stop", "seed": "sampling_seed", "min_p": "min_p",
-                    "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+_SGLANG_SAMPLING = {
+    "max_tokens": "max_new_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "stop": "stop",
+    "seed": "sampling_seed",
+    "min_p": "min_p",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+}
 
 
 class SGLangServer(VLLMServer):
@@ -358,7 +408,9 @@ class SGLangServer(VLLMServer):
 
     async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
         n = int(kwargs.get("n", 1) or 1)
-        sampling = {dst: kwargs[src] for src, dst in _SGLANG_SAMPLING.items() if kwargs.get(src) is not None}
+        sampling = {
+            dst: kwargs[src] for src, dst in _SGLANG_SAMPLING.items() if kwargs.get(src) is not None
+        }
         prompt: Union[str, list[int], None] = kwargs.get("input_ids", kwargs.get("prompt"))
         body: dict[str, Any] = {"sampling_params": sampling, "return_logprob": True}
         if isinstance(prompt, list):
@@ -385,10 +437,26 @@ class SGLangServer(VLLMServer):
 
 def backend_class(server_type: str) -> type:
     try:
-        return {"openai": OpenAIServer, "vllm": VLLMServer, "trl": VLLMServer, "sglang": SGLangServer}[server_type]
+        return {
+            "openai": OpenAIServer,
+            "vllm": VLLMServer,
+            "trl": VLLMServer,
+            "sglang": SGLangServer,
+        }[server_type]
     except KeyError:
-        raise InferenceError(f"unknown server_type {server_type!r}; use openai, vllm, sglang or trl") from None
+        raise InferenceError(
+            f"unknown server_type {server_type!r}; use openai, vllm, sglang or trl"
+        ) from None
 
 
-__all__ = ["APIServer", "OpenAIServer", "SGLangServer", "ServerDown", "TokensAndLogprobs", "VLLMServer",
-           "WeightedSemaphore", "api_root", "backend_class"]
+__all__ = [
+    "APIServer",
+    "OpenAIServer",
+    "SGLangServer",
+    "ServerDown",
+    "TokensAndLogprobs",
+    "VLLMServer",
+    "WeightedSemaphore",
+    "api_root",
+    "backend_class",
+]

@@ -41,7 +41,9 @@ class SequenceNode(BaseModel):
 class ManagedServer:
     """Records token ids, masks and logprobs of every sequence generated through it."""
 
-    def __init__(self, server: Any, tokenizer: Any, track_tree: bool = False, thinking: bool = False) -> None:
+    def __init__(
+        self, server: Any, tokenizer: Any, track_tree: bool = False, thinking: bool = False
+    ) -> None:
         if tokenizer is None:
             raise ValueError("managed_server needs a tokenizer (pass tokenizer=self.tokenizer)")
         self.server = server
@@ -66,37 +68,62 @@ class ManagedServer:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
     def _decode(self, ids: list[int], skip_special_tokens: bool) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens, clean_up_tokenization_spaces=False)
+        return self.tokenizer.decode(
+            ids, skip_special_tokens=skip_special_tokens, clean_up_tokenization_spaces=False
+        )
 
     def _find_parent(self, prompt: str) -> Optional[SequenceNode]:
         pool = self.sequences.values() if self.track_tree else self.current_nodes
         best: Optional[SequenceNode] = None
         for node in pool:
-            if prompt.startswith(node.full_text) and (best is None or len(node.full_text) > len(best.full_text)):
+            if prompt.startswith(node.full_text) and (
+                best is None or len(node.full_text) > len(best.full_text)
+            ):
                 best = node
         return best
 
-    def _prompt_tokens(self, prompt: str, chat: bool) -> tuple[list[int], list[int], list[float], Optional[SequenceNode]]:
+    def _prompt_tokens(
+        self, prompt: str, chat: bool
+    ) -> tuple[list[int], list[int], list[float], Optional[SequenceNode]]:
         parent = self._find_parent(prompt)
         if parent is not None:
-            suffix = self._encode(prompt[len(parent.full_text):], add_special_tokens=False)
-            return (parent.tokens + suffix, parent.masked_tokens + [MASK_IGNORE] * len(suffix),
-                    parent.logprobs + [PROMPT_LOGPROB] * len(suffix), parent)
+            suffix = self._encode(prompt[len(parent.full_text) :], add_special_tokens=False)
+            return (
+                parent.tokens + suffix,
+                parent.masked_tokens + [MASK_IGNORE] * len(suffix),
+                parent.logprobs + [PROMPT_LOGPROB] * len(suffix),
+                parent,
+            )
         ids = self._encode(prompt, add_special_tokens=not chat)
         return ids, [MASK_IGNORE] * len(ids), [PROMPT_LOGPROB] * len(ids), None
 
     async def _generate(self, prompt: str, chat: bool, kwargs: dict[str, Any]):
         ids, masks, lps, parent = self._prompt_tokens(prompt, chat)
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("prompt", "messages", "logprobs", "top_logprobs", "skip_reasoning")}
-        _, outs, out_lps, reasons = await self.server.tokens_and_logprobs_completion(input_ids=ids, **kwargs)
+        kwargs = {
+            k: v
+            for k, v in kwargs.items()
+            if k not in ("prompt", "messages", "logprobs", "top_logprobs", "skip_reasoning")
+        }
+        _, outs, out_lps, reasons = await self.server.tokens_and_logprobs_completion(
+            input_ids=ids, **kwargs
+        )
         nodes = []
         for out, out_lp, reason in zip(outs, out_lps, reasons, strict=True):
             text = self._decode(out, skip_special_tokens=True)
             tail = self._decode(out, skip_special_tokens=False) if chat else text
-            nodes.append((text, reason, SequenceNode(
-                full_text=prompt + tail, tokens=ids + list(out), masked_tokens=masks + list(out),
-                logprobs=lps + list(out_lp), metadata={"finish_reason": reason, "prompt_length": len(ids)},
-            )))
+            nodes.append(
+                (
+                    text,
+                    reason,
+                    SequenceNode(
+                        full_text=prompt + tail,
+                        tokens=ids + list(out),
+                        masked_tokens=masks + list(out),
+                        logprobs=lps + list(out_lp),
+                        metadata={"finish_reason": reason, "prompt_length": len(ids)},
+                    ),
+                )
+            )
         if parent is not None and not self.track_tree and parent in self.current_nodes:
             self.current_nodes.remove(parent)
         for _, _, node in nodes:
@@ -112,32 +139,64 @@ class ManagedServer:
         if not isinstance(prompt, str):
             raise TypeError("managed completion needs prompt=<str>")
         ids, nodes = await self._generate(prompt, chat=False, kwargs=kwargs)
-        return Completion.model_validate({
-            "id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion", "created": int(time.time()),
-            "model": str(kwargs.get("model", "managed")), "prompt_token_ids": ids,
-            "choices": [{"index": i, "text": text, "finish_reason": _finish(reason), "logprobs": None,
-                         "token_ids": node.tokens[len(ids):]} for i, (text, reason, node) in enumerate(nodes)],
-        })
+        return Completion.model_validate(
+            {
+                "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": str(kwargs.get("model", "managed")),
+                "prompt_token_ids": ids,
+                "choices": [
+                    {
+                        "index": i,
+                        "text": text,
+                        "finish_reason": _finish(reason),
+                        "logprobs": None,
+                        "token_ids": node.tokens[len(ids) :],
+                    }
+                    for i, (text, reason, node) in enumerate(nodes)
+                ],
+            }
+        )
 
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
         messages = kwargs.get("messages")
         if not isinstance(messages, (list, tuple)):
             raise TypeError("managed chat_completion needs messages=[...]")
-        template_kwargs: dict[str, Any] = {"enable_thinking": True} if self.thinking and not kwargs.pop("skip_reasoning", False) else {}
+        template_kwargs: dict[str, Any] = (
+            {"enable_thinking": True}
+            if self.thinking and not kwargs.pop("skip_reasoning", False)
+            else {}
+        )
         kwargs.pop("skip_reasoning", None)
         if "chat_template_kwargs" in kwargs:
             template_kwargs.update(kwargs.pop("chat_template_kwargs") or {})
         prompt = self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, **template_kwargs
+            [dict(m) for m in messages],
+            tokenize=False,
+            add_generation_prompt=True,
+            **template_kwargs,
         )
         ids, nodes = await self._generate(prompt, chat=True, kwargs=kwargs)
-        return ChatCompletion.model_validate({
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-            "model": str(kwargs.get("model", "managed")), "prompt_token_ids": ids,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": text},
-                         "finish_reason": _finish(reason), "logprobs": None, "token_ids": node.tokens[len(ids):]}
-                        for i, (text, reason, node) in enumerate(nodes)],
-        })
+        return ChatCompletion.model_validate(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": str(kwargs.get("model", "managed")),
+                "prompt_token_ids": ids,
+                "choices": [
+                    {
+                        "index": i,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": _finish(reason),
+                        "logprobs": None,
+                        "token_ids": node.tokens[len(ids) :],
+                    }
+                    for i, (text, reason, node) in enumerate(nodes)
+                ],
+            }
+        )
 
 
 def _finish(reason: str) -> str:
@@ -162,24 +221,37 @@ class DummyManagedServer:
     def _record(self, prompt: str, prompt_ids: list[int], texts: list[tuple[str, str]]) -> None:
         for text, reason in texts:
             out = list(self.tokenizer.encode(text, add_special_tokens=False))
-            self.current_nodes.append(SequenceNode(
-                full_text=prompt + text, tokens=prompt_ids + out, masked_tokens=[MASK_IGNORE] * len(prompt_ids) + out,
-                logprobs=[PROMPT_LOGPROB] * len(prompt_ids) + [0.0] * len(out),
-                metadata={"finish_reason": reason, "placeholder_logprobs": True},
-            ))
+            self.current_nodes.append(
+                SequenceNode(
+                    full_text=prompt + text,
+                    tokens=prompt_ids + out,
+                    masked_tokens=[MASK_IGNORE] * len(prompt_ids) + out,
+                    logprobs=[PROMPT_LOGPROB] * len(prompt_ids) + [0.0] * len(out),
+                    metadata={"finish_reason": reason, "placeholder_logprobs": True},
+                )
+            )
 
     async def completion(self, **kwargs: Any) -> Completion:
         resp = await self.server.completion(**kwargs)
         prompt = kwargs["prompt"]
-        self._record(prompt, list(self.tokenizer.encode(prompt)), [(c.text, c.finish_reason) for c in resp.choices])
+        self._record(
+            prompt,
+            list(self.tokenizer.encode(prompt)),
+            [(c.text, c.finish_reason) for c in resp.choices],
+        )
         return resp
 
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
         resp = await self.server.chat_completion(**kwargs)
-        prompt_ids = list(self.tokenizer.apply_chat_template([dict(m) for m in kwargs["messages"]],
-                                                              tokenize=True, add_generation_prompt=True))
+        prompt_ids = list(
+            self.tokenizer.apply_chat_template(
+                [dict(m) for m in kwargs["messages"]], tokenize=True, add_generation_prompt=True
+            )
+        )
         prompt = self.tokenizer.decode(prompt_ids)
-        self._record(prompt, prompt_ids, [(c.message.content or "", c.finish_reason) for c in resp.choices])
+        self._record(
+            prompt, prompt_ids, [(c.message.content or "", c.finish_reason) for c in resp.choices]
+        )
         return resp
 
 

@@ -23,25 +23,35 @@ class ServerBaseline(BaseModel):
 
     model_config = ConfigDict(validate_assignment=True, protected_namespaces=())
 
-    timeout: int = Field(default=1200, ge=1, description="Timeout of one inference request in seconds.")
+    timeout: int = Field(
+        default=1200, ge=1, description="Timeout of one inference request in seconds."
+    )
     num_max_requests_at_once: int = Field(
-        default=512, ge=1, description="Concurrent requests allowed on this server (divide by n yourself)."
+        default=512,
+        ge=1,
+        description="Concurrent requests allowed on this server (divide by n yourself).",
     )
     num_requests_for_eval: int = Field(
         default=64, ge=1, description="Concurrent requests allowed on this server for evaluation."
     )
     model_name: str = Field(default="default", description="Model name sent with every request.")
     rolling_buffer_length: int = Field(
-        default=1000, ge=1, description="Length of the rolling buffers of request timings (metrics)."
+        default=1000,
+        ge=1,
+        description="Length of the rolling buffers of request timings (metrics).",
     )
     server_type: ServerType = Field(
-        default="openai", description="Backend protocol: openai, vllm (also our CPU engine), sglang or trl."
+        default="openai",
+        description="Backend protocol: openai, vllm (also our CPU engine), sglang or trl.",
     )
     tokenizer_name: str = Field(
-        default="none", description="Tokenizer of the served model ('none': use the env's tokenizer)."
+        default="none",
+        description="Tokenizer of the served model ('none': use the env's tokenizer).",
     )
     max_retries: int = Field(
-        default=3, ge=1, description="Attempts per request (with exponential backoff) before failing over."
+        default=3,
+        ge=1,
+        description="Attempts per request (with exponential backoff) before failing over.",
     )
 
 
@@ -50,13 +60,15 @@ class APIServerConfig(ServerBaseline):
 
     api_key: Optional[str] = Field(default="", description="API key sent as a bearer token.")
     base_url: Optional[str] = Field(
-        default="", description="Base URL, e.g. http://localhost:9001/v1 (empty: the OpenAI default)."
+        default="",
+        description="Base URL, e.g. http://localhost:9001/v1 (empty: the OpenAI default).",
     )
     n_kwarg_is_ignored: bool = Field(
         default=False, description="The server ignores n; the client sends n separate requests."
     )
     health_check: bool = Field(
-        default=True, description="Poll a cheap health endpoint (/health or /v1/models) of this server."
+        default=True,
+        description="Poll a cheap health endpoint (/health or /v1/models) of this server.",
     )
     health_check_interval: float = Field(
         default=5.0, gt=0, description="Seconds between health checks of this server."

@@ -40,7 +40,10 @@ logger = logging.getLogger(__name__)
 def local_server_configs(baseline: ServerBaseline) -> list[APIServerConfig]:
     """What a bare ``ServerBaseline`` means (as in Atropos): local servers on ports 9004-9007."""
     fields = {k: getattr(baseline, k) for k in type(baseline).model_fields}
-    return [APIServerConfig(**fields, base_url=f"http://localhost:{9004 + i}/v1", api_key="x") for i in range(4)]
+    return [
+        APIServerConfig(**fields, base_url=f"http://localhost:{9004 + i}/v1", api_key="x")
+        for i in range(4)
+    ]
 
 
 class ServerManager:
@@ -71,9 +74,12 @@ class ServerManager:
         if not configs:
             raise ValueError("ServerManager needs at least one server config")
         if slurm and os.environ.get("SLURM_JOB_NODELIST"):
-            logger.warning("slurm: using the configured servers as given (no node discovery is done here)")
+            logger.warning(
+                "slurm: using the configured servers as given (no node discovery is done here)"
+            )
         self.servers = [
-            (server_class or backend_class(c.server_type))(c) for c in configs  # type: ignore[misc]
+            (server_class or backend_class(c.server_type))(c)
+            for c in configs  # type: ignore[misc]
         ]
 
     # --- routing -----------------------------------------------------------------------------
@@ -96,7 +102,9 @@ class ServerManager:
             server = self._pick(split, tried)
             if server is None:
                 if time.monotonic() > deadline:
-                    raise InferenceUnavailable(f"no inference server answered within {self.unavailable_wait:.0f}s: {last}")
+                    raise InferenceUnavailable(
+                        f"no inference server answered within {self.unavailable_wait:.0f}s: {last}"
+                    )
                 await asyncio.sleep(1.0)
                 untried = [s for s in self.servers if id(s) not in tried]
                 if not untried:
@@ -109,7 +117,9 @@ class ServerManager:
             except ServerDown as e:
                 last = e
                 tried.add(id(server))
-                logger.warning("inference server %s failed (%s); failing over", server.config.base_url, e)
+                logger.warning(
+                    "inference server %s failed (%s); failing over", server.config.base_url, e
+                )
 
     async def _split_n(self, method: str, kwargs: dict[str, Any]) -> list[Any]:
         n = int(kwargs.get("n", 1) or 1)
@@ -146,7 +156,9 @@ class ServerManager:
             reasons.extend(r)
         return prompt, outs, lps, reasons
 
-    def set_reasoning(self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None) -> None:
+    def set_reasoning(
+        self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None
+    ) -> None:
         """Chat requests then ask for thinking (vLLM/SGLang: ``chat_template_kwargs.enable_thinking``;
         OpenAI: ``reasoning_effort``); pass ``skip_reasoning=True`` to a call to opt out."""
         self.reasoning = {"thinking_mode": thinking_mode, "reasoning_effort": reasoning_effort}
@@ -162,7 +174,9 @@ class ServerManager:
         return all(getattr(s, "supports_tokens", False) for s in self.servers)
 
     @asynccontextmanager
-    async def managed_server(self, tokenizer: Any = None, track_tree: bool = False) -> AsyncIterator[Any]:
+    async def managed_server(
+        self, tokenizer: Any = None, track_tree: bool = False
+    ) -> AsyncIterator[Any]:
         """Context whose calls record exact tokens/masks/logprobs (see ``managed_server`` module)."""
         if not self.supports_tokens:
             if not dummy_allowed():
@@ -173,8 +187,12 @@ class ServerManager:
                 )
             yield DummyManagedServer(self, tokenizer)
             return
-        managed = ManagedServer(self, tokenizer, track_tree=track_tree,
-                                thinking=bool(self.reasoning.get("thinking_mode")))
+        managed = ManagedServer(
+            self,
+            tokenizer,
+            track_tree=track_tree,
+            thinking=bool(self.reasoning.get("thinking_mode")),
+        )
         try:
             yield managed
         finally:
