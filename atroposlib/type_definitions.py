@@ -1,7 +1,8 @@
 """The wire schema: every shape that crosses a process boundary, defined once.
 
 The trajectory API server, its typed client, the environment runtime, the trainer and the tools all
-import from here; this module imports nothing from the rest of the package.
+import from here; this module imports nothing from the rest of the package but the leaf
+``history_types`` (Atropos's ``GameHistory`` family, re-exported here).
 
 Two views of a scored group exist on purpose:
 
@@ -19,6 +20,14 @@ import math
 from typing import Any, Literal, Optional, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from atroposlib.history_types import (  # Atropos defines these here; env files import them from here
+    AgentHistory,
+    AgentStep,
+    GameHistory,
+    GameStep,
+    Observation,
+)
 
 # ----------------------------------------------------------------------------------------------
 # Small aliases kept for Atropos compatibility (`from atroposlib.type_definitions import Item, number`)
@@ -362,6 +371,11 @@ class ErrorResponse(BaseModel):
 
 __all__ = [
     "MASK_IGNORE",
+    "AgentHistory",
+    "AgentStep",
+    "GameHistory",
+    "GameStep",
+    "Observation",
     "BatchAck",
     "BatchResponse",
     "EnvIdentifier",

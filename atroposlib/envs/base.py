@@ -28,10 +28,12 @@ from collections import Counter
 from typing import Any, Optional, Union
 
 from atroposlib.envs import checkpoint
+from atroposlib.envs.atropos_hooks import AtroposHooks
 from atroposlib.envs.config import BaseEnvConfig, EvalHandlingEnum
 from atroposlib.envs.groups import GroupBuilder, group_from_items
 from atroposlib.envs.metrics_logger import NullMetricsLogger
 from atroposlib.envs.sending import GroupSink, JsonlGroupWriter, NullSink, prepare_groups
+from atroposlib.envs.server_handling.backends import APIServer
 from atroposlib.envs.server_handling.server_manager import (
     APIServerConfig,
     ServerBaseline,
@@ -43,7 +45,7 @@ from atroposlib.utils.tokenizer_loading import load_tokenizer
 logger = logging.getLogger(__name__)
 
 
-class BaseEnv:
+class BaseEnv(AtroposHooks):
     """An RL environment: produces scored groups of rollouts for the trainer."""
 
     name: Optional[str] = None
@@ -287,6 +289,7 @@ class BaseEnv:
 
 
 __all__ = [
+    "APIServer",
     "APIServerConfig",
     "BaseEnv",
     "BaseEnvConfig",

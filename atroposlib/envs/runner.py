@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.api.client import AsyncTrajectoryClient
+from atroposlib.envs.atropos_hooks import apply_info, overrides
 from atroposlib.envs.config import EvalHandlingEnum
 from atroposlib.envs.metrics_logger import make_metrics_logger
 from atroposlib.envs.sending import current_policy_version
@@ -41,6 +42,7 @@ class ServeRunner:
         self, env: Any, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0
     ) -> None:
         self.env = env
+        env._runner = self  # Atropos hooks on the env (add_train_workers) reach the pool here
         self.cfg = env.config
         self.tick_seconds = tick_seconds
         self.shutdown_grace = shutdown_grace
@@ -156,7 +158,10 @@ class ServeRunner:
         return False
 
     async def _read_info(self) -> None:
-        env, cfg = self.env, self.cfg
+        env = self.env
+        if overrides(env, "get_server_info"):
+            await env.get_server_info()  # an Atropos env file's own version
+            return
         while not self.stop.is_set():
             try:
                 info = await self.client.info()
@@ -165,14 +170,7 @@ class ServeRunner:
                 await self._sleep_or_stop(1.0)
         else:
             return
-        if info.batch_size != -1:
-            cfg.batch_size = info.batch_size
-        if info.max_token_len != -1:
-            env.max_token_len = info.max_token_len
-        if cfg.batch_size != -1 and cfg.group_size > cfg.batch_size:
-            raise ConfigError(
-                f"group_size ({cfg.group_size}) must not exceed the trainer's batch_size ({cfg.batch_size})"
-            )
+        apply_info(env, info.batch_size, info.max_token_len)
 
     async def _setup_metrics(self) -> None:
         project = group = None
@@ -221,11 +219,16 @@ class ServeRunner:
             self.env.status_dict = status.model_dump()
             if self.cfg.inference_weight != -1:
                 await self.env.server.update_weight(status.env_weight)
+            if overrides(self.env, "env_step_checks"):
+                await self.env.env_step_checks()
             await self._step_checks(status.current_step)
             if self._done(status.current_step, status.queue_size):
                 logger.info("reached total_steps=%s; finishing", self.cfg.total_steps)
                 return
-            await self._fill(self._target_in_flight())
+            if overrides(self.env, "add_train_workers"):
+                await self.env.add_train_workers()
+            else:
+                await self._fill(self._target_in_flight())
             self._reap_timeouts()
             self.slot_free.clear()
             await self._sleep_or_stop(self.tick_seconds, also=self.slot_free)

@@ -13,6 +13,7 @@ from atroposlib.envs.reward_fns.builtin import (
     r1_format,
     repetition_penalty,
 )
+from atroposlib.envs.reward_fns.combined_reward import CombinedReward
 from atroposlib.envs.reward_fns.registry import (
     RewardFn,
     RewardRegistry,
@@ -23,8 +24,12 @@ from atroposlib.envs.reward_fns.registry import (
     registered_names,
     registry,
 )
+from atroposlib.envs.reward_fns.reward_function import FunctionReward, RewardFunction
 
 __all__ = [
+    "CombinedReward",
+    "FunctionReward",
+    "RewardFunction",
     "RewardFn",
     "RewardRegistry",
     "registry",

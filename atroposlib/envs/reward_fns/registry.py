@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from atroposlib.errors import ConfigError
 
@@ -67,6 +67,7 @@ def combine(weights: WeightSpec) -> RewardFn:
     """A reward function returning ``sum(weight * fn(...))`` over the given functions."""
     pairs = list(weights.items()) if isinstance(weights, Mapping) else list(weights)
     resolved = [(get_reward_fn(f) if isinstance(f, str) else f, float(w)) for f, w in pairs]
+    resolved = [(f() if inspect.isclass(f) else f, w) for f, w in resolved]
     if not resolved:
         raise ConfigError("combine() needs at least one reward function")
 
@@ -84,10 +85,29 @@ def combine(weights: WeightSpec) -> RewardFn:
 
 
 class RewardRegistry:
-    """Atropos-style access: ``registry.create({"type": "format", "params": {...}})`` or ``"name"``."""
+    """Atropos-style access: ``registry.create({"type": "format", "params": {...}})`` or ``"name"``.
 
-    def register(self, name: str) -> Callable[[RewardFn], RewardFn]:
-        return register(name)
+    ``register`` takes a name (plain functions, ``@registry.register("name")``) or, as in Atropos,
+    a ``RewardFunction`` class (``@registry.register`` / ``@registry.register(name="x")``)."""
+
+    def register(self, cls: Any = None, name: Optional[str] = None) -> Any:
+        if isinstance(cls, str):
+            return register(cls)
+
+        def deco(klass: Any) -> Any:
+            from atroposlib.envs.reward_fns.reward_function import RewardFunction
+
+            if not (inspect.isclass(klass) and issubclass(klass, RewardFunction)):
+                if name is not None and callable(klass):
+                    return register(name)(klass)
+                raise TypeError(f"{klass!r} is not a RewardFunction subclass")
+            key = name or klass.__name__.lower()
+            if name is None and key.endswith("reward") and len(key) > len("reward"):
+                key = key[: -len("reward")]
+            _REGISTRY[key] = klass
+            return klass
+
+        return deco if cls is None else deco(cls)
 
     def get(self, name: str) -> RewardFn:
         return get_reward_fn(name)
@@ -95,20 +115,23 @@ class RewardRegistry:
     def names(self) -> list[str]:
         return registered_names()
 
-    def create(self, spec: Union[str, Mapping[str, Any]]) -> RewardFn:
-        """A reward function with ``params`` bound (a list of specs with ``weight`` is combined)."""
+    def create(self, spec: Union[str, Mapping[str, Any]], **defaults: Any) -> Any:
+        """A ``RewardFunction`` instance: registered classes are constructed with the spec's
+        ``params`` (and ``weight``); plain functions are wrapped with their params bound."""
+        from atroposlib.envs.reward_fns.reward_function import FunctionReward
+
         if isinstance(spec, str):
-            return get_reward_fn(spec)
-        if not isinstance(spec, Mapping) or "type" not in spec:
+            kind, params = spec, dict(defaults)
+        elif isinstance(spec, Mapping) and "type" in spec:
+            rest = {k: v for k, v in spec.items() if k not in ("type", "params")}
+            kind, params = str(spec["type"]), {**defaults, **rest, **dict(spec.get("params") or {})}
+        else:
             raise ConfigError(f"reward spec must be a name or a mapping with 'type', got {spec!r}")
-        fn = get_reward_fn(str(spec["type"]))
-        params = dict(spec.get("params") or {})
-
-        def bound(completions: list[str], **context: Any) -> list[float]:
-            return call_reward_fn(fn, completions, **{**params, **context})
-
-        bound.__name__ = f"{spec['type']}"
-        return bound
+        target = get_reward_fn(kind)
+        if inspect.isclass(target):
+            return target(**params)
+        params.setdefault("name", kind)
+        return FunctionReward(target, **params)
 
 
 registry = RewardRegistry()

@@ -22,6 +22,7 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 from pydantic import ValidationError
 
+from atroposlib.envs.server_handling.logprobs import PromptLogprobsMixin, vllm_prompt_logprobs
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.errors import InferenceError
 
@@ -52,6 +53,14 @@ class WeightedSemaphore:
 
     def update_weight(self, weight: float) -> None:
         self.weight = weight
+
+    @property
+    def _value(self) -> int:  # asyncio.Semaphore's name for the free slots (Atropos code reads it)
+        return self.available()
+
+    @_value.setter
+    def _value(self, free: int) -> None:
+        self.in_use = self.limit() - free
 
     async def __aenter__(self) -> WeightedSemaphore:
         if self._cond is None:
@@ -99,7 +108,7 @@ def api_root(base_url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-class APIServer:
+class APIServer(PromptLogprobsMixin):
     """One inference server: limits, retries, health, timings. Subclasses implement ``_request_*``."""
 
     supports_tokens = False
@@ -112,6 +121,7 @@ class APIServer:
         self.request_timings: deque = deque(maxlen=config.rolling_buffer_length)
         self.eval_request_timings: deque = deque(maxlen=config.rolling_buffer_length)
         self.attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
+        self.eval_attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.failures = 0
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
@@ -198,7 +208,9 @@ class APIServer:
                 try:
                     out = await fn(*args, **kwargs)
                     timings.append(time.monotonic() - start)
-                    self.attempts_list.append(attempt)
+                    (self.attempts_list if split == "train" else self.eval_attempts_list).append(
+                        attempt
+                    )
                     return out
                 except ServerDown as e:
                     last = e
@@ -361,6 +373,9 @@ class VLLMServer(APIServer):
     async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
         return _to_openai(Completion, await self._post(self._url("/completions"), kwargs))
 
+    async def _get_logprobs_wrapper(self, **kwargs: Any) -> dict[str, Any]:
+        return await vllm_prompt_logprobs(self, **kwargs)
+
     async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
         body = {k: v for k, v in kwargs.items() if k != "input_ids"}
         if "input_ids" in kwargs:
@@ -406,6 +421,8 @@ _SGLANG_SAMPLING = {
 class SGLangServer(VLLMServer):
     """SGLang: OpenAI-compatible routes for text, native ``/generate`` for tokens and logprobs."""
 
+    _get_logprobs_wrapper = PromptLogprobsMixin._get_logprobs_wrapper  # no prompt scoring
+
     async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
         n = int(kwargs.get("n", 1) or 1)
         sampling = {
@@ -435,12 +452,18 @@ class SGLangServer(VLLMServer):
         return prompt_tokens, outs, lps, reasons
 
 
+def _trl_class() -> type:
+    from atroposlib.envs.server_handling.trl_vllm_server import TrlVllmServer
+
+    return TrlVllmServer
+
+
 def backend_class(server_type: str) -> type:
     try:
         return {
             "openai": OpenAIServer,
             "vllm": VLLMServer,
-            "trl": VLLMServer,
+            "trl": _trl_class(),
             "sglang": SGLangServer,
         }[server_type]
     except KeyError:

@@ -23,6 +23,7 @@ from openai.types.completion import Completion
 from pydantic import BaseModel
 
 from atroposlib.type_definitions import MASK_IGNORE
+from atroposlib.utils.tokenize_for_trainer import render_chat
 
 PROMPT_LOGPROB = 1.0
 """Logprob placed on masked (non-generated) positions, as Atropos does: an impossible value."""
@@ -243,20 +244,58 @@ class DummyManagedServer:
 
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
         resp = await self.server.chat_completion(**kwargs)
-        prompt_ids = list(
-            self.tokenizer.apply_chat_template(
-                [dict(m) for m in kwargs["messages"]], tokenize=True, add_generation_prompt=True
-            )
-        )
-        prompt = self.tokenizer.decode(prompt_ids)
+        # Render to text, then encode: ``apply_chat_template(tokenize=True)`` returns a list of ids
+        # in transformers 4 but a ``BatchEncoding`` in transformers 5; this path is the same in both.
+        prompt = render_chat(self.tokenizer, kwargs["messages"], add_generation_prompt=True)
+        prompt_ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
         self._record(
             prompt, prompt_ids, [(c.message.content or "", c.finish_reason) for c in resp.choices]
         )
         return resp
 
 
+class ManagedServerAdapter:
+    """Makes a managed server look like ``openai.AsyncOpenAI`` for libraries that take a client
+    (``client.chat.completions.create(...)``, ``client.completions.create(...)``, ``client.base_url``),
+    so their calls are recorded by the managed server too."""
+
+    def __init__(self, managed_server: Any, base_url: str = "") -> None:
+        self._managed = managed_server
+        self.base_url = base_url
+        self.chat = _Namespace(completions=_Creator(managed_server.chat_completion))
+        self.completions = _Creator(managed_server.completion)
+
+    async def post(self, path: str, body: Any = None, cast_to: Any = None, **_: Any) -> Any:
+        raise NotImplementedError(
+            f"ManagedServerAdapter supports chat.completions and completions only, not post({path!r})"
+        )
+
+    def copy(self, **_: Any) -> Any:
+        raise NotImplementedError("ManagedServerAdapter cannot be copied; use the managed server")
+
+
+class _Creator:
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+
+    async def create(self, **kwargs: Any) -> Any:
+        return await self._fn(**kwargs)
+
+
+class _Namespace:
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+
 def dummy_allowed() -> bool:
     return os.environ.get("ATROPOS_ALLOW_DUMMY_MANAGED_SERVER", "").lower() in ("1", "true", "yes")
 
 
-__all__ = ["DummyManagedServer", "ManagedServer", "PROMPT_LOGPROB", "SequenceNode", "dummy_allowed"]
+__all__ = [
+    "DummyManagedServer",
+    "ManagedServer",
+    "ManagedServerAdapter",
+    "PROMPT_LOGPROB",
+    "SequenceNode",
+    "dummy_allowed",
+]

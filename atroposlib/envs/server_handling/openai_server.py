@@ -1,5 +1,6 @@
 """Atropos import path for the OpenAI backend (``from ...openai_server import OpenAIServer``)."""
 
 from atroposlib.envs.server_handling.backends import OpenAIServer
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
-__all__ = ["OpenAIServer"]
+__all__ = ["APIServerConfig", "OpenAIServer"]

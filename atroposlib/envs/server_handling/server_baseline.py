@@ -11,7 +11,8 @@ does); ``APIServerConfig`` is one concrete server. ``server_type`` picks the bac
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+import dataclasses
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -83,4 +84,74 @@ class APIServerConfig(ServerBaseline):
         return v.strip() if v else v
 
 
-__all__ = ["APIServerConfig", "ServerBaseline", "ServerType"]
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+@dataclasses.dataclass
+class ReasoningConfig:
+    """Thinking/reasoning request settings (Atropos's name); enabled by any effort or budget.
+
+    ``build_extra_body`` gives what to merge into a request's ``extra_body``: the official OpenAI
+    endpoint takes ``reasoning_effort``; OpenRouter-style providers take ``reasoning: {...}`` with
+    either an effort or a token budget (never both)."""
+
+    enabled: bool = False
+    effort: Optional[str] = None
+    max_tokens: Optional[int] = None
+
+    EFFORT_TO_MAX_TOKENS = {
+        "none": 1024,
+        "minimal": 3200,
+        "low": 6400,
+        "medium": 16000,
+        "high": 25600,
+        "xhigh": 30400,
+    }
+
+    def __post_init__(self) -> None:
+        if self.effort is not None and self.effort not in REASONING_EFFORTS:
+            raise ValueError(
+                f"Invalid reasoning_effort: {self.effort}. Must be one of: {REASONING_EFFORTS}"
+            )
+        if self.effort is not None or self.max_tokens is not None:
+            self.enabled = True
+
+    def is_reasoning_kwargs_active(self) -> bool:
+        return self.enabled
+
+    def build_extra_body(
+        self, base_url: Optional[str] = None, use_max_tokens: bool = False
+    ) -> Optional[dict[str, Any]]:
+        if not self.enabled:
+            return None
+        if base_url and "api.openai.com" in base_url:
+            return {"reasoning_effort": self.effort or "medium"}
+        reasoning: dict[str, Any] = {"enabled": True}
+        if self.effort is not None:
+            if use_max_tokens:
+                reasoning["max_tokens"] = self.EFFORT_TO_MAX_TOKENS.get(self.effort, 8192)
+            else:
+                reasoning["effort"] = self.effort
+        elif self.max_tokens is not None:
+            reasoning["max_tokens"] = self.max_tokens
+        return {"reasoning": reasoning}
+
+    @classmethod
+    def from_env_config(cls, env_config: Any) -> ReasoningConfig:
+        """From an env config's ``thinking_mode`` / ``reasoning_effort`` / ``max_reasoning_tokens``."""
+        effort = getattr(env_config, "reasoning_effort", None)
+        budget = getattr(env_config, "max_reasoning_tokens", None)
+        enabled = bool(getattr(env_config, "thinking_mode", False)) or effort or budget
+        return cls(enabled=bool(enabled), effort=effort, max_tokens=budget)
+
+
+def __getattr__(name: str) -> Any:
+    # Atropos defines these here; ours live with the backends (imported lazily: no import cycle).
+    if name in ("APIServer", "AsyncSemWithAdaptiveWeight"):
+        from atroposlib.envs.server_handling import backends
+
+        return getattr(backends, "WeightedSemaphore" if name.startswith("Async") else name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["APIServerConfig", "ReasoningConfig", "ServerBaseline", "ServerType"]

@@ -46,8 +46,16 @@ def local_server_configs(baseline: ServerBaseline) -> list[APIServerConfig]:
     ]
 
 
+def _free_slots(sem: Any) -> int:
+    """Free slots of our semaphore, or of an ``asyncio.Semaphore`` an Atropos-style server brings."""
+    return sem.available() if hasattr(sem, "available") else int(getattr(sem, "_value", 0))
+
+
 class ServerManager:
     """Routes requests over ``servers``; also hands out ``managed_server`` contexts."""
+
+    max_n_completions: int = 8
+    unavailable_wait: float = 120.0  # class defaults too: Atropos code builds bare managers
 
     def __init__(
         self,
@@ -88,7 +96,7 @@ class ServerManager:
         for s in self.servers:
             if id(s) in exclude or not s.server_healthy:
                 continue
-            free = (s.sem if split == "train" else s.eval_sem).available()
+            free = _free_slots(s.sem if split == "train" else s.eval_sem)
             if best_free is None or free > best_free:
                 best, best_free = s, free
         return best
@@ -155,6 +163,11 @@ class ServerManager:
             lps.extend(lp)
             reasons.extend(r)
         return prompt, outs, lps, reasons
+
+    async def get_logprobs(self, **kwargs: Any) -> dict[str, Any]:
+        """Prompt logprobs from the least loaded healthy server (Atropos's schema:
+        ``prompt_tokens``, ``prompt_topk_token_ids``, ``prompt_topk_logprobs``; see ``logprobs``)."""
+        return await self._route("get_logprobs", kwargs)
 
     def set_reasoning(
         self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None

@@ -1,0 +1,173 @@
+"""Stand-alone evaluations (Atropos's ``atroposlib.envs.eval``): ``EvalBase``, ``eval_runner``.
+
+An eval is a class with ``setup_data()`` (the items) and ``async run_item(server, item)`` returning
+``(metrics_dict, samples_list)``; calling the instance with a ``ServerManager`` runs every item
+concurrently, averages each metric over the items, writes ``metrics.json`` / ``samples.jsonl`` to
+``eval_dir`` (when given) and returns the averaged metrics. ``python my_eval.py --server-url URL
+--model-name M`` runs it through ``eval_runner``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from atroposlib.envs.evaluation import format_table
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from atroposlib.envs.server_handling.server_manager import ServerManager
+
+logger = logging.getLogger(__name__)
+
+
+def pass_at_k(m: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``m`` samples of which ``c`` are correct:
+    ``1 - C(m - c, k) / C(m, k)``, computed as a stable product."""
+    m, c, k = int(m), int(c), int(k)
+    if m - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(m - c + 1, m + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def evaluate_log(
+    metrics: dict[str, Any],
+    eval_dir: Optional[str] = None,
+    task_name: Optional[str] = None,
+    model_name: Optional[str] = None,
+    start_time: Optional[float] = None,
+    end_time: Optional[float] = None,
+    generation_parameters: Optional[dict[str, Any]] = None,
+    samples: Optional[Sequence[Any]] = None,
+    verbose: bool = True,
+) -> Optional[Path]:
+    """Write ``eval_dir/metrics.json`` (lighteval-like layout, as ``BaseEnv.evaluate_log``) and
+    ``eval_dir/samples.jsonl``; without ``eval_dir`` only warn. Returns the metrics file."""
+    end = end_time if end_time is not None else time.time()
+    start = start_time if start_time is not None else end
+    if verbose:
+        print(format_table(str(task_name), metrics, end - start), flush=True)
+    if eval_dir is None:
+        logger.warning("eval_dir is not set; evaluation results are not saved")
+        return None
+    out = Path(eval_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {
+        "config_general": {
+            "model_name": model_name,
+            "total_evaluation_time_seconds": str(end - start),
+            "generation_parameters": dict(generation_parameters or {}),
+        },
+        "results": {f"atropos|{task_name}|0": metrics, "all": metrics},
+    }
+    path = out / "metrics.json"
+    path.write_text(json.dumps(result, indent=2, default=str))
+    if samples:
+        with open(out / "samples.jsonl", "w", encoding="utf-8") as f:
+            for s in samples:
+                f.write(json.dumps(s, default=str, ensure_ascii=False) + "\n")
+    print(f"Evaluation results saved to {path}", flush=True)
+    return path
+
+
+class EvalBase(ABC):
+    """Base of a stand-alone eval; keyword arguments become attributes (``temperature``,
+    ``top_p``, ``max_tokens``, ``eval_dir``, ``verbose``, anything the subclass reads)."""
+
+    def __init__(self, pass_at_n: int = 1, pass_at_n_samples: int = 1, **kwargs: Any) -> None:
+        self.pass_at_n = pass_at_n
+        self.pass_at_n_samples = pass_at_n_samples
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+        self.data = self.setup_data()
+
+    def get_generation_params(self) -> dict[str, Any]:
+        """Sampling parameters of every request; ``max_tokens`` only when set (Atropos sent -1,
+        which real OpenAI-compatible servers reject)."""
+        params: dict[str, Any] = {
+            "temperature": getattr(self, "temperature", 0.0),
+            "n": max(self.pass_at_n_samples, self.pass_at_n),
+            "top_p": getattr(self, "top_p", 1.0),
+        }
+        max_tokens = getattr(self, "max_tokens", -1)
+        if max_tokens is not None and max_tokens > 0:
+            params["max_tokens"] = max_tokens
+        return params
+
+    async def chat_completion(self, server: Any, messages: list[dict[str, Any]]) -> Any:
+        return await server.chat_completion(messages=messages, **self.get_generation_params())
+
+    @abstractmethod
+    def setup_data(self) -> list:
+        """The items to evaluate."""
+
+    @abstractmethod
+    async def run_item(self, server: ServerManager, data_item: Any) -> tuple[dict, list]:
+        """``(metrics, samples)`` for one item."""
+
+    def task_name(self) -> str:
+        name = f"{type(self).__name__}@{self.pass_at_n}"
+        if self.pass_at_n != self.pass_at_n_samples:
+            name += f":{self.pass_at_n_samples}"
+        return name
+
+    async def __call__(self, server_manager: ServerManager) -> dict[str, float]:
+        if not self.data:
+            raise ValueError(f"{type(self).__name__}.setup_data() returned no items")
+        start = time.time()
+        results = await asyncio.gather(*(self.run_item(server_manager, d) for d in self.data))
+        end = time.time()
+        per_item = [r[0] for r in results]
+        metrics = {k: sum(m[k] for m in per_item) / len(per_item) for k in per_item[0]}
+        servers = getattr(server_manager, "servers", None) or []
+        model = (
+            getattr(getattr(servers[0], "config", None), "model_name", None) if servers else None
+        )
+        evaluate_log(
+            metrics,
+            eval_dir=getattr(self, "eval_dir", None),
+            task_name=self.task_name(),
+            model_name=model,
+            start_time=start,
+            end_time=end,
+            generation_parameters=self.get_generation_params(),
+            samples=[r[1] for r in results],
+            verbose=getattr(self, "verbose", True),
+        )
+        return metrics
+
+
+async def eval_runner(eval_env: EvalBase, argv: Optional[Sequence[str]] = None) -> dict[str, float]:
+    """Run ``eval_env`` against ``--server-url`` (an OpenAI-compatible ``.../v1`` URL)."""
+    parser = argparse.ArgumentParser(description=f"Run the {type(eval_env).__name__} eval")
+    parser.add_argument("--server-url", default="http://localhost:8000/v1")
+    parser.add_argument("--model-name", default="default")
+    parser.add_argument("--server-type", default="openai", choices=["openai", "vllm", "sglang"])
+    parser.add_argument("--api-key", default="x")
+    args = parser.parse_args(argv)
+    manager = ServerManager(
+        configs=[
+            APIServerConfig(
+                api_key=args.api_key,
+                base_url=args.server_url,
+                model_name=args.model_name,
+                server_type=args.server_type,
+                health_check=False,
+            )
+        ]
+    )
+    try:
+        return await eval_env(manager)
+    finally:
+        await manager.close()
+
+
+__all__ = ["EvalBase", "eval_runner", "evaluate_log", "pass_at_k"]

@@ -1,0 +1,97 @@
+"""Class-based reward functions (Atropos's ``RewardFunction``), on top of the function registry.
+
+Subclass ``RewardFunction`` and implement ``compute(completions, **kwargs) -> list[float]``; calling
+the instance applies ``weight``. ``registry.register`` accepts such classes (the registered name is
+the class name in lower case, a trailing ``reward`` removed) and ``registry.create`` builds
+instances, also for plain registered functions (wrapped in ``FunctionReward``).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, Optional
+
+logger = logging.getLogger(__name__)
+
+
+class RewardFunction(ABC):
+    """A weighted reward over the completions of one group."""
+
+    def __init__(self, weight: float = 1.0, name: Optional[str] = None, **kwargs: Any) -> None:
+        self.weight = weight
+        self._name = name
+        self.config = kwargs
+        self.wandb_logger: Any = None
+
+    @property
+    def name(self) -> str:
+        return self._name or type(self).__name__.lower()
+
+    @abstractmethod
+    def compute(self, completions: list[Any], **kwargs: Any) -> list[float]:
+        """One raw score per completion."""
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
+        """``weight * compute(...)``. As in Atropos, a failing reward scores 0.0 for every
+        completion; the failure is logged with its traceback, never silent."""
+        try:
+            raw = [float(r) for r in self.compute(completions, **kwargs)]
+        except Exception:
+            logger.exception("reward function %s failed; scoring 0.0", self.name)
+            return [0.0] * len(completions)
+        weighted = [r * self.weight for r in raw]
+        if self.wandb_logger is not None:
+            self.log_metrics(raw, weighted)
+        return weighted
+
+    def set_wandb_logger(self, logger: Any) -> None:
+        self.wandb_logger = logger
+
+    def log_metrics(self, raw_rewards: list[float], weighted_rewards: list[float]) -> None:
+        if not self.wandb_logger or not raw_rewards:
+            return
+        n = len(raw_rewards)
+        self.wandb_logger.log(
+            {
+                f"reward/{self.name}/mean_raw": sum(raw_rewards) / n,
+                f"reward/{self.name}/mean_weighted": sum(weighted_rewards) / n,
+                f"reward/{self.name}/min": min(raw_rewards),
+                f"reward/{self.name}/max": max(raw_rewards),
+            }
+        )
+
+    @staticmethod
+    def get_content(completion: Any) -> str:
+        """The assistant text of a completion given as a string, an assistant message, a
+        ``{"message": {...}}`` choice, or a list of messages ("" when there is none)."""
+        if isinstance(completion, str):
+            return completion
+        if isinstance(completion, dict):
+            msg = completion.get("message") if "message" in completion else completion
+            if isinstance(msg, dict) and msg.get("role") == "assistant" and "content" in msg:
+                return msg["content"]
+        if isinstance(completion, list):
+            for msg in completion:
+                if isinstance(msg, dict) and msg.get("role") == "assistant" and "content" in msg:
+                    return msg["content"]
+        return ""
+
+
+class FunctionReward(RewardFunction):
+    """A registered plain reward function as a ``RewardFunction`` (its ``params`` bound)."""
+
+    def __init__(self, fn: Callable[..., list[float]], weight: float = 1.0, **params: Any) -> None:
+        name = params.pop("name", None) or getattr(fn, "__name__", "reward")
+        super().__init__(weight=weight, name=name, **params)
+        self.fn = fn
+
+    def compute(self, completions: list[Any], **kwargs: Any) -> list[float]:
+        from atroposlib.envs.reward_fns.registry import call_reward_fn
+
+        texts = [self.get_content(c) for c in completions]
+        return call_reward_fn(self.fn, texts, **{**self.config, **kwargs})
+
+
+__all__ = ["FunctionReward", "RewardFunction"]
