@@ -249,6 +249,11 @@ class Registration(BaseModel):
     save_checkpoint_interval: int = 0
     starting_step: int = Field(0, ge=0, description="Step the trainer starts (or resumes) at.")
     num_steps: int = Field(0, ge=0, description="Total training steps planned.")
+    run_id: Optional[str] = Field(
+        None,
+        max_length=200,
+        description="Names the run (ours); a different run cannot take over undelivered groups.",
+    )
 
 
 class RegisterResponse(BaseModel):

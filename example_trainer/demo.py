@@ -270,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
                 str(api_port),
                 "--data-dir",
                 str(out / "api-data"),
+                "--fresh",  # a demo is a new run even when OUT holds an earlier one
             ],
             env,
         )

@@ -22,6 +22,7 @@ from atroposlib.api.http import ApiProblem
 from atroposlib.api.intake import IncomingGroup, IngestMixin
 from atroposlib.api.metrics import ApiMetrics
 from atroposlib.api.packing import GroupMeta, QueueIndex, length_bucket
+from atroposlib.api.run_identity import run_label, same_run, undelivered
 from atroposlib.api.settings import ApiSettings
 from atroposlib.api.store.base import (
     ACKED,
@@ -147,8 +148,19 @@ class RunService(IngestMixin, ViewsMixin):
     def register(self, reg: Registration) -> dict[str, Any]:
         with self.lock:
             m = Mutation()
+            new = reg.model_dump()
+            if self.registration is not None and not same_run(self.registration, new):
+                if undelivered(self):  # never feed a new run the old run's groups
+                    raise ApiProblem(
+                        409,
+                        f"this API holds another run ({run_label(self.registration)}) with "
+                        f"{undelivered(self)} undelivered group(s); register that run, or start "
+                        "run-api with --fresh (or POST /reset) to begin a new one",
+                    )
+                logger.warning("a different run registered (%s): starting it", run_label(new))
+                self.registration = None
             if self.registration is None:  # Atropos: only the first /register initializes the run
-                self.registration = reg.model_dump()
+                self.registration = new
                 self.step = reg.starting_step
                 self.started = False
                 m.meta.update(registration=self.registration, step=self.step, started=False)

@@ -1,15 +1,19 @@
 """``run-api``: start the trajectory API server (also ``python -m atroposlib.cli.run_api``).
 
 Flags override ``ATROPOS_*`` environment variables, which override defaults (see ApiSettings).
+A data directory that holds an earlier run needs ``--resume`` or ``--fresh`` (or
+``ATROPOS_START_MODE``); see ``api/run_identity``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Optional
 
+from atroposlib.api.run_identity import START_MODES, start_decision
 from atroposlib.errors import AtroposError
 
 
@@ -66,11 +70,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="allowed CORS origin (repeatable); none by default",
     )
     p.add_argument("--log-level", default=None, help="debug, info, warning, error")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument(
+        "--resume",
+        dest="start_mode",
+        action="store_const",
+        const="resume",
+        help="continue the run held in the data directory (crash recovery)",
+    )
+    start.add_argument(
+        "--fresh",
+        dest="start_mode",
+        action="store_const",
+        const="fresh",
+        help="discard the run held in the data directory and start a new one",
+    )
+    p.set_defaults(start_mode=None)
     return p
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    start_mode = args.start_mode or os.environ.get("ATROPOS_START_MODE") or None
+    del args.start_mode
+    if start_mode not in (None, *START_MODES):
+        print(
+            f"run-api: error: ATROPOS_START_MODE must be resume or fresh, not {start_mode!r}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         import uvicorn
 
@@ -85,9 +113,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         )
         keep_freed_memory()  # reuse freed MB-sized buffers instead of faulting in fresh pages
         app = create_app(settings)
-    except AtroposError as e:
+        where = str(settings.data_dir) if settings.store == "sqlite" else "the memory store"
+        start_line = start_decision(app.state.service, start_mode, where)
+    except (AtroposError, ValueError) as e:
         print(f"run-api: error: {e}", file=sys.stderr)
         return 2
+    print(f"run-api: {start_line}", flush=True)
     print(
         f"run-api: serving on http://{settings.host}:{settings.port} "
         f"(store={settings.store}{', data_dir=' + str(settings.data_dir) if settings.store == 'sqlite' else ''}, "

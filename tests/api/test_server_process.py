@@ -210,7 +210,7 @@ def test_client_retries_while_server_is_down_and_back(run_api):
     t.start()
     time.sleep(1.0)
     assert "status" not in result
-    run_api("--store", "sqlite", data_dir=api.data_dir, port=api.port)
+    run_api("--store", "sqlite", "--resume", data_dir=api.data_dir, port=api.port)
     t.join(60)
     assert result["status"].queue_size == 1  # the committed group survived the SIGKILL
 
@@ -263,7 +263,7 @@ def test_sigkill_mid_ingest_every_acknowledged_group_delivered_exactly_once(run_
     stop.set()
     assert len(acknowledged) > len(trained)
 
-    api2 = run_api("--store", "sqlite", data_dir=api.data_dir, port=api.port)
+    api2 = run_api("--store", "sqlite", "--resume", data_dir=api.data_dir, port=api.port)
     h2 = httpx.Client(base_url=api2.url, timeout=10)
     h2.post("/register", json=registration(batch_size=4))  # trainer restart
     first = h2.get("/batch").json()

@@ -130,7 +130,7 @@ def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tm
             spooled = (tmp_path / "spool" / "groups.jsonl").read_text().count("\n")
             assert spooled >= 1
             time.sleep(2.0)
-            api2 = run_api(data_dir=api.data_dir, port=api.port)
+            api2 = run_api("--resume", data_dir=api.data_dir, port=api.port)
             rc = proc.wait(120)
         finally:
             gate.set()

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from atroposlib.api.deps import get_service
 from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
 from atroposlib.api.intake import IncomingGroup
+from atroposlib.api.repair import note_repairs, repair_group
 from atroposlib.api.service import RunService
 from atroposlib.type_definitions import ScoredData
 
@@ -82,7 +83,10 @@ def _ingest_list(svc: RunService, body: bytes):
     data = parse_json(body)
     if not isinstance(data, list):
         raise ApiProblem(422, "invalid request: body must be a JSON list of scored groups")
+    repaired = [repair_group(g) for g in data]
     groups: list[IncomingGroup] = [build_group(g, where=f"[{i}]") for i, g in enumerate(data)]
+    for i, dropped in enumerate(repaired):
+        note_repairs(svc, dropped, where=f"[{i}]")
     answers = svc.ingest(groups) if groups else []
     out = {"status": "received", "groups_processed": len(data)}
     dups = sum(1 for a in answers if a.get("duplicate"))
@@ -97,7 +101,10 @@ async def scored_data(request: Request, svc: RunService = Depends(get_service)):
     # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout (~3 ms
     # for a 1 MB group), so a worker thread would not keep the loop responsive meanwhile and only
     # adds GIL hand-offs (measured slower). The store's write and commit run in a worker thread.
-    group = build_group(parse_json(body), raw=body)
+    data = parse_json(body)
+    dropped = repair_group(data)
+    group = build_group(data, raw=None if dropped else body)
+    note_repairs(svc, dropped)
     answers = await run_in_threadpool(svc.ingest, [group])
     return json_response(request, answers[0])
 

@@ -1,0 +1,61 @@
+"""Running the Atropos-style env files of ``tests/compat/envs`` as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ENVS = Path(__file__).with_name("envs")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def env_environ(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(REPO_ROOT), WANDB_MODE="disabled", **extra)
+
+
+def run_file(
+    name: str, *args: str, cwd: Path, timeout: float = 180, **extra_env: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ENVS / name), *args],
+        capture_output=True,
+        text=True,
+        env=env_environ(**extra_env),
+        cwd=str(cwd),
+        timeout=timeout,
+    )
+
+
+def start_file(name: str, *args: str, log: Path, **extra_env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(ENVS / name), *args],
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        env=env_environ(**extra_env),
+        cwd=str(log.parent),
+    )
+
+
+def read_groups(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def process_args(fake_url: str, tok_dir: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "process",
+        "--openai.base_url",
+        fake_url,
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.data_path_to_save_groups",
+        str(out),
+        "--env.ensure_scores_are_not_same",
+        "false",
+        *extra,
+    ]
