@@ -26,7 +26,7 @@ class TinyArithmeticEval(EvalBase):
         key = f"pass@{self.pass_at_n}" + (f":{n}" if n != self.pass_at_n else "")
         return {key: pass_at_k(n, sum(rewards), self.pass_at_n)}, [
             {"messages": messages, "answer": c.message.content, "score": r}
-            for c, r in zip(completion.choices, rewards)
+            for c, r in zip(completion.choices, rewards, strict=True)
         ]
 
 

@@ -64,7 +64,7 @@ class CombinedRewardEnv(BaseEnv):
         scores = self.reward_fn(replies, answer=item["answer"])
         scored = ScoredDataGroup()
         scored["tokens"], scored["masks"], scored["scores"], scored["messages"] = [], [], [], []
-        for reply, score in zip(replies, scores):
+        for reply, score in zip(replies, scores, strict=True):
             tok = tokenize_for_trainer(self.tokenizer, chat + [reply])
             scored["tokens"].append(tok["tokens"])
             scored["masks"].append(tok["masks"])

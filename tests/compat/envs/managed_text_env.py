@@ -51,7 +51,7 @@ class ManagedTextEnv(BaseEnv):
             nodes = managed.get_state()["nodes"]
         scored = ScoredDataGroup()
         scored["tokens"], scored["masks"], scored["scores"], scored["messages"] = [], [], [], []
-        for choice, node in zip(completion.choices, nodes):
+        for choice, node in zip(completion.choices, nodes, strict=True):
             text = choice.message.content or ""
             scored["tokens"].append(node.tokens)
             scored["masks"].append(node.masked_tokens)
