@@ -1,8 +1,9 @@
 """Prompt logprobs (Atropos's ``get_logprobs``), normalised to one schema for every backend.
 
 ``{"prompt_tokens": [ids], "prompt_topk_token_ids": [[ids]], "prompt_topk_logprobs": [[floats]]}``:
-one row per prompt token, best alternative first. The first prompt token has no logprob (nothing
-precedes it); its row holds the token itself with logprob 0.0, so rows stay aligned with tokens.
+one row per prompt token, best first: the server's top-k alternatives plus the prompt token itself
+when it is not among them (as vLLM reports them, and as Atropos passed them on). The first prompt
+token has no logprob (nothing precedes it): its row is empty.
 """
 
 from __future__ import annotations
@@ -59,17 +60,10 @@ async def vllm_prompt_logprobs(server: Any, **kwargs: Any) -> dict[str, Any]:
         raise InferenceError(f"{server.config.base_url} returned no prompt_logprobs")
     topk_ids: list[list[int]] = []
     topk_lps: list[list[float]] = []
-    for tid, row in zip(ids, rows, strict=False):
-        if not row:
-            topk_ids.append([int(tid)])
-            topk_lps.append([0.0])
-            continue
-        ranked = sorted(row.items(), key=lambda kv: kv[1].get("rank") or 1 << 30)
-        best = [(int(k), float(v["logprob"])) for k, v in ranked if int(k) != int(tid)][: top_k - 1]
-        own = float(row[str(tid)]["logprob"]) if str(tid) in row else float("-inf")
-        pairs = sorted([(int(tid), own), *best], key=lambda p: -p[1])[:top_k]
-        topk_ids.append([p[0] for p in pairs])
-        topk_lps.append([p[1] for p in pairs])
+    for row in rows[: len(ids)]:
+        ranked = sorted((row or {}).items(), key=lambda kv: kv[1].get("rank") or 1 << 30)
+        topk_ids.append([int(k) for k, _ in ranked])
+        topk_lps.append([float(v["logprob"]) for _, v in ranked])
     return {
         "prompt_tokens": [int(t) for t in ids],
         "prompt_topk_token_ids": topk_ids,
