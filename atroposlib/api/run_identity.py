@@ -8,7 +8,8 @@ what it found (``start_decision``).
 ``/register`` from a trainer of a *different* run (``same_run``: its ``run_id`` when both sides
 give one, else its wandb group and project, batch size and token limit) is refused with 409 while
 the held run still has undelivered groups, so a new experiment is never fed the old run's data; when
-nothing is left, the new registration simply starts the new run.
+nothing is left, Atropos's first-``/register``-wins rule applies (the call is answered, the held
+registration stays, a warning is logged).
 """
 
 from __future__ import annotations

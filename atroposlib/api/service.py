@@ -157,8 +157,12 @@ class RunService(IngestMixin, ViewsMixin):
                         f"{undelivered(self)} undelivered group(s); register that run, or start "
                         "run-api with --fresh (or POST /reset) to begin a new one",
                     )
-                logger.warning("a different run registered (%s): starting it", run_label(new))
-                self.registration = None
+                logger.warning(  # Atropos's first-/register-wins: nothing of the old run is fed
+                    "a different run registered (%s) while %s is held; keeping the held "
+                    "registration (first /register wins)",
+                    run_label(new),
+                    run_label(self.registration),
+                )
             if self.registration is None:  # Atropos: only the first /register initializes the run
                 self.registration = new
                 self.step = reg.starting_step

@@ -59,13 +59,16 @@ def test_a_different_run_is_not_fed_the_old_runs_groups(make_client):
     assert c.get("/batch").json()["batch"]
 
 
-def test_a_different_run_starts_when_nothing_is_left(make_client):
+def test_without_run_ids_the_wandb_names_and_batch_shape_identify_the_run(make_client):
     c = make_client()
     c.post("/register", json=registration(batch_size=2, wandb_group="old"))
-    r = c.post("/register", json=registration(batch_size=4, wandb_group="new", starting_step=3))
-    assert r.status_code == 200
-    assert c.get("/info").json()["batch_size"] == 4
-    assert c.get("/status").json()["current_step"] == 3
-    # without run ids, the wandb group/project and batch shape identify the run
+    # nothing undelivered: Atropos's first-/register-wins (the held registration stays)
+    assert (
+        c.post("/register", json=registration(batch_size=4, wandb_group="new")).status_code == 200
+    )
+    assert c.get("/info").json()["batch_size"] == 2
     c.post("/scored_data", json=group(2))
-    assert c.post("/register", json=registration(batch_size=4, wandb_group="x")).status_code == 409
+    assert c.post("/register", json=registration(batch_size=2, wandb_group="x")).status_code == 409
+    assert (
+        c.post("/register", json=registration(batch_size=2, wandb_group="old")).status_code == 200
+    )
