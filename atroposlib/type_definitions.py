@@ -21,13 +21,8 @@ from typing import Any, Literal, Optional, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atroposlib.history_types import (  # Atropos defines these here; env files import them from here
-    AgentHistory,
-    AgentStep,
-    GameHistory,
-    GameStep,
-    Observation,
-)
+# Atropos defines these here, and env files import them from here:
+from atroposlib.history_types import AgentHistory, AgentStep, GameHistory, GameStep, Observation
 
 # ----------------------------------------------------------------------------------------------
 # Small aliases kept for Atropos compatibility (`from atroposlib.type_definitions import Item, number`)

@@ -141,3 +141,20 @@ def test_managed_server_proxy_over_http(tok):
         finally:
             server.should_exit = True
             thread.join(10)
+
+
+def test_server_manager_takes_atropos_reasoning_config(tok):
+    async def ask(url: str):
+        manager = ServerManager(
+            [APIServerConfig(base_url=url, model_name="tiny", api_key="x")],
+            reasoning_config=ReasoningConfig(effort="low"),
+        )
+        try:
+            await manager.chat_completion(messages=[{"role": "user", "content": "hi"}], n=1)
+        finally:
+            await manager.close()
+
+    with FakeOpenAIServer(tokenizer=tok) as fake:
+        asyncio.run(ask(fake.base_url))
+        sent = fake.requests[-1]
+    assert sent["reasoning_effort"] == "low"

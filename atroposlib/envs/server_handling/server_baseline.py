@@ -147,10 +147,14 @@ class ReasoningConfig:
 
 def __getattr__(name: str) -> Any:
     # Atropos defines these here; ours live with the backends (imported lazily: no import cycle).
-    if name in ("APIServer", "AsyncSemWithAdaptiveWeight"):
-        from atroposlib.envs.server_handling import backends
+    if name == "APIServer":
+        from atroposlib.envs.server_handling.backends import APIServer
 
-        return getattr(backends, "WeightedSemaphore" if name.startswith("Async") else name)
+        return APIServer
+    if name == "AsyncSemWithAdaptiveWeight":
+        from atroposlib.envs.server_handling.limits import AsyncSemWithAdaptiveWeight
+
+        return AsyncSemWithAdaptiveWeight
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

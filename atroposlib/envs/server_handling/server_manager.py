@@ -31,7 +31,11 @@ from atroposlib.envs.server_handling.managed_server import (
     ManagedServer,
     dummy_allowed,
 )
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
+from atroposlib.envs.server_handling.server_baseline import (
+    APIServerConfig,
+    ReasoningConfig,
+    ServerBaseline,
+)
 from atroposlib.errors import InferenceUnavailable
 
 logger = logging.getLogger(__name__)
@@ -65,6 +69,7 @@ class ServerManager:
         testing: bool = False,
         max_n_completions: int = 8,
         unavailable_wait: float = 120.0,
+        reasoning_config: Optional[ReasoningConfig] = None,
         **_: Any,
     ) -> None:
         self.max_n_completions = max_n_completions
@@ -75,6 +80,7 @@ class ServerManager:
 
             self.servers: list[APIServer] = [ScriptedServer()]
             return
+        self.reasoning_config = reasoning_config
         if isinstance(configs, APIServerConfig):
             configs = [configs]
         elif not isinstance(configs, list):
@@ -89,6 +95,8 @@ class ServerManager:
             (server_class or backend_class(c.server_type))(c)
             for c in configs  # type: ignore[misc]
         ]
+        if reasoning_config is not None and reasoning_config.enabled:  # Atropos's way to ask
+            self.set_reasoning(True, reasoning_config.effort)
 
     # --- routing -----------------------------------------------------------------------------
     def _pick(self, split: str, exclude: set[int]) -> Optional[APIServer]:
