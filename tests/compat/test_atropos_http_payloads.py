@@ -14,7 +14,7 @@ REGISTER = {
     "wandb_project": "messages_test",
     "batch_size": 1,
     "max_token_len": 512,
-    "checkpoint_dir": "/tmp",
+    "checkpoint_dir": "checkpoints",
     "save_checkpoint_interval": 10,
     "starting_step": 0,
     "num_steps": 100,
