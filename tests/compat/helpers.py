@@ -59,3 +59,25 @@ def process_args(fake_url: str, tok_dir: Path, out: Path, *extra: str) -> list[s
         "false",
         *extra,
     ]
+
+
+def run_coro(coro: Any) -> Any:
+    """``asyncio.run(coro)`` on a fresh thread: safe even when an earlier test (a session-wide sync
+    Playwright) left an event loop running on the main thread."""
+    import asyncio
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:  # re-raised on the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

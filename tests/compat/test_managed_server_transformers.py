@@ -8,14 +8,13 @@ venv with ``transformers<5`` (see docs/coming-from-atropos.md).
 
 from __future__ import annotations
 
-import asyncio
-
 import transformers
 from transformers import AutoTokenizer
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.envs.server_handling.server_manager import ServerManager
 from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from tests.compat.helpers import run_coro
 
 
 def test_text_only_managed_server_tokens(monkeypatch):
@@ -43,7 +42,7 @@ def test_text_only_managed_server_tokens(monkeypatch):
     with FakeOpenAIServer(
         tokenizer=tok, responder=lambda p, b: f"It is {b['choice_index']}"
     ) as fake:
-        out, nodes = asyncio.run(run(fake.base_url))
+        out, nodes = run_coro(run(fake.base_url))
     assert transformers.__version__  # the run's version is in the test log header anyway
     assert [c.message.content for c in out.choices] == ["It is 0", "It is 1"]
     assert len(nodes) == 2

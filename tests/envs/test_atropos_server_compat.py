@@ -4,7 +4,6 @@ vLLM-protocol server)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 
@@ -20,6 +19,7 @@ from atroposlib.envs.server_handling.server_manager import ServerManager
 from atroposlib.envs.server_handling.tool_call_translator import ToolCallTranslator
 from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from atroposlib.utils.net import free_port, wait_for_http
+from tests.compat.helpers import run_coro
 
 TOOLS = [{"type": "function", "function": {"name": "calc", "parameters": {}}}]
 CALL = '<tool_call>{"name": "calc", "arguments": {"x": 2}}</tool_call>'
@@ -58,10 +58,10 @@ def test_server_harness_answers_what_was_scripted():
     h = ServerHarness()
     msgs = [{"role": "user", "content": "hi"}]
     h.set_desired_response(msgs, create_chat_completion(["hello", "hey"]))
-    out = asyncio.run(h.chat_completion(messages=msgs))
+    out = run_coro(h.chat_completion(messages=msgs))
     assert [c.message.content for c in out.choices] == ["hello", "hey"]
     with pytest.raises(KeyError, match="no scripted response"):
-        asyncio.run(h.chat_completion(messages=[{"role": "user", "content": "other"}]))
+        run_coro(h.chat_completion(messages=[{"role": "user", "content": "other"}]))
 
 
 def test_tool_call_translator_round_trip(tok):
@@ -155,6 +155,6 @@ def test_server_manager_takes_atropos_reasoning_config(tok):
             await manager.close()
 
     with FakeOpenAIServer(tokenizer=tok) as fake:
-        asyncio.run(ask(fake.base_url))
+        run_coro(ask(fake.base_url))
         sent = fake.requests[-1]
     assert sent["reasoning_effort"] == "low"

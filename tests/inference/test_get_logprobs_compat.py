@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import torch
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.envs.server_handling.server_manager import ServerManager
+from tests.compat.helpers import run_coro
 
 
 def test_get_logprobs_matches_the_model(server, tiny_model_dir):
@@ -27,7 +26,7 @@ def test_get_logprobs_matches_the_model(server, tiny_model_dir):
         finally:
             await manager.close()
 
-    out, by_text, srv = asyncio.run(ask())
+    out, by_text, srv = run_coro(ask())
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     with torch.no_grad():
         logp = torch.log_softmax(model(torch.tensor([ids])).logits[0], dim=-1)

@@ -3,8 +3,6 @@ history truncation, HTTP response parsing (against a real loopback server)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import httpx
 import numpy as np
@@ -27,6 +25,7 @@ from atroposlib.utils.message_history_utils import (
 )
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from atroposlib.utils.tool_call_parser import parse_tool_call
+from tests.compat.helpers import run_coro
 
 TOOLS = [{"name": "calc"}, {"type": "function", "function": {"name": "search"}}]
 
@@ -159,5 +158,5 @@ def test_parse_http_response_with_aiohttp_and_httpx():
         return ok, ok2
 
     with FakeOpenAIServer() as fake:
-        ok, ok2 = asyncio.run(go(fake.base_url))
+        ok, ok2 = run_coro(go(fake.base_url))
     assert ok == ok2 and ok["data"][0]["id"] == "fake-model"
