@@ -65,3 +65,20 @@ def test_required_fields_still_refused(run_api):
     r = h.post("/scored_data", json=ragged_masks)
     assert r.status_code == 422 and "masks[0]" in r.text
     assert h.get("/status").json()["repaired_fields"] == {}
+
+
+def test_launch_api_for_testing_starts_a_throwaway_server():
+    from atroposlib.tests.api_test_utils import check_api_running, launch_api_for_testing
+    from atroposlib.utils.net import free_port
+
+    port = free_port()
+    proc = launch_api_for_testing(max_wait_for_api=60, port=port)
+    try:
+        assert check_api_running(port)
+        url = f"http://localhost:{port}"
+        assert httpx.post(url + "/register", json=REGISTER).status_code == 200
+        assert httpx.get(url + "/info").json()["batch_size"] == 1
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert not check_api_running(port)
