@@ -158,7 +158,7 @@ def render_group(
         colour = score_color(seq.score, lo, hi)
         tokens_html = ""
         if token_view and seq.tokens:
-            spans = render_token_spans(seq, token_text, start=view.prompt_token_count)
+            spans = render_token_spans(seq, token_text, start=seq.completion_start)
             tokens_html = f'<details class="tokview"{" open" if tokens_open else ""}><summary>completion tokens</summary><div class="tokens">{spans}</div></details>'
         parts.append(
             f'<div class="seq {score_class(seq.score)}" style="--sc:{colour}" data-score="{esc(seq.score)}">'
