@@ -212,13 +212,17 @@ def _usable(
         sel.rejected[RULE_NO_TOKENS] += n
         return None
     masks = group.get("masks")
-    if not masks or len(masks) != n or any(len(m) != len(t) for m, t in zip(masks, toks)):
+    if (
+        not masks
+        or len(masks) != n
+        or any(len(m) != len(t) for m, t in zip(masks, toks, strict=True))
+    ):
         sel.rejected[RULE_NO_MASKS] += n
         return None
     if decode is None:
         raise ValueError("a tokenizer (decode function) is needed unless save_messages is set")
     out = _Payloads([], [], [])
-    for t, m in zip(toks, masks):
+    for t, m in zip(toks, masks, strict=True):
         k = first_trained(m)
         cut = len(t) if k is None else k
         out.prefixes.append(decode(list(t[:cut])))
