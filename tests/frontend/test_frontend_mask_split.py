@@ -41,8 +41,8 @@ def shared_first_token_group(tok):
     )
     del g["messages"]  # text mode: everything comes from the tokens
     # the test is about a shared first completion token: make sure the tokenizer gives one
-    starts = [m.index(next(x for x in m if x != -100)) for m in g["masks"]]
-    firsts = {t[k] for t, k in zip(g["tokens"], starts)}
+    starts = [next(j for j, x in enumerate(m) if x != -100) for m in g["masks"]]
+    firsts = {t[k] for t, k in zip(g["tokens"], starts, strict=True)}
     assert len(firsts) == 1, "completions should share their first token"
     return g
 
