@@ -132,6 +132,13 @@ class BaseEnvConfig(BaseModel):
         ge=1,
         description="Token budget for reasoning; read by envs (not sent to servers by the runtime).",
     )
+    unreachable_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds a server that has never answered (the trajectory API at start-up, an "
+        "inference server) may stay unreachable before the command ends with an error; outages "
+        "of a server that did answer are retried without limit.",
+    )
     spool_dir: Optional[str] = Field(
         default=None,
         description="Directory of the on-disk spool for groups the API cannot take yet (serve); "

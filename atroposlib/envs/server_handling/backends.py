@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Optional, Union
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import httpx
@@ -22,8 +22,9 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 from pydantic import ValidationError
 
+from atroposlib.envs.server_handling.limits import WeightedSemaphore
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-from atroposlib.errors import InferenceError
+from atroposlib.errors import InferenceError, InferenceRejected
 
 logger = logging.getLogger(__name__)
 
@@ -34,38 +35,16 @@ class ServerDown(InferenceError):
     """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
 
 
-class WeightedSemaphore:
-    """A concurrency limit whose effective size is ``max_val * weight`` (at least 1)."""
-
-    def __init__(self, max_val: int) -> None:
-        self.max_val = max_val
-        self.weight = 1.0
-        self.in_use = 0
-        self._cond: Optional[asyncio.Condition] = None
-
-    def limit(self) -> int:
-        w = self.weight if self.weight > 0 else 1.0
-        return max(1, int(self.max_val * min(w, 1.0)))
-
-    def available(self) -> int:
-        return self.limit() - self.in_use
-
-    def update_weight(self, weight: float) -> None:
-        self.weight = weight
-
-    async def __aenter__(self) -> WeightedSemaphore:
-        if self._cond is None:
-            self._cond = asyncio.Condition()
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.in_use < self.limit())
-            self.in_use += 1
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        assert self._cond is not None
-        async with self._cond:
-            self.in_use -= 1
-            self._cond.notify_all()
+def rejected(base_url: str, model: Any, status: int, detail: str) -> InferenceRejected:
+    """The error for a 4xx answer, with a hint at the flag to check when retrying cannot help."""
+    hint = ""
+    if status == 404:
+        hint = f" (is --openai.model_name {model!r} served there? its /v1/models lists the names)"
+    elif status in (401, 403):
+        hint = " (check --openai.api_key)"
+    return InferenceRejected(
+        status, f"inference server {base_url} answered {status}: {detail.strip()[:300]}{hint}"
+    )
 
 
 def _to_openai(cls: type, data: dict[str, Any]) -> Any:
@@ -113,6 +92,9 @@ class APIServer:
         self.eval_request_timings: deque = deque(maxlen=config.rolling_buffer_length)
         self.attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.failures = 0
+        self.answered = (
+            0  # requests that got an answer: a server that never answered may be misnamed
+        )
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
         self.reasoning: dict[
@@ -197,6 +179,7 @@ class APIServer:
                 start = time.monotonic()
                 try:
                     out = await fn(*args, **kwargs)
+                    self.answered += 1
                     timings.append(time.monotonic() - start)
                     self.attempts_list.append(attempt)
                     return out
@@ -219,7 +202,8 @@ class APIServer:
         if r.status_code >= 500 or r.status_code == 429:
             raise ServerDown(f"POST {url}: {r.status_code} {r.text[:200]}")
         if r.status_code >= 400:
-            raise InferenceError(f"POST {url}: {r.status_code} {r.text[:300]}")
+            self.answered += 1  # it answered: the URL is right, the request is not
+            raise rejected(url, body.get("model"), r.status_code, r.text)
         return r.json()
 
     # --- public API (Atropos names) ----------------------------------------------------------
@@ -325,6 +309,14 @@ class OpenAIServer(APIServer):
         ) as e:
             raise ServerDown(str(e)) from e
         except openai.APIStatusError as e:
+            if 400 <= e.status_code < 500:
+                self.answered += 1
+                raise rejected(
+                    self.config.base_url or "api.openai.com",
+                    kwargs.get("model"),
+                    e.status_code,
+                    e.message,
+                ) from None
             raise InferenceError(f"{self.config.base_url}: {e.status_code} {e.message}") from e
 
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
@@ -390,52 +382,9 @@ class VLLMServer(APIServer):
         return list(prompt_tokens), outs, lps, reasons
 
 
-_SGLANG_SAMPLING = {
-    "max_tokens": "max_new_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "stop": "stop",
-    "seed": "sampling_seed",
-    "min_p": "min_p",
-    "frequency_penalty": "frequency_penalty",
-    "presence_penalty": "presence_penalty",
-}
-
-
-class SGLangServer(VLLMServer):
-    """SGLang: OpenAI-compatible routes for text, native ``/generate`` for tokens and logprobs."""
-
-    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
-        n = int(kwargs.get("n", 1) or 1)
-        sampling = {
-            dst: kwargs[src] for src, dst in _SGLANG_SAMPLING.items() if kwargs.get(src) is not None
-        }
-        prompt: Union[str, list[int], None] = kwargs.get("input_ids", kwargs.get("prompt"))
-        body: dict[str, Any] = {"sampling_params": sampling, "return_logprob": True}
-        if isinstance(prompt, list):
-            body["input_ids"] = [list(prompt) for _ in range(n)] if n > 1 else list(prompt)
-        else:
-            body["text"] = [prompt] * n if n > 1 else prompt
-        data = await self._post(f"{api_root(self.config.base_url or '')}/generate", body)
-        results = data if isinstance(data, list) else [data]
-        prompt_tokens: list[int] = list(prompt) if isinstance(prompt, list) else []
-        outs, lps, reasons = [], [], []
-        for res in results:
-            meta = res.get("meta_info", {})
-            triples = meta.get("output_token_logprobs") or []
-            ids = res.get("output_ids") or [int(t[1]) for t in triples]
-            outs.append(list(ids))
-            lp = [float(t[0]) if t[0] is not None else 0.0 for t in triples][: len(ids)]
-            lps.append(lp + [0.0] * (len(ids) - len(lp)))
-            fr = meta.get("finish_reason")
-            reasons.append((fr.get("type") if isinstance(fr, dict) else fr) or "stop")
-            if not prompt_tokens and meta.get("input_token_logprobs"):
-                prompt_tokens = [int(t[1]) for t in meta["input_token_logprobs"]]
-        return prompt_tokens, outs, lps, reasons
-
-
 def backend_class(server_type: str) -> type:
+    from atroposlib.envs.server_handling.sglang_server import SGLangServer
+
     try:
         return {
             "openai": OpenAIServer,
@@ -452,7 +401,6 @@ def backend_class(server_type: str) -> type:
 __all__ = [
     "APIServer",
     "OpenAIServer",
-    "SGLangServer",
     "ServerDown",
     "TokensAndLogprobs",
     "VLLMServer",

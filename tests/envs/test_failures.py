@@ -1,0 +1,113 @@
+"""Commands that cannot do their job say so: one line, a non-zero exit, failures counted by cause.
+
+Real subprocesses against a real (fake-model) OpenAI-compatible HTTP server, as in the other env
+tests: a model name the server does not have (404), an inference URL nothing listens on, an env whose
+hook raises on every item. Plus the ``FailureTracker`` rules themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from atroposlib.envs.failures import FailureTracker, cause_of
+from atroposlib.envs.testing import FakeOpenAIServer
+from atroposlib.errors import InferenceRejected, InferenceUnavailable
+from atroposlib.utils.net import free_port
+from tests.envs.helpers import run_env
+
+BROKEN_ENV = Path(__file__).with_name("broken_env.py")
+
+
+def _process_args(base_url: str, tok_dir: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "--openai.base_url",
+        base_url,
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.total_steps",
+        "6",
+        "--env.data_path_to_save_groups",
+        str(out),
+        *extra,
+    ]
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+def test_process_stops_at_once_on_an_unknown_model(tok_dir, tmp_path):
+    with FakeOpenAIServer(tokenizer=tok_dir, model="served", strict_model=True) as fake:
+        t0 = time.monotonic()
+        r = run_env(
+            "process",
+            *_process_args(fake.base_url, tok_dir, tmp_path / "g.jsonl"),
+            "--openai.model_name",
+            "not-served",
+            cwd=tmp_path,
+        )
+        took = time.monotonic() - t0
+        asked = len(fake.requests)
+    assert r.returncode == 1, r.stderr[-2000:]
+    errors = _error_lines(r.stderr)
+    assert len(errors) == 1 and "404" in errors[0] and "--openai.model_name" in errors[0], errors
+    assert "Traceback" not in r.stderr
+    assert asked <= 4 and took < 60  # no retries of a request that cannot succeed
+
+
+def test_process_gives_up_on_an_unreachable_server_after_the_deadline(tok_dir, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    r = run_env(
+        "process",
+        *_process_args(url, tok_dir, tmp_path / "g.jsonl", "--env.unreachable_timeout", "3"),
+        cwd=tmp_path,
+        timeout=90,
+    )
+    assert r.returncode == 1, r.stderr[-2000:]
+    errors = _error_lines(r.stderr)
+    assert len(errors) == 1 and url in errors[0] and "--openai.base_url" in errors[0], errors
+    assert "Traceback" not in r.stderr
+    # one warning for the outage, not one per attempt
+    assert r.stderr.count("failing over") <= 1, r.stderr[-3000:]
+
+
+def test_process_with_a_hook_failing_on_every_item_exits_non_zero(fake_server, tok_dir, tmp_path):
+    r = run_env(
+        "process",
+        *_process_args(fake_server.base_url, tok_dir, tmp_path / "g.jsonl"),
+        cwd=tmp_path,
+        env_file=BROKEN_ENV,
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stderr[-2000:]
+    errors = _error_lines(r.stderr)
+    assert len(errors) == 1, errors
+    assert "Taxi-v3" in errors[0] and "hook error: ValueError" in errors[0], errors
+    # the first failure shows where it came from; later ones are counted, not dumped
+    assert r.stderr.count("Traceback") == 1, r.stderr[-3000:]
+    assert (tmp_path / "g.jsonl").read_text() == ""
+
+
+def test_tracker_counts_by_cause_backs_off_and_resets():
+    t = FailureTracker("rollout", base_delay=0.5, max_delay=4.0)
+    for _ in range(5):
+        v = t.failure(ValueError("bad item"))
+        assert v.fatal is None and v.cause.startswith("hook error: ValueError: bad item")
+    t.failure(InferenceRejected(400, "inference server x answered 400: too long"))
+    assert t.delay() == 4.0 and not t.ready()  # 0.5 * 2**5 capped
+    assert t.summary().startswith("6 failed (hook error: ValueError: bad item")
+    assert "inference server answered 400: 1" in t.summary()
+    t.success()
+    assert t.delay() == 0.0 and t.ready()
+
+
+def test_tracker_fatal_rules():
+    t = FailureTracker()
+    assert t.failure(InferenceRejected(404, "no such model")).fatal == "no such model"
+    assert t.failure(InferenceRejected(401, "bad key")).fatal == "bad key"
+    assert t.failure(InferenceRejected(400, "bad request")).fatal is None
+    down = InferenceUnavailable("no inference server answered within 3s")
+    assert t.failure(down, ever_answered=True).fatal is None  # an outage of a server that worked
+    assert "never answered" in t.failure(down, ever_answered=False).fatal
+    assert cause_of(down) == "inference server unreachable"
