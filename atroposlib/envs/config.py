@@ -139,6 +139,12 @@ class BaseEnvConfig(BaseModel):
         "inference server) may stay unreachable before the command ends with an error; outages "
         "of a server that did answer are retried without limit.",
     )
+    progress_interval: float = Field(
+        default=15.0,
+        ge=0,
+        description="Seconds between serve's progress lines (groups sent, dropped by reason, "
+        "failures, queue, policy version); 0: none.",
+    )
     spool_dir: Optional[str] = Field(
         default=None,
         description="Directory of the on-disk spool for groups the API cannot take yet (serve); "
