@@ -111,3 +111,28 @@ def test_tracker_fatal_rules():
     assert t.failure(down, ever_answered=True).fatal is None  # an outage of a server that worked
     assert "never answered" in t.failure(down, ever_answered=False).fatal
     assert cause_of(down) == "inference server unreachable"
+
+
+def test_urls_that_cannot_work_are_start_up_errors(tok_dir, tmp_path):
+    cases = [
+        ("serve", "--env.rollout_server_url", "localhost:8000", "must start with http://"),
+        ("process", "--openai.base_url", "http://no-such-host.invalid/v1", "does not exist"),
+    ]
+    for sub, flag, value, needle in cases:
+        args = ["--env.tokenizer_name", str(tok_dir), flag, value]
+        if sub == "process":
+            args += ["--env.data_path_to_save_groups", str(tmp_path / "g.jsonl")]
+        t0 = time.monotonic()
+        r = run_env(sub, *args, cwd=tmp_path, timeout=60)
+        assert r.returncode == 2, (sub, r.stderr[-2000:])
+        errors = _error_lines(r.stderr)
+        assert len(errors) == 1 and flag in errors[0] and needle in errors[0], errors
+        assert "Traceback" not in r.stderr and time.monotonic() - t0 < 30
+
+
+def test_banner_says_what_total_steps_means_for_each_command():
+    from atroposlib.envs.cli import banner
+
+    assert banner("process", 6, 4) == "6 group(s) of 4"
+    assert banner("serve", 20, 8) == "groups of 8 until trainer step 20"
+    assert banner("serve", -1, 8) == "groups of 8 until the trainer's num_steps"

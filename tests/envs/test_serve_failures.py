@@ -114,6 +114,7 @@ def test_serve_backs_off_when_every_rollout_fails(run_api, fake_server, tok_dir,
     assert 2 <= failed <= 20, summary
     assert "hook error: ValueError: Environment `Taxi-v3` doesn't exist." in summary
     assert len(text.splitlines()) < 60, text[-3000:]
+    assert "serve: groups of 4 until trainer step 1000" in text  # the banner
     progress = [line for line in text.splitlines() if "serve: " in line]
     assert progress and "0 groups sent" in progress[-1] and "failed (hook error" in progress[-1]
 
