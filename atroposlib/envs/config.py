@@ -142,8 +142,8 @@ class BaseEnvConfig(BaseModel):
     progress_interval: float = Field(
         default=15.0,
         ge=0,
-        description="Seconds between serve's progress lines (groups sent, dropped by reason, "
-        "failures, queue, policy version); 0: none.",
+        description="Seconds between progress lines of serve (groups sent, dropped by reason, "
+        "failures, queue, policy version) and evaluate (requests answered); 0: none.",
     )
     spool_dir: Optional[str] = Field(
         default=None,

@@ -136,3 +136,79 @@ def test_banner_says_what_total_steps_means_for_each_command():
     assert banner("process", 6, 4) == "6 group(s) of 4"
     assert banner("serve", 20, 8) == "groups of 8 until trainer step 20"
     assert banner("serve", -1, 8) == "groups of 8 until the trainer's num_steps"
+
+
+NO_EVAL_ENV = Path(__file__).with_name("no_eval_env.py")
+
+
+def _evaluate(fake_server, tok_dir, tmp_path, env_file):
+    return run_env(
+        "evaluate",
+        "--openai.base_url",
+        fake_server.base_url,
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.data_dir_to_save_evals",
+        str(tmp_path / "evals"),
+        cwd=tmp_path,
+        env_file=env_file,
+    )
+
+
+def test_evaluate_without_an_evaluation_says_so(fake_server, tok_dir, tmp_path):
+    r = _evaluate(fake_server, tok_dir, tmp_path, NO_EVAL_ENV)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert _error_lines(r.stderr) == [
+        "error: NoEvalEnv defines no evaluate(): it has no evaluation to run"
+    ]
+    assert "saved" not in r.stderr + r.stdout and not (tmp_path / "evals").exists()
+
+
+def test_evaluate_that_raises_exits_non_zero_with_one_line(fake_server, tok_dir, tmp_path):
+    r = _evaluate(fake_server, tok_dir, tmp_path, BROKEN_ENV)
+    assert r.returncode == 1, r.stderr[-2000:]
+    (line,) = _error_lines(r.stderr)
+    assert line.startswith("error: BrokenEnv.evaluate() failed: ValueError: Environment `Taxi-v3`")
+    assert "broken_env.py:" in line and "Traceback" not in r.stderr
+    assert not (tmp_path / "evals" / "metrics.json").exists()
+
+
+def test_eval_results_keep_json_types(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from atroposlib.envs.evaluation import write_eval_results
+
+    env = SimpleNamespace(
+        name="t",
+        config=SimpleNamespace(data_dir_to_save_evals=str(tmp_path), max_token_length=64),
+        server=SimpleNamespace(servers=[]),
+    )
+    samples = [{"correct": np.bool_(False), "score": np.float32(0.5), "ids": np.array([1, 2])}]
+    write_eval_results(env, {"acc": np.float64(0.25)}, samples=samples, verbose=False)
+    (sample,) = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert sample == {"correct": False, "score": 0.5, "ids": [1, 2]}
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["results"]["all"] == {"acc": 0.25}
+
+
+def test_evaluate_shows_progress_while_it_runs(tok_dir, tmp_path):
+    def slow(prompt_text, body):
+        time.sleep(0.5)
+        return "7"
+
+    with FakeOpenAIServer(tokenizer=tok_dir, responder=slow) as fake:
+        r = run_env(
+            "evaluate",
+            "--openai.base_url",
+            fake.base_url,
+            "--env.tokenizer_name",
+            str(tok_dir),
+            "--env.progress_interval",
+            "0.4",
+            cwd=tmp_path,
+        )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "inference request(s) answered" in r.stderr, r.stderr[-2000:]

@@ -112,3 +112,7 @@ def test_evaluate_writes_metrics_and_prints_a_table(fake_server, tok_dir, tmp_pa
     assert "atropos|addition_test_eval|0" in metrics["results"]
     assert "| eval/percent_correct |" in r.stdout
     assert all(q.get("n") == 1 for q in fake_server.requests)
+    # the model the server answered as (not the config's "tiny") and the max_tokens really asked for
+    general = metrics["config_general"]
+    assert general["model_name"] == "fake-model"
+    assert general["generation_parameters"]["max_new_tokens"] == 16

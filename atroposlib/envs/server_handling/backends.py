@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 import httpx
 from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
-from pydantic import ValidationError
 
+from atroposlib.envs.server_handling.answers import rejected, to_openai
 from atroposlib.envs.server_handling.limits import WeightedSemaphore
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-from atroposlib.errors import InferenceError, InferenceRejected
+from atroposlib.errors import InferenceError
 
 logger = logging.getLogger(__name__)
 
@@ -33,43 +33,6 @@ TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[st
 
 class ServerDown(InferenceError):
     """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
-
-
-def rejected(base_url: str, model: Any, status: int, detail: str) -> InferenceRejected:
-    """The error for a 4xx answer, with a hint at the flag to check when retrying cannot help."""
-    hint = ""
-    if status == 404:
-        hint = f" (is --openai.model_name {model!r} served there? its /v1/models lists the names)"
-    elif status in (401, 403):
-        hint = " (check --openai.api_key)"
-    return InferenceRejected(
-        status, f"inference server {base_url} answered {status}: {detail.strip()[:300]}{hint}"
-    )
-
-
-def _to_openai(cls: type, data: dict[str, Any]) -> Any:
-    """Validate a JSON answer as an OpenAI object, tolerating vLLM/SGLang finish reasons."""
-    try:
-        return cls.model_validate(data)
-    except ValidationError:
-        for ch in data.get("choices") or []:
-            if ch.get("finish_reason") not in (
-                "stop",
-                "length",
-                "content_filter",
-                "tool_calls",
-                "function_call",
-            ):
-                ch["finish_reason"] = "length" if ch.get("finish_reason") == "length" else "stop"
-            ch.setdefault("logprobs", None)
-        data.setdefault("created", int(time.time()))
-        data.setdefault("id", "cmpl-local")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            raise InferenceError(
-                f"server answered a malformed {cls.__name__}: {e.errors()[0]}"
-            ) from None
 
 
 def api_root(base_url: str) -> str:
@@ -92,9 +55,11 @@ class APIServer:
         self.eval_request_timings: deque = deque(maxlen=config.rolling_buffer_length)
         self.attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.failures = 0
-        self.answered = (
-            0  # requests that got an answer: a server that never answered may be misnamed
-        )
+        # requests that got an answer (a server that never answered may be misnamed), the model
+        # name its answers carry, and the max_tokens of eval requests (for metrics.json)
+        self.answered = 0
+        self.served_model: Optional[str] = None
+        self.eval_max_tokens: set[int] = set()
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
         self.reasoning: dict[
@@ -172,6 +137,10 @@ class APIServer:
         self._ensure_health_task()
         sem = self.sem if split == "train" else self.eval_sem
         timings = self.request_timings if split == "train" else self.eval_request_timings
+        if split == "eval" and args and isinstance(args[0], dict):
+            cap = args[0].get("max_tokens") or args[0].get("max_completion_tokens")
+            if isinstance(cap, int):
+                self.eval_max_tokens.add(cap)
         delay = 0.2
         last: Optional[BaseException] = None
         for attempt in range(1, self.config.max_retries + 1):
@@ -204,7 +173,10 @@ class APIServer:
         if r.status_code >= 400:
             self.answered += 1  # it answered: the URL is right, the request is not
             raise rejected(url, body.get("model"), r.status_code, r.text)
-        return r.json()
+        data = r.json()
+        if isinstance(data, dict) and isinstance(data.get("model"), str):
+            self.served_model = data["model"]
+        return data
 
     # --- public API (Atropos names) ----------------------------------------------------------
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
@@ -300,7 +272,9 @@ class OpenAIServer(APIServer):
                 for i, ch in enumerate(out.choices):
                     ch.index = i
                 return out
-            return await create(**kwargs)
+            out = await create(**kwargs)
+            self.served_model = getattr(out, "model", None) or self.served_model
+            return out
         except (
             openai.APIConnectionError,
             openai.APITimeoutError,
@@ -348,10 +322,10 @@ class VLLMServer(APIServer):
         return f"{base}{path}"
 
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
-        return _to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))
+        return to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))
 
     async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
-        return _to_openai(Completion, await self._post(self._url("/completions"), kwargs))
+        return to_openai(Completion, await self._post(self._url("/completions"), kwargs))
 
     async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
         body = {k: v for k, v in kwargs.items() if k != "input_ids"}
