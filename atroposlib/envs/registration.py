@@ -29,7 +29,8 @@ def no_trainer_hint(url: str, group_size: int) -> str:
     return (
         f"no trainer has taken a batch from the trajectory API at {url} yet; waiting for one. "
         "Start your trainer, or to try serve without one let "
-        f"`atropos-sft-gen try.jsonl --api-url {url} --group-size {group_size}` take the batches"
+        f"`atropos-sft-gen try.jsonl --api-url {url} --group-size {group_size} --tasks-per-step 2 "
+        "--save-messages --idle-timeout 30` take the batches"
     )
 
 
