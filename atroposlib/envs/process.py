@@ -258,6 +258,7 @@ class ProcessRunner:
                 out,
                 title=f"{self.env.name or type(self.env).__name__} rollouts",
                 tokenizer=self.env.tokenizer,
+                env_name=self.env.name or type(self.env).__name__,
             )
             logger.info("HTML report: %s", self.report_path)
         except Exception:

@@ -177,9 +177,10 @@ class GroupView:
 
     @property
     def env_label(self) -> str:
+        """The env's name, else ``env <id>``, else '' (nothing is shown rather than a guess)."""
         if self.env_name:
             return str(self.env_name)
-        return f"env {self.env_id}" if self.env_id is not None else "unknown env"
+        return f"env {self.env_id}" if self.env_id is not None else ""
 
 
 def _as_message(m: Any) -> dict[str, Any]:

@@ -55,6 +55,7 @@ def test_process_writes_groups_and_an_escaped_report(tok_dir, tmp_path):
         assert "policy_version" not in g  # process trains nothing
     html = (tmp_path / "out" / "g.html").read_text()
     assert "<script>alert(" not in html and "&lt;script&gt;" in html
+    assert html.count('<span class="pill">addition_test</span>') == 5 and "unknown env" not in html
     assert "mean_score" in r.stderr and "5/5" in r.stderr  # the progress bar
 
 
