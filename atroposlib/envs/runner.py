@@ -105,8 +105,10 @@ class ServeRunner:
                 await self._setup_metrics()
                 await self._main_loop()
         finally:
-            self.drop_filter.remove()
-            await self._shutdown(sender)
+            try:
+                await self._shutdown(sender)
+            finally:
+                self.drop_filter.remove()
         if self.fatal:
             raise RunFailed(self.fatal)
 
