@@ -51,6 +51,27 @@ class InferenceUnavailable(InferenceError):
     """No healthy inference server could take the request."""
 
 
+class InferenceRejected(InferenceError):
+    """An inference server answered a 4xx that retrying will not change (bad model name, bad key,
+    bad request). ``permanent`` is True for answers that do not depend on the request's content
+    (401, 403, 404: wrong key or a model/route the server does not have): every request will fail."""
+
+    PERMANENT_STATUSES = (401, 403, 404)
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+    @property
+    def permanent(self) -> bool:
+        return self.status_code in self.PERMANENT_STATUSES
+
+
+class RunFailed(AtroposError):
+    """A command ran but could not do its job (nothing produced, every attempt failed, a permanent
+    error); the message is the one-line summary the CLI prints before exiting non-zero."""
+
+
 class TokenizerMismatch(AtroposError):
     """Two components that must share a tokenizer (e.g. teacher and student) do not."""
 
@@ -70,9 +91,11 @@ __all__ = [
     "AuthError",
     "ConfigError",
     "InferenceError",
+    "InferenceRejected",
     "InferenceUnavailable",
     "ModelLoadError",
     "RewardUnavailable",
+    "RunFailed",
     "SchemaError",
     "TokenizerMismatch",
 ]

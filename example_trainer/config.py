@@ -9,6 +9,7 @@ bad value raises ``ConfigError`` naming the field. Unknown flags are refused by 
 from __future__ import annotations
 
 import argparse
+import difflib
 import types
 import typing
 from collections.abc import Sequence
@@ -259,16 +260,30 @@ def config_from_sources(
     try:
         return model.model_validate(values)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e)) from e
+        raise ConfigError(format_validation_error(e, model)) from None
 
 
-def format_validation_error(e: ValidationError) -> str:
+def _known_fields(model: Optional[type[BaseModel]], path: tuple[Any, ...]) -> list[str]:
+    """Field names of the (nested) model that holds ``path``'s last element."""
+    cls = model
+    for part in path:
+        field = cls.model_fields.get(part) if cls is not None and isinstance(part, str) else None
+        ann = field.annotation if field is not None else None
+        cls = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return list(cls.model_fields) if cls is not None else []
+
+
+def format_validation_error(e: ValidationError, model: Optional[type[BaseModel]] = None) -> str:
+    """One line naming each bad field; an unknown field gets a "did you mean" when one is close."""
     parts = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "config"
-        parts.append(
-            f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if loc != "config" else "")
-        )
+        text = f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if loc != "config" else "")
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            known = _known_fields(model, tuple(err["loc"][:-1]))
+            close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1, cutoff=0.6)
+            text = f"{loc}: unknown field" + (f"; did you mean {close[0]}?" if close else "")
+        parts.append(text)
     return "invalid config: " + "; ".join(parts)
 
 

@@ -232,8 +232,15 @@ def env_command(
 
 
 def first_last(values: list[float], k: int = 50) -> tuple[float, float]:
+    first, last, _ = reward_change(values, k)
+    return first, last
+
+
+def reward_change(values: list[float], k: int = 50) -> tuple[float, float, int]:
+    """(mean of the first k, mean of the last k, k): k shrinks to half of a shorter run, and the
+    summary names the k really used (a 20-step run compares first-10 with last-10)."""
     k = max(1, min(k, len(values) // 2 or 1))
-    return sum(values[:k]) / k, sum(values[-k:]) / k
+    return sum(values[:k]) / k, sum(values[-k:]) / k, k
 
 
 def run(args: argparse.Namespace) -> int:
@@ -424,7 +431,7 @@ def write_report(
         for r in rows:
             fh.write(json.dumps(r) + "\n")
     rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
-    first, last = first_last(rewards)
+    first, last, k = reward_change(rewards)
     final_dir = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
     final_acc = greedy_accuracy(final_dir, all_problems(), score_completion)
     plot_curve(
@@ -441,13 +448,13 @@ def write_report(
         f"and then trained for {len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} "
         f"samples, lr {args.lr}) through the real loop: run-api, the CPU inference engine (weights reloaded "
         f"after every step), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
-        f"Control: {args.control}. Mean reward over the first 50 steps was {first:.3f} and over the last 50 "
+        f"Control: {args.control}. Mean reward over the first {k} steps was {first:.3f} and over the last {k} "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); greedy accuracy on all 100 problems went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
     )
     (out / "summary.txt").write_text(summary + "\n")
     print(
-        f"[demo] reward first-50 mean {first:.3f}  last-50 mean {last:.3f}  change {gain:+.3f}",
+        f"[demo] reward first-{k} mean {first:.3f}  last-{k} mean {last:.3f}  change {gain:+.3f}",
         flush=True,
     )
     print(

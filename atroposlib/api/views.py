@@ -1,7 +1,9 @@
 """Read-only views of the run: /status, /status-env, /info, /wandb_info, /latest_example, /peek.
 
 ``ViewsMixin`` is part of ``RunService``; everything here is computed from counters kept up to date
-by ingest and batching (no queue scans).
+by ingest and batching (no queue scans), except ``/status``'s ``blocked_by``: it tries to form a
+batch now (without taking it), so it says why the *next* ``/batch`` would come back empty, not why
+the last one did.
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ class ViewsMixin:
             return {"group": None, "project": None}
         return {"group": reg.get("wandb_group"), "project": reg.get("wandb_project")}
 
+    def _blocked_now(self) -> Optional[str]:
+        """Why no batch could be formed right now (None when one could, or before registration)."""
+        if self.registration is None:
+            return None
+        batch_size = int(self.registration["batch_size"])
+        return self.queue.form_batch(batch_size, self._min_sequences(batch_size)).blocked_by
+
     def status(self) -> dict[str, Any]:
         with self.lock:
             drops_by_env: Counter = Counter()
@@ -102,7 +111,7 @@ class ViewsMixin:
                 "registered": self.registration is not None,
                 "started": self.started,
                 "pending_batch": self.pending.batch_id if self.pending else None,
-                "blocked_by": self.blocked_by,
+                "blocked_by": self._blocked_now(),
                 "max_staleness": self.settings.max_staleness,
                 "stale_dropped_by_env": dict(drops_by_env),
                 "stale_dropped_by_length": dict(drops_by_bucket),

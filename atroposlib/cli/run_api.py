@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from typing import Optional
 
@@ -118,6 +119,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (AtroposError, ValueError) as e:
         print(f"run-api: error: {e}", file=sys.stderr)
         return 2
+    try:  # bind before saying "serving on": a busy port is an error, not a late traceback
+        sock = listening_socket(settings.host, settings.port)
+    except OSError as e:
+        print(
+            f"run-api: error: cannot listen on {settings.host}:{settings.port} ({e.strerror or e}); "
+            "is another server using it? pick another --port",
+            file=sys.stderr,
+        )
+        return 2
     print(f"run-api: {start_line}", flush=True)
     print(
         f"run-api: serving on http://{settings.host}:{settings.port} "
@@ -125,7 +135,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"auth={'on' if settings.api_token else 'off'})",
         flush=True,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -135,7 +145,22 @@ def main(argv: Optional[list[str]] = None) -> int:
         http="auto",
         loop="auto",
     )
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``OSError`` when the address is taken or invalid)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 if __name__ == "__main__":

@@ -42,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-queue", type=int, default=1024, help="queued requests before 503 (default 1024)"
     )
     p.add_argument(
-        "--torch-threads", type=int, default=None, help="torch threads (default: all cores)"
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch threads (default: half the cores, at least 1)",
     )
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--max-model-len", type=int, default=None, help="context length override")

@@ -61,7 +61,11 @@ class BaseEnv(AtroposHooks):
     ) -> None:
         self.config = config
         self.server = ServerManager(
-            server_configs, server_class=self.server_cls, slurm=slurm, testing=testing
+            server_configs,
+            server_class=self.server_cls,
+            slurm=slurm,
+            testing=testing,
+            unavailable_wait=config.unreachable_timeout,
         )
         self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
         self.tokenizer = load_tokenizer(config.tokenizer_name)

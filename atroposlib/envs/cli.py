@@ -1,7 +1,9 @@
 """``MyEnv.cli()``: the ``serve`` / ``process`` / ``evaluate`` subcommands of an environment file.
 
-User mistakes (bad flag, bad value, missing file, unloadable tokenizer) print one ``error:`` line and
-exit 2, without a traceback. ``--help`` after a subcommand lists every option with its default.
+User mistakes (bad flag, bad value, missing file, unloadable tokenizer, a URL without ``http://`` or
+with a host that does not exist) print one ``error:`` line and exit 2, without a traceback. A run
+that could not do its job (``RunFailed``: nothing produced, every attempt failed, a permanent server
+error) prints its one-line summary and exits 1. ``--help`` after a subcommand lists every option with its default.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from typing import Optional
 
 from atroposlib.envs.config_loader import SUBCOMMANDS, HelpRequested, load_config
+from atroposlib.envs.preflight import check_urls
 from atroposlib.errors import AtroposError, ConfigError, ModelLoadError
 
 _DESCRIPTIONS = {
@@ -26,6 +29,17 @@ def usage(env_cls: type) -> str:
     lines += [f"  {name:<9} {_DESCRIPTIONS[name]}" for name in SUBCOMMANDS]
     lines += ["", f"`{env_cls.__name__} <subcommand> --help` lists every option."]
     return "\n".join(lines)
+
+
+def banner(sub: str, total_steps: int, group_size: int) -> str:
+    """What the command will do, in its own terms: ``total_steps`` counts groups for ``process``
+    and trainer steps for ``serve`` (-1: the trainer's ``num_steps``); ``evaluate`` ignores it."""
+    if sub == "process":
+        return f"{total_steps} group(s) of {group_size}"
+    if sub == "serve":
+        until = "the trainer's num_steps" if total_steps == -1 else f"trainer step {total_steps}"
+        return f"groups of {group_size} until {until}"
+    return "running evaluate()"
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -46,6 +60,9 @@ def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
         raise SystemExit(0) from None
     except ConfigError as e:
         _fail(str(e))
+    problem = None if loaded.testing else check_urls(sub, loaded.env, loaded.servers)
+    if problem:
+        _fail(problem)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -61,11 +78,10 @@ def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
     except (ConfigError, ModelLoadError) as e:
         _fail(str(e))
     logging.getLogger(__name__).info(
-        "%s %s: %d group(s) of %d; servers: %s",
+        "%s %s: %s; servers: %s",
         env_cls.__name__,
         sub,
-        loaded.env.total_steps,
-        loaded.env.group_size,
+        banner(sub, loaded.env.total_steps, loaded.env.group_size),
         ", ".join(s.config.base_url or s.config.server_type for s in env.server.servers),
     )
     runner = {
@@ -84,4 +100,4 @@ def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
         raise SystemExit(130) from None
 
 
-__all__ = ["main", "usage"]
+__all__ = ["banner", "main", "usage"]

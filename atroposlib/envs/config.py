@@ -132,6 +132,19 @@ class BaseEnvConfig(BaseModel):
         ge=1,
         description="Token budget for reasoning; read by envs (not sent to servers by the runtime).",
     )
+    unreachable_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds a server that has never answered (the trajectory API at start-up, an "
+        "inference server) may stay unreachable before the command ends with an error; outages "
+        "of a server that did answer are retried without limit.",
+    )
+    progress_interval: float = Field(
+        default=15.0,
+        ge=0,
+        description="Seconds between progress lines of serve (groups sent, dropped by reason, "
+        "failures, queue, policy version) and evaluate (requests answered); 0: none.",
+    )
     spool_dir: Optional[str] = Field(
         default=None,
         description="Directory of the on-disk spool for groups the API cannot take yet (serve); "

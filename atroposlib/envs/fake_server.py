@@ -11,6 +11,8 @@ with the EOS token (``"stop"``). vLLM-flavour extras: ``return_token_ids`` adds 
 ``prompt_token_ids`` to every choice; ``logprobs`` returns deterministic per-token logprobs in the
 OpenAI shapes. ``fail_next(n, status)`` makes the next n generation requests fail; ``requests``
 records every generation body; ``max_in_flight`` is the most generations seen running at once.
+``strict_model=True`` answers a request for another model than ``model`` with vLLM's 404
+(``The model `x` does not exist.``), as a real server does.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class FakeOpenAIServer:
         responder: Optional[Responder] = None,
         model: str = "fake-model",
         port: Optional[int] = None,
+        strict_model: bool = False,
     ) -> None:
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             from transformers import AutoTokenizer
@@ -60,6 +63,7 @@ class FakeOpenAIServer:
         )
         self.responder = responder
         self.model = model
+        self.strict_model = strict_model
         self.port = port or free_port()
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -146,7 +150,16 @@ class FakeOpenAIServer:
         def models() -> dict[str, Any]:
             return {"object": "list", "data": [{"id": self.model, "object": "model"}]}
 
-        def failure() -> Optional[JSONResponse]:
+        def failure(body: Optional[dict[str, Any]] = None) -> Optional[JSONResponse]:
+            asked = (body or {}).get("model")
+            if self.strict_model and body is not None and asked != self.model:
+                error = {
+                    "message": f"The model `{asked}` does not exist.",
+                    "type": "NotFoundError",
+                    "param": "model",
+                    "code": 404,
+                }
+                return JSONResponse({"error": error}, status_code=404)
             with self._lock:
                 status = self._failures.pop(0) if self._failures else None
             if status is None:
@@ -159,7 +172,7 @@ class FakeOpenAIServer:
         async def completions(request: Request):
             body = await request.json()
             self.requests.append(body)
-            if (f := failure()) is not None:
+            if (f := failure(body)) is not None:
                 return f
             prompt = body.get("prompt")
             if isinstance(prompt, list) and prompt and isinstance(prompt[0], list):
@@ -217,7 +230,7 @@ class FakeOpenAIServer:
         async def chat(request: Request):
             body = await request.json()
             self.requests.append(body)
-            if (f := failure()) is not None:
+            if (f := failure(body)) is not None:
                 return f
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:

@@ -4,6 +4,12 @@ Items run concurrently (at most ``max_num_workers`` at once); each finished grou
 appended (flushed) to ``data_path_to_save_groups``; a tqdm bar shows groups done, mean score and rate.
 At the end, or on Ctrl-C / SIGTERM, the JSONL is complete up to the last finished group and a
 self-contained HTML report of it is written next to it (``<name>.html``).
+
+Failed items are counted by cause (``FailureTracker``): the first of each cause is logged, the rest
+summarised; consecutive failures back off. The run ends with ``RunFailed`` (the CLI prints one line
+and exits 1) when it wrote no group, when its first attempts all failed (it gives up early rather
+than retrying a broken env), or at once on a permanent error (an inference server that answers
+401/403/404, or that never answered within ``--env.unreachable_timeout``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from atroposlib.envs.failures import FailureTracker
 from atroposlib.envs.metrics_logger import make_metrics_logger
+from atroposlib.errors import RunFailed
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +41,14 @@ class ProcessRunner:
         self.scores: list[float] = []
         self.report_path: Optional[Path] = None
         self.exhausted = False
+        self.interrupted = False
+        self.fatal: Optional[str] = None
+        self.failures = FailureTracker(
+            "item",
+            max_delay=2.0,
+            unreachable_hint=" (is it running? check --openai.base_url; "
+            "--env.unreachable_timeout sets how long to wait)",
+        )
 
     async def run(self) -> None:
         env = self.env
@@ -57,13 +73,27 @@ class ProcessRunner:
             self._write_report()
             await env.server.close()
             env.metrics_logger.finish()
+        summary = self.summary()
         logger.info(
-            "process: %d group(s) written to %s (%d attempt(s) gave no group, %d hook error(s))",
-            self.done,
-            env.jsonl_writer.path,
-            self.failed,
-            self.hook_errors,
+            "process: %d group(s) written to %s; %s", self.done, env.jsonl_writer.path, summary
         )
+        if self.fatal:
+            raise RunFailed(self.fatal)
+        if self.done == 0 and not self.interrupted:
+            raise RunFailed(f"process wrote no groups: {summary}")
+
+    def summary(self) -> str:
+        """One line: attempts, failures by cause, groups dropped by reason."""
+        parts = [f"{self.attempted} attempt(s)"]
+        if self.failures.total:
+            parts.append(self.failures.summary())
+        no_group = self.failed - self.failures.total
+        if no_group > 0:
+            drops = ", ".join(f"{r}: {n}" for r, n in sorted(self.env.drop_counts.items()))
+            parts.append(f"{no_group} gave no group" + (f" (dropped: {drops})" if drops else ""))
+        if self.exhausted and self.done < self.n_groups:
+            parts.append("the env ran out of items")
+        return ", ".join(parts)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -82,28 +112,49 @@ class ProcessRunner:
         env = self.env
         concurrency = max(1, env.max_num_workers)
         max_attempts = max(self.n_groups * 5, self.n_groups + 10)
+        give_up_after = max(10, 2 * concurrency)  # failures in a row before any success
         bar = self._bar()
         start = time.monotonic()
         running: set = set()
         stop_wait = asyncio.ensure_future(self.stop.wait())
         try:
             while not self.stop.is_set():
+                if self.failures.successes == 0 and self.failures.consecutive >= give_up_after:
+                    n = self.failures.consecutive
+                    self.fatal = f"process gave up after its first {n} attempts all failed: "
+                    self.fatal += self.summary()
+                    break
+                ready = self.failures.ready()
                 while (
-                    len(running) < concurrency
+                    ready
+                    and len(running) < concurrency
                     and self.done + len(running) < self.n_groups
                     and self.attempted < max_attempts
                     and not self.exhausted
                 ):
-                    item = env.backlog.pop() if env.backlog else await env.get_next_item()
+                    try:
+                        item = env.backlog.pop() if env.backlog else await env.get_next_item()
+                    except Exception as e:  # noqa: BLE001 - counted like any failed item
+                        self.attempted += 1
+                        self.failed += 1
+                        self.hook_errors += 1
+                        self.failures.failure(e)
+                        ready = False
+                        break
                     if item is None:
                         self.exhausted = True
                         break
                     self.attempted += 1
                     running.add(asyncio.ensure_future(self._one(item)))
                 if not running:
-                    break
+                    if ready or self.exhausted or self.attempted >= max_attempts:
+                        break
+                    await asyncio.wait({stop_wait}, timeout=self.failures.delay())
+                    continue
                 finished, running = await asyncio.wait(
-                    running | {stop_wait}, return_when=asyncio.FIRST_COMPLETED
+                    running | {stop_wait},
+                    return_when=asyncio.FIRST_COMPLETED,
+                    timeout=None if self.failures.ready() else self.failures.delay(),
                 )
                 running.discard(stop_wait)
                 finished.discard(stop_wait)
@@ -115,7 +166,8 @@ class ProcessRunner:
                         mean_score=f"{mean:.3f}", groups_per_s=f"{rate:.2f}", refresh=False
                     )
                     bar.refresh()
-            if self.stop.is_set():
+            if self.stop.is_set() and not self.fatal:
+                self.interrupted = True
                 logger.warning("interrupted: keeping the %d group(s) already written", self.done)
         finally:
             for t in running:
@@ -151,6 +203,8 @@ class ProcessRunner:
                 )
             if not written:
                 self.failed += 1
+            else:
+                self.failures.success()
             for g in written:
                 self.done += 1
                 self.scores.extend(g["scores"])
@@ -158,10 +212,14 @@ class ProcessRunner:
                 await self._log_metrics()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            self.hook_errors += 1
+        except Exception as e:  # noqa: BLE001 - counted by cause, summarised, never per item
             self.failed += 1
-            logger.exception("an env hook raised while processing an item")
+            verdict = self.failures.failure(e, ever_answered=self.env.server.ever_answered)
+            if verdict.cause.startswith("hook error"):
+                self.hook_errors += 1
+            if verdict.fatal and not self.fatal:
+                self.fatal = verdict.fatal
+                self.stop.set()
 
     async def _log_metrics(self) -> None:
         """Atropos calls ``wandb_log`` after every processed group, with the group count as step."""
@@ -200,6 +258,7 @@ class ProcessRunner:
                 out,
                 title=f"{self.env.name or type(self.env).__name__} rollouts",
                 tokenizer=self.env.tokenizer,
+                env_name=self.env.name or type(self.env).__name__,
             )
             logger.info("HTML report: %s", self.report_path)
         except Exception:

@@ -1,12 +1,16 @@
 """The ``serve`` loop: register, keep the API's queue fed, spool what it cannot take, shut down cleanly.
 
-* Registration waits politely while the API answers "wait for trainer to start" (or is down).
+* Registration (``registration.py``) waits while the API answers "wait for trainer to start", with a
+  hint; an API that never answers ends the run after ``unreachable_timeout``.
 * Every tick reads ``/status-env``; the number of items in flight follows Atropos's rule
   (``max_batches_offpolicy`` x this env's derived batch size / group size, minus the queue, raised to
   honour ``min_batch_allocation``, limited by ``max_num_workers`` and scheduled evals). Pausing only
   stops *starting* items: work in flight always finishes and its groups are kept.
 * A worker past ``worker_timeout`` is cancelled and its item goes back to the backlog (3 tries).
-  An exception in an env hook is logged with its traceback and counted.
+  Failed rollouts are counted by cause (``failures.FailureTracker``: first of each cause logged,
+  the rest summarised), back off exponentially, and a permanent inference error (401/403/404, a
+  server that never answered) ends the run with ``RunFailed``. A progress line (``progress.py``)
+  every ``progress_interval`` seconds; drop messages are logged once per kind.
 * Every finished group goes through the on-disk ``Spool``; a sender posts them in order and, while
   the API is down or answers 503, waits and retries. Nothing is lost if the API is away for minutes.
 * SIGINT/SIGTERM: stop starting items, let in-flight ones finish (bounded), try to flush the spool
@@ -25,13 +29,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.api.client import AsyncTrajectoryClient
-from atroposlib.envs.atropos_hooks import apply_info, overrides
+from atroposlib.envs.atropos_hooks import overrides
 from atroposlib.envs.config import EvalHandlingEnum
+from atroposlib.envs.failures import FailureTracker
 from atroposlib.envs.metrics_logger import make_metrics_logger
+from atroposlib.envs.progress import FirstOfEachDrop, ProgressLine
+from atroposlib.envs.registration import read_info, register
 from atroposlib.envs.sending import current_policy_version
 from atroposlib.envs.spool import Spool, SpoolSink
-from atroposlib.errors import APIError, APIUnavailable, ConfigError, InferenceUnavailable
-from atroposlib.type_definitions import RegisterEnv
+from atroposlib.envs.step_hooks import on_new_step
+from atroposlib.errors import APIError, APIUnavailable, InferenceUnavailable, RunFailed
 
 logger = logging.getLogger(__name__)
 MAX_ITEM_ATTEMPTS = 3
@@ -71,6 +78,14 @@ class ServeRunner:
         }
         self.api_ok = True
         self._next_id = 0
+        self.failures = FailureTracker(
+            "rollout",
+            unreachable_hint=" (is it running? check --openai.base_url; "
+            "--env.unreachable_timeout sets how long to wait)",
+        )
+        self.fatal: Optional[str] = None
+        self.progress = ProgressLine(self.cfg.progress_interval)
+        self.drop_filter = FirstOfEachDrop()
         name = self.cfg.wandb_name or env.name or type(env).__name__
         self.spool = Spool(self.cfg.spool_dir or Path("spool") / name)
 
@@ -85,13 +100,19 @@ class ServeRunner:
                 "resending %d spooled group(s) left from an earlier run", self.spool.pending()
             )
         sender = asyncio.create_task(self._sender())
+        self.drop_filter.install()
         try:
             if await self._register():
                 await self._read_info()
                 await self._setup_metrics()
                 await self._main_loop()
         finally:
-            await self._shutdown(sender)
+            try:
+                await self._shutdown(sender)
+            finally:
+                self.drop_filter.remove()
+        if self.fatal:
+            raise RunFailed(self.fatal)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -112,65 +133,13 @@ class ServeRunner:
         self.stop.set()
 
     async def _register(self) -> bool:
-        env, cfg = self.env, self.cfg
-        req = RegisterEnv(
-            max_token_length=cfg.max_token_length,
-            desired_name=cfg.wandb_name or env.name or type(env).__name__,
-            weight=cfg.inference_weight if cfg.inference_weight >= 0 else 1.0,
-            group_size=cfg.group_size,
-            min_batch_allocation=cfg.min_batch_allocation,
-        )
-        last_log = 0.0
-        while not self.stop.is_set():
-            try:
-                resp = await self.client.register_env(req)
-            except APIUnavailable as e:
-                resp, why = None, f"API unreachable ({e})"
-            else:
-                why = f"API says {resp.status!r}"
-                if resp.env_id is not None and resp.status not in ("wait for trainer to start",):
-                    env.env_id = resp.env_id
-                    env.wandb_prepend = resp.wandb_name or req.desired_name
-                    env.curr_step = resp.starting_step or 0
-                    env.checkpoint_dir = resp.checkpoint_dir or ""
-                    env.checkpoint_interval = (
-                        resp.checkpoint_interval if resp.checkpoint_interval is not None else -1
-                    )
-                    if cfg.total_steps == -1:
-                        if not resp.num_steps:
-                            raise ConfigError(
-                                "total_steps is -1 and the trainer did not set num_steps"
-                            )
-                        cfg.total_steps = resp.num_steps
-                    if env.curr_step > 0:
-                        env.load_checkpoint()
-                    logger.info(
-                        "registered as env %s (%s) at step %s",
-                        env.env_id,
-                        env.wandb_prepend,
-                        env.curr_step,
-                    )
-                    return True
-            if time.monotonic() - last_log > 10:
-                logger.info("waiting to register: %s", why)
-                last_log = time.monotonic()
-            await self._sleep_or_stop(1.0)
-        return False
+        return await register(self)
 
     async def _read_info(self) -> None:
-        env = self.env
-        if overrides(env, "get_server_info"):
-            await env.get_server_info()  # an Atropos env file's own version
+        if overrides(self.env, "get_server_info"):
+            await self.env.get_server_info()  # an Atropos env file's own version
             return
-        while not self.stop.is_set():
-            try:
-                info = await self.client.info()
-                break
-            except APIUnavailable:
-                await self._sleep_or_stop(1.0)
-        else:
-            return
-        apply_info(env, info.batch_size, info.max_token_len)
+        await read_info(self)
 
     async def _setup_metrics(self) -> None:
         project = group = None
@@ -230,6 +199,7 @@ class ServeRunner:
             else:
                 await self._fill(self._target_in_flight())
             self._reap_timeouts()
+            self.progress.maybe_log(self)
             self.slot_free.clear()
             await self._sleep_or_stop(self.tick_seconds, also=self.slot_free)
 
@@ -273,12 +243,12 @@ class ServeRunner:
 
     async def _fill(self, target: int) -> None:
         env = self.env
-        while len(self.running) < target and not self.stop.is_set():
+        while len(self.running) < target and not self.stop.is_set() and self.failures.ready():
             try:
                 item = env.backlog.pop() if env.backlog else await env.get_next_item()
-            except Exception:
+            except Exception as e:  # noqa: BLE001 - counted by cause and backed off
                 self.counts["hook_errors"] += 1
-                logger.exception("get_next_item() raised; counted as a hook error")
+                self.failures.failure(e)
                 return
             if item is None:
                 return
@@ -302,25 +272,27 @@ class ServeRunner:
                 groups = await env.postprocess_histories(groups)
             if groups:
                 await env.handle_send_to_api(groups, item)
+            self.failures.success()
         except asyncio.CancelledError:
             raise
-        except InferenceUnavailable as e:
-            self.counts["inference_unavailable"] += 1
-            logger.warning(
-                "no inference server could take the item (%s); it goes back to the backlog", e
-            )
-            env.backlog.append(item)
-        except Exception:
-            self.counts["hook_errors"] += 1
-            logger.exception(
-                "an env hook raised while handling an item; counted (%d so far)",
-                self.counts["hook_errors"],
-            )
+        except Exception as e:  # noqa: BLE001 - counted by cause, summarised, backed off
+            self._failed(item, e)
         try:
             await env.cleanup()
         except Exception:
             self.counts["hook_errors"] += 1
             logger.exception("cleanup() raised")
+
+    def _failed(self, item: Any, e: Exception) -> None:
+        verdict = self.failures.failure(e, ever_answered=self.env.server.ever_answered)
+        if isinstance(e, InferenceUnavailable):
+            self.counts["inference_unavailable"] += 1
+            self.env.backlog.append(item)  # the item was fine; the server was not there
+        elif verdict.cause.startswith("hook error"):
+            self.counts["hook_errors"] += 1
+        if verdict.fatal and not self.fatal:
+            self.fatal = verdict.fatal
+            self.stop.set()
 
     def _reap_timeouts(self) -> None:
         limit = self.cfg.worker_timeout
@@ -344,48 +316,7 @@ class ServeRunner:
                 logger.error("an item timed out %d times; giving up on it", MAX_ITEM_ATTEMPTS)
 
     async def _step_checks(self, new_step: int) -> None:
-        env, cfg = self.env, self.cfg
-        old = env.curr_step
-        if new_step == old:
-            return
-        if cfg.steps_per_eval > 0 and new_step // cfg.steps_per_eval > old // cfg.steps_per_eval:
-            if self._eval_running():
-                logger.warning(
-                    "previous eval still running; skipping the eval at step %d", new_step
-                )
-            else:
-                self.eval_task = asyncio.create_task(self._run_eval())
-        if (
-            env.checkpoint_interval
-            and env.checkpoint_interval > 0
-            and new_step // env.checkpoint_interval > old // env.checkpoint_interval
-        ):
-            try:
-                env.save_checkpoint((new_step // env.checkpoint_interval) * env.checkpoint_interval)
-            except Exception:
-                self.counts["hook_errors"] += 1
-                logger.exception("save_checkpoint() raised")
-        env.curr_step = new_step
-        if env.items_sent_this_step >= cfg.min_items_sent_before_logging:
-            env.items_sent_this_step = 0
-            try:
-                await env.wandb_log(
-                    {
-                        "train/hook_errors": self.counts["hook_errors"],
-                        "train/timed_out_items": self.counts["timeouts"],
-                        "train/spooled_groups": self.spool.pending(),
-                    }
-                )
-            except Exception:
-                self.counts["hook_errors"] += 1
-                logger.exception("wandb_log() raised")
-
-    async def _run_eval(self) -> None:
-        try:
-            await self.env.evaluate()
-        except Exception:
-            self.counts["hook_errors"] += 1
-            logger.exception("evaluate() raised")
+        await on_new_step(self, new_step)
 
     # --- sending -----------------------------------------------------------------------------
     async def _sender(self) -> None:
@@ -450,6 +381,8 @@ class ServeRunner:
                 await self.client.disconnect_env(self.env.env_id)
             except (APIUnavailable, APIError) as e:
                 logger.warning("could not /disconnect-env: %s", e)
+        self.progress.maybe_log(self, force=True)
+        self.failures.maybe_summarise(force=True)
         logger.info("serve finished: %s", self.counts)
         self.spool.close()
         await self.env.server.close()

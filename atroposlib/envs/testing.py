@@ -22,7 +22,8 @@ from typing import Any, Optional
 from atroposlib.envs.fake_server import FakeOpenAIServer, Responder
 from atroposlib.envs.groups import check_group
 from atroposlib.envs.sending import normalize_group
-from atroposlib.envs.server_handling.backends import APIServer, _to_openai
+from atroposlib.envs.server_handling.answers import to_openai
+from atroposlib.envs.server_handling.backends import APIServer
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.errors import SchemaError
 
@@ -68,7 +69,7 @@ class ScriptedServer(APIServer):
         from openai.types.completion import Completion
 
         n = int(kwargs.get("n", 1) or 1)
-        return _to_openai(
+        return to_openai(
             Completion,
             {
                 "id": "scripted",
@@ -86,7 +87,7 @@ class ScriptedServer(APIServer):
 def _to_openai_chat(text: str, n: int, model: str):
     from openai.types.chat.chat_completion import ChatCompletion
 
-    return _to_openai(
+    return to_openai(
         ChatCompletion,
         {
             "id": "scripted",

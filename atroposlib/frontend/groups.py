@@ -4,6 +4,8 @@ Sources of groups: JSONL files written by ``serve``/``process`` (one group per l
 records (``{"seq", "env_name", "group": {...}}``) and plain iterables of ``ScoredDataGroup`` dicts.
 ``GroupView`` is what the renderers consume: the prompt shared by every sequence of the group, and per
 sequence the completion (messages or decoded text or bare token ids), score, mask and logprobs.
+A sequence's completion starts at its first trained token (its masks), never at the prefix the
+group's sequences happen to share: completions that begin with the same tokens keep them.
 
 Nothing here renders HTML and nothing imports torch; a tokenizer is optional (``decode`` callable).
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from atroposlib.errors import SchemaError
+from atroposlib.frontend.selection import first_trained
 from atroposlib.type_definitions import MASK_IGNORE
 
 log = logging.getLogger(__name__)
@@ -122,6 +125,7 @@ class SequenceView:
     logprobs: Optional[list[float]]
     advantages: Optional[list[float]]
     reward_status: Optional[str] = None
+    completion_start: int = 0  # index of the first token shown as completion (its masks' split)
 
     @property
     def trained_tokens(self) -> int:
@@ -173,9 +177,10 @@ class GroupView:
 
     @property
     def env_label(self) -> str:
+        """The env's name, else ``env <id>``, else '' (nothing is shown rather than a guess)."""
         if self.env_name:
             return str(self.env_name)
-        return f"env {self.env_id}" if self.env_id is not None else "unknown env"
+        return f"env {self.env_id}" if self.env_id is not None else ""
 
 
 def _as_message(m: Any) -> dict[str, Any]:
@@ -263,10 +268,10 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
     k = shared_message_prefix(conversations) if conversations else 0
     prompt_messages = conversations[0][:k] if conversations else []
 
-    prompt_len = common_token_prefix(tokens) if len(tokens) > 1 else 0
-    if tokens and len(tokens) == 1:
-        masks0 = _row(group.get("masks"), 0) or []
-        prompt_len = next((j for j, m in enumerate(masks0) if m != MASK_IGNORE), 0)
+    # where each sequence's completion starts: its first trained token; a sequence with nothing
+    # trained (or no masks) starts where the group's first trained sequence does
+    starts = [first_trained(_row(group.get("masks"), i) or []) for i in range(len(tokens))]
+    prompt_len = next((k for k in starts if k is not None), 0)
     prompt_text = None
     if not prompt_messages and decode is not None and tokens and prompt_len:
         prompt_text = decode(tokens[0][:prompt_len])
@@ -276,9 +281,11 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
     for i in range(n):
         toks = tokens[i] if i < len(tokens) else []
         masks = _row(group.get("masks"), i) or [MASK_IGNORE] * len(toks)
+        start = starts[i] if i < len(starts) and starts[i] is not None else prompt_len
+        start = min(start, len(toks))
         text = None
         if i >= len(conversations) and decode is not None and toks:
-            text = decode(toks[prompt_len:])
+            text = decode(toks[start:])
         seqs.append(
             SequenceView(
                 index=i,
@@ -290,6 +297,7 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
                 logprobs=_row(group.get("inference_logprobs"), i),
                 advantages=_row(group.get("advantages"), i),
                 reward_status=statuses if isinstance(statuses, str) else None,
+                completion_start=start,
             )
         )
     known = {

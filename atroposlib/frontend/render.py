@@ -172,8 +172,8 @@ def render_sequence_body(seq: SequenceView, group: GroupView) -> str:
     if seq.completion_text is not None:
         return f'<div class="msg role-assistant"><div class="msg-body">{render_markdown(seq.completion_text)}</div></div>'
     if seq.tokens:
-        shown = seq.tokens[group.prompt_token_count :][:64]
-        more = len(seq.tokens) - group.prompt_token_count - len(shown)
+        shown = seq.tokens[seq.completion_start :][:64]
+        more = len(seq.tokens) - seq.completion_start - len(shown)
         ids = " ".join(str(t) for t in shown) + (f" … (+{more})" if more > 0 else "")
         return (
             f'<div class="tokinfo">{len(seq.tokens)} tokens, {seq.trained_tokens} trained '

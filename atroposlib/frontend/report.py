@@ -121,7 +121,7 @@ def render_group(
 ) -> str:
     """One collapsible group card. ``token_view`` adds the coloured completion tokens per sequence."""
     lo, hi = view.min_score, view.max_score
-    meta = [f'<span class="pill">{esc(view.env_label)}</span>']
+    meta = [f'<span class="pill">{esc(view.env_label)}</span>'] if view.env_label else []
     if view.policy_version is not None:
         meta.append(f'<span class="pill">policy v{esc(view.policy_version)}</span>')
     meta.append(f'<span class="pill">{len(view.sequences)} seqs</span>')
@@ -158,7 +158,7 @@ def render_group(
         colour = score_color(seq.score, lo, hi)
         tokens_html = ""
         if token_view and seq.tokens:
-            spans = render_token_spans(seq, token_text, start=view.prompt_token_count)
+            spans = render_token_spans(seq, token_text, start=seq.completion_start)
             tokens_html = f'<details class="tokview"{" open" if tokens_open else ""}><summary>completion tokens</summary><div class="tokens">{spans}</div></details>'
         parts.append(
             f'<div class="seq {score_class(seq.score)}" style="--sc:{colour}" data-score="{esc(seq.score)}">'
@@ -223,13 +223,15 @@ def write_html_report(
     token_view: bool = False,
     max_groups: Optional[int] = None,
     stats: Optional[LoadStats] = None,
+    env_name: Optional[str] = None,
 ) -> Path:
     """Write the report and return its path.
 
     ``groups``: an iterable of group dicts (``ScoredDataGroup`` shape, or ``/peek`` records) or the
     path of a JSONL file of groups. ``tokenizer``: a tokenizer object or a name/dir to load, used to
     decode groups that carry no ``messages``. ``token_view`` adds per-token spans (larger files).
-    Unreadable JSONL lines are logged and counted in ``stats``."""
+    Unreadable JSONL lines are logged and counted in ``stats``. ``env_name`` labels the groups that
+    carry neither ``env_name`` nor ``env_id`` (``process`` passes its env's name)."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tok = optional_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
@@ -243,6 +245,8 @@ def write_html_report(
         for i, group in enumerate(iter_groups(groups, stats)):
             if max_groups is not None and count >= max_groups:
                 break
+            if env_name and not group.get("env_name") and group.get("env_id") is None:
+                group = {**group, "env_name": env_name}
             fh.write(
                 safe_render_group(
                     group,

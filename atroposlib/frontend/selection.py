@@ -5,12 +5,18 @@ Same rules and output records as Atropos's ``atropos-sft-gen`` / ``atropos-dpo-g
 * SFT: sequences sorted by score (best first); unless ``allow_negative_scores`` only scores > 0 are
   kept; with ``minimum_score_diff_max_min > 0`` a sequence must beat the group's minimum by more than
   that; the best ``save_top_n_per_group`` are kept. Records: ``{"prefix", "completion", "score"}``
-  (text decoded from tokens, split at the prefix every sequence shares) or ``{"messages", "score"}``.
+  (text decoded from tokens) or ``{"messages", "score"}``.
 * DPO: the best sequences (score > 0 unless ``allow_negative_scores``) are paired, each with a distinct
   rejected sequence among the group's ``save_n_pairs_per_group`` worst whose score is lower by more
   than ``minimum_score_diff_max_min``. Records: ``{"prefix", "pos", "neg", "score"}`` or
   ``{"pos": messages, "neg": messages, "score"}``; ``neg_score`` is added. Where Atropos picks the
   rejected sequence at random, we take the worst one left, so output is reproducible.
+
+Text records split each sequence where its masks say training starts: ``prefix`` is the decoded
+tokens before the first trained token, ``completion`` (``pos``/``neg``) the decoded rest. Atropos
+splits at the longest prefix the decoded texts share, which files the completions' common first
+tokens (e.g. the "1" of "12" and "15") under the prompt; the masks record what was really trained.
+A DPO pair joins two sequences only when their prefixes are the same text.
 
 Every sequence that is not kept is counted under the rule that dropped it (``Selection.rejected``).
 
@@ -29,6 +35,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
+from atroposlib.type_definitions import MASK_IGNORE
+
 Decoder = Callable[[list[int]], str]
 
 # Names of the rules, as they appear in the summaries.
@@ -38,6 +46,8 @@ RULE_TOP_N = "beyond --save-top-n-per-group"
 RULE_TOO_LONG = "longer than --max-token-len"
 RULE_NO_MESSAGES = "group has no messages (--save-messages)"
 RULE_NO_TOKENS = "group has no tokens to decode"
+RULE_NO_MASKS = "group has no masks to split prompt from completion"
+RULE_NOTHING_TRAINED = "no trained token (every mask is ignored)"
 RULE_UNAVAILABLE = "reward unavailable (infrastructure failure)"
 RULE_NO_PAIR = "no partner lower by more than --minimum-score-diff-max-min"
 RULE_PAIR_LIMIT = "beyond --save-n-pairs-per-group"
@@ -148,9 +158,15 @@ def find_common_prefix(texts: Sequence[str]) -> str:
 
 
 def split_prefix(texts: Sequence[str]) -> tuple[str, list[str]]:
-    """(shared prefix, the rest of each text)."""
+    """(shared prefix, the rest of each text). Kept for callers that only have texts; the
+    generators split at the masks instead (``first_trained``)."""
     prefix = find_common_prefix(texts) if len(texts) > 1 else ""
     return prefix, [t[len(prefix) :] for t in texts]
+
+
+def first_trained(masks: Sequence[int]) -> Optional[int]:
+    """Index of the first trained token (mask not ``MASK_IGNORE``); None when nothing is trained."""
+    return next((j for j, m in enumerate(masks) if m != MASK_IGNORE), None)
 
 
 def _scores(group: dict[str, Any]) -> list[float]:
@@ -162,11 +178,21 @@ def _length_ok(group: dict[str, Any], i: int, max_len: Optional[int]) -> bool:
     return max_len is None or i >= len(toks) or len(toks[i]) <= max_len
 
 
+@dataclass
+class _Payloads:
+    """Per sequence: the text before training starts ('' for messages), the payload (messages or
+    completion text), and whether the sequence has anything trained."""
+
+    prefixes: list[str]
+    items: list[Any]
+    trained: list[bool]
+
+
 def _usable(
     group: dict[str, Any], save_messages: bool, decode: Optional[Decoder], sel: Selection
-) -> Optional[tuple[list[float], str, list[Any]]]:
-    """(scores, prefix, per-sequence payload): messages, or decoded completions after the shared
-    prefix. None (and the group counted as rejected) when the group has no scores, an unavailable
+) -> Optional[tuple[list[float], _Payloads]]:
+    """(scores, payloads): messages, or each sequence decoded and split at its first trained
+    token. None (and the group counted as rejected) when the group has no scores, an unavailable
     reward, or lacks what the format needs."""
     scores = _scores(group)
     n = len(scores)
@@ -180,15 +206,29 @@ def _usable(
         if not msgs or len(msgs) != n:
             sel.rejected[RULE_NO_MESSAGES] += n
             return None
-        return scores, "", list(msgs)
+        return scores, _Payloads([""] * n, list(msgs), [True] * n)
     toks = group.get("tokens")
     if not toks or len(toks) != n:
         sel.rejected[RULE_NO_TOKENS] += n
         return None
+    masks = group.get("masks")
+    if (
+        not masks
+        or len(masks) != n
+        or any(len(m) != len(t) for m, t in zip(masks, toks, strict=True))
+    ):
+        sel.rejected[RULE_NO_MASKS] += n
+        return None
     if decode is None:
         raise ValueError("a tokenizer (decode function) is needed unless save_messages is set")
-    prefix, rest = split_prefix([decode(list(t)) for t in toks])
-    return scores, prefix, rest
+    out = _Payloads([], [], [])
+    for t, m in zip(toks, masks, strict=True):
+        k = first_trained(m)
+        cut = len(t) if k is None else k
+        out.prefixes.append(decode(list(t[:cut])))
+        out.items.append(decode(list(t[cut:])))
+        out.trained.append(k is not None)
+    return scores, out
 
 
 def select_sft(
@@ -199,13 +239,15 @@ def select_sft(
     got = _usable(group, opts.save_messages, decode, sel)
     if got is None:
         return sel
-    scores, prefix, payloads = got
+    scores, pay = got
     order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
     group_min = min(scores)
     for i in order:
         s = scores[i]
         if not _length_ok(group, i, opts.max_token_len):
             sel.rejected[RULE_TOO_LONG] += 1
+        elif not pay.trained[i]:
+            sel.rejected[RULE_NOTHING_TRAINED] += 1
         elif not opts.allow_negative_scores and s <= 0:
             sel.rejected[RULE_NON_POSITIVE] += 1
         elif opts.minimum_score_diff_max_min > 0 and not (
@@ -217,11 +259,11 @@ def select_sft(
         elif opts.save_messages:
             dropped: Counter = Counter()
             sel.add(
-                {"messages": keep_chat_roles(payloads[i], opts.keep_roles, dropped), "score": s},
+                {"messages": keep_chat_roles(pay.items[i], opts.keep_roles, dropped), "score": s},
                 dropped,
             )
         else:
-            sel.add({"prefix": prefix, "completion": payloads[i], "score": s})
+            sel.add({"prefix": pay.prefixes[i], "completion": pay.items[i], "score": s})
     return sel
 
 
@@ -233,10 +275,15 @@ def select_dpo(
     got = _usable(group, opts.save_messages, decode, sel)
     if got is None:
         return sel
-    scores, prefix, payloads = got
-    usable = [i for i in range(len(scores)) if _length_ok(group, i, opts.max_token_len)]
-    if len(usable) < len(scores):
-        sel.rejected[RULE_TOO_LONG] += len(scores) - len(usable)
+    scores, pay = got
+    usable = []
+    for i in range(len(scores)):
+        if not _length_ok(group, i, opts.max_token_len):
+            sel.rejected[RULE_TOO_LONG] += 1
+        elif not pay.trained[i]:
+            sel.rejected[RULE_NOTHING_TRAINED] += 1
+        else:
+            usable.append(i)
     best_first = sorted(usable, key=lambda i: scores[i], reverse=True)
     worst_first = sorted(usable, key=lambda i: scores[i])
     pool = worst_first[: opts.save_n_pairs_per_group]
@@ -255,6 +302,7 @@ def select_dpo(
                 for j in pool
                 if j not in used
                 and j != i
+                and pay.prefixes[j] == pay.prefixes[i]
                 and scores[j] < scores[i] - opts.minimum_score_diff_max_min
             ),
             None,
@@ -267,15 +315,15 @@ def select_dpo(
         dropped = Counter()
         if opts.save_messages:
             rec = {
-                "pos": keep_chat_roles(payloads[i], opts.keep_roles, dropped),
-                "neg": keep_chat_roles(payloads[partner], opts.keep_roles, dropped),
+                "pos": keep_chat_roles(pay.items[i], opts.keep_roles, dropped),
+                "neg": keep_chat_roles(pay.items[partner], opts.keep_roles, dropped),
                 "score": scores[i],
             }
         else:
             rec = {
-                "prefix": prefix,
-                "pos": payloads[i],
-                "neg": payloads[partner],
+                "prefix": pay.prefixes[i],
+                "pos": pay.items[i],
+                "neg": pay.items[partner],
                 "score": scores[i],
             }
         rec["neg_score"] = scores[partner]
@@ -296,6 +344,8 @@ __all__ = [
     "DpoOptions",
     "RULE_MIN_DIFF",
     "RULE_NON_POSITIVE",
+    "RULE_NOTHING_TRAINED",
+    "RULE_NO_MASKS",
     "RULE_NO_MESSAGES",
     "RULE_NO_PAIR",
     "RULE_NO_TOKENS",
@@ -307,6 +357,7 @@ __all__ = [
     "Selection",
     "SftOptions",
     "find_common_prefix",
+    "first_trained",
     "keep_chat_roles",
     "select_dpo",
     "select_sft",

@@ -90,7 +90,7 @@ def render_view(
             continue
         if max_score is not None and (mean is None or mean > max_score):
             continue
-        n_tokens = sum(max(0, len(q.tokens) - view.prompt_token_count) for q in view.sequences)
+        n_tokens = sum(max(0, len(q.tokens) - q.completion_start) for q in view.sequences)
         with_tokens = token_view and n_tokens <= budget_left
         if with_tokens:
             budget_left -= n_tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal, Optional
 
 from pydantic import BaseModel, Field
@@ -35,7 +36,10 @@ class EngineConfig(BaseModel):
         description="Most requests waiting for generation; beyond it requests get 503.",
     )
     torch_threads: Optional[int] = Field(
-        default=None, ge=1, description="torch intra-op threads (default: all CPU cores)."
+        default=None,
+        ge=1,
+        description="torch intra-op threads (default: half the CPU cores, at least 1; all cores "
+        "collapse as soon as anything else runs: see bench/engine_threads.py).",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         default="float32", description="Weights/compute dtype; float32 gives exact logprobs on CPU."
@@ -52,4 +56,11 @@ class EngineConfig(BaseModel):
     log_level: str = Field(default="info", description="uvicorn / logging level.")
 
 
-__all__ = ["EngineConfig"]
+def default_torch_threads(cores: Optional[int] = None) -> int:
+    """Half the CPU cores (at least 1): torch's thread pool spins on every core it owns, so with all
+    cores it stalls whenever another process (the env, the API, the trainer) needs one."""
+    n = cores if cores is not None else (os.cpu_count() or 1)
+    return max(1, n // 2)
+
+
+__all__ = ["EngineConfig", "default_torch_threads"]

@@ -15,7 +15,6 @@ import collections
 import concurrent.futures
 import contextlib
 import logging
-import os
 import queue
 import threading
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.errors import InferenceUnavailable, ModelLoadError
-from atroposlib.inference.config import EngineConfig
+from atroposlib.inference.config import EngineConfig, default_torch_threads
 from atroposlib.inference.generation import DecodeBatch, RowResult
 from atroposlib.inference.loading import LoadedModel, load_causal_lm, load_model_dir
 from atroposlib.inference.metrics import EngineMetrics
@@ -47,7 +46,7 @@ class InferenceEngine:
 
         self.config = config
         self.metrics = metrics or EngineMetrics()
-        torch.set_num_threads(config.torch_threads or os.cpu_count() or 1)
+        torch.set_num_threads(config.torch_threads or default_torch_threads())
         self.loaded: LoadedModel = load_model_dir(
             config.model_path, config.dtype, config.max_model_len
         )

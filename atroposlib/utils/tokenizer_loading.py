@@ -15,7 +15,16 @@ def load_tokenizer(name: str) -> Any:
     """``AutoTokenizer.from_pretrained(name)`` with a one-line error that says what to change.
 
     A local directory saved as a plain ``PreTrainedTokenizerFast`` (our tiny models) is loaded with
-    that class directly, which avoids the torch import ``AutoTokenizer`` triggers (seconds on CPU)."""
+    that class directly, which avoids the torch import ``AutoTokenizer`` triggers (seconds on CPU).
+    A name that is clearly a path (starts with ``.``, ``/`` or ``~``, or has more than one ``/``;
+    hub ids are ``org/name``) and does not exist is reported as a missing directory, not as a
+    malformed hub id."""
+    local = Path(name).expanduser()
+    if not local.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise ModelLoadError(
+            f"tokenizer directory not found: {name!r}; set --env.tokenizer_name to an existing "
+            "local tokenizer directory (or a hub name when online)"
+        )
     try:
         cfg_path = Path(name) / "tokenizer_config.json"
         if (

@@ -174,6 +174,8 @@ def test_min_batch_allocation_through_the_api(client):
     assert "env 1" in client.get("/status").json()["blocked_by"]
     client.post("/scored_data", json=group(2, env_id=1, seed=20))
     client.post("/scored_data", json=group(2, env_id=1, seed=21))
+    # /status says what the next /batch would meet, not what the last one did
+    assert client.get("/status").json()["blocked_by"] is None
     b = client.get("/batch").json()["batch"]
     assert sum(len(g["tokens"]) for g in b if g["env_id"] == 1) >= 4
     assert sum(len(g["tokens"]) for g in b) == 8

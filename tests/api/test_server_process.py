@@ -286,3 +286,18 @@ def test_sigkill_mid_ingest_every_acknowledged_group_delivered_exactly_once(run_
     assert not missing, f"acknowledged groups lost: {sorted(missing)[:5]}"
     h.close()
     h2.close()
+
+
+def test_busy_port_is_one_line_before_any_serving_claim(run_api, tmp_path):
+    api = run_api("--store", "memory")
+    r = subprocess.run(
+        [sys.executable, "-m", "atroposlib.cli.run_api", "--port", str(api.port)]
+        + ["--store", "memory"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "serving on" not in r.stdout and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("run-api: error: cannot listen on") and "--port" in line

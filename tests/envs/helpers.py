@@ -71,10 +71,12 @@ def start_env(sub: str, *args: str, log: Path, env_file: Path = EXAMPLE_ENV) -> 
     )
 
 
-def run_env(sub: str, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_env(
+    sub: str, *args: str, cwd: Path, timeout: float = 120, env_file: Path = EXAMPLE_ENV
+) -> subprocess.CompletedProcess:
     environ = dict(os.environ, PYTHONPATH=str(REPO_ROOT), WANDB_MODE="disabled")
     return subprocess.run(
-        env_command(sub, *args),
+        env_command(sub, *args, env_file=env_file),
         capture_output=True,
         text=True,
         env=environ,

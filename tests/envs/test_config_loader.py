@@ -194,3 +194,14 @@ def test_missing_tokenizer_error_keeps_the_reason(tmp_path):
     assert (
         "JSONDecodeError" in message and "--env.tokenizer_name" in message and "\n" not in message
     )
+
+
+def test_missing_local_tokenizer_path_is_named_as_such(tmp_path):
+    from atroposlib.errors import ModelLoadError
+    from atroposlib.utils.tokenizer_loading import load_tokenizer
+
+    for name in (str(tmp_path / "no-such-tokenizer"), "./models/tok", "models/qwen/tok"):
+        with pytest.raises(ModelLoadError) as e:
+            load_tokenizer(name)
+        message = str(e.value)
+        assert message.startswith("tokenizer directory not found") and "Repo id" not in message

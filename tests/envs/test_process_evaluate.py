@@ -55,6 +55,7 @@ def test_process_writes_groups_and_an_escaped_report(tok_dir, tmp_path):
         assert "policy_version" not in g  # process trains nothing
     html = (tmp_path / "out" / "g.html").read_text()
     assert "<script>alert(" not in html and "&lt;script&gt;" in html
+    assert html.count('<span class="pill">addition_test</span>') == 5 and "unknown env" not in html
     assert "mean_score" in r.stderr and "5/5" in r.stderr  # the progress bar
 
 
@@ -112,3 +113,7 @@ def test_evaluate_writes_metrics_and_prints_a_table(fake_server, tok_dir, tmp_pa
     assert "atropos|addition_test_eval|0" in metrics["results"]
     assert "| eval/percent_correct |" in r.stdout
     assert all(q.get("n") == 1 for q in fake_server.requests)
+    # the model the server answered as (not the config's "tiny") and the max_tokens really asked for
+    general = metrics["config_general"]
+    assert general["model_name"] == "fake-model"
+    assert general["generation_parameters"]["max_new_tokens"] == 16

@@ -54,7 +54,7 @@ def test_serve_feeds_trainer_and_stamps_groups(run_api, fake_server, tok_dir, tm
     try:
         # The trainer has not started: the env waits politely (no error, no exit) until it does.
         wait_until(
-            lambda: "wait for trainer to start" in (tmp_path / "env.log").read_text(),
+            lambda: "no trainer has taken a batch" in (tmp_path / "env.log").read_text(),
             60,
             "the env to wait for the trainer",
             proc,

@@ -73,3 +73,19 @@ def test_queue_full_raises_inference_unavailable(tiny_model_dir):
             eng.submit([_row(eng, "b", 1)])
     finally:
         eng.stop()
+
+
+def test_default_threads_leave_cores_for_other_processes(tiny_model_dir):
+    import os
+
+    import torch
+
+    from atroposlib.inference.config import default_torch_threads
+
+    assert [default_torch_threads(n) for n in (1, 2, 3, 16)] == [1, 1, 1, 8]
+    before = torch.get_num_threads()
+    try:
+        InferenceEngine(EngineConfig(model_path=str(tiny_model_dir)))  # no torch_threads given
+        assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
+    finally:
+        torch.set_num_threads(before)

@@ -101,3 +101,13 @@ def test_missing_model_folder_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("atropos-grpo: error: cannot load the model") and str(missing) in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_yaml_typo_gets_a_did_you_mean(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("model_name: m\ntraining_step: 5\n")
+    with pytest.raises(ConfigError) as e:
+        parse_config(["--config", str(f)])
+    message = str(e.value)
+    assert "training_step: unknown field; did you mean training_steps?" in message
+    assert "\n" not in message

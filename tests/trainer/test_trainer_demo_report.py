@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from example_trainer.demo import first_last
+from example_trainer.demo import first_last, reward_change
 from example_trainer.metrics import format_step_line, read_metrics
 from example_trainer.report import moving_average, plot_curve, write_rollouts
 
@@ -61,3 +61,8 @@ def test_metrics_logger_with_wandb_disabled_still_writes_jsonl(tmp_path, monkeyp
     assert rows == [
         {"step": 1, "reward_mean": 0.5, "ratio_min": None}
     ]  # non-finite -> null, valid JSON
+
+
+def test_reward_change_names_the_window_it_used():
+    assert reward_change([0.0] * 10 + [1.0] * 10) == (0.0, 1.0, 10)  # a 20-step run: first/last 10
+    assert reward_change([0.5] * 300)[2] == 50

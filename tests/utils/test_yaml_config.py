@@ -33,3 +33,12 @@ def test_user_mistakes_are_one_line_errors(tmp_path, content, fragment):
         load_yaml_mapping(path, flag="--config")
     message = str(e.value)
     assert fragment in message and "\n" not in message and message.startswith("--config")
+
+
+def test_malformed_yaml_names_line_and_column(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("env:\n  group_size: 4\n  bad: [1, 2\nlr: 1\n")
+    with pytest.raises(ConfigError) as e:
+        load_yaml_mapping(path, flag="--config")
+    message = str(e.value)
+    assert "not valid YAML at line 4, column 3" in message and "\n" not in message, message

@@ -14,14 +14,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Optional, Union
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import httpx
 from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
-from pydantic import ValidationError
 
+from atroposlib.envs.server_handling.answers import rejected, to_openai
 from atroposlib.envs.server_handling.limits import WeightedSemaphore
 from atroposlib.envs.server_handling.logprobs import PromptLogprobsMixin, vllm_prompt_logprobs
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
@@ -34,31 +34,6 @@ TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[st
 
 class ServerDown(InferenceError):
     """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
-
-
-def _to_openai(cls: type, data: dict[str, Any]) -> Any:
-    """Validate a JSON answer as an OpenAI object, tolerating vLLM/SGLang finish reasons."""
-    try:
-        return cls.model_validate(data)
-    except ValidationError:
-        for ch in data.get("choices") or []:
-            if ch.get("finish_reason") not in (
-                "stop",
-                "length",
-                "content_filter",
-                "tool_calls",
-                "function_call",
-            ):
-                ch["finish_reason"] = "length" if ch.get("finish_reason") == "length" else "stop"
-            ch.setdefault("logprobs", None)
-        data.setdefault("created", int(time.time()))
-        data.setdefault("id", "cmpl-local")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            raise InferenceError(
-                f"server answered a malformed {cls.__name__}: {e.errors()[0]}"
-            ) from None
 
 
 def api_root(base_url: str) -> str:
@@ -82,6 +57,11 @@ class APIServer(PromptLogprobsMixin):
         self.attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.eval_attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.failures = 0
+        # requests that got an answer (a server that never answered may be misnamed), the model
+        # name its answers carry, and the max_tokens of eval requests (for metrics.json)
+        self.answered = 0
+        self.served_model: Optional[str] = None
+        self.eval_max_tokens: set[int] = set()
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
         self.reasoning: dict[
@@ -159,6 +139,10 @@ class APIServer(PromptLogprobsMixin):
         self._ensure_health_task()
         sem = self.sem if split == "train" else self.eval_sem
         timings = self.request_timings if split == "train" else self.eval_request_timings
+        if split == "eval" and args and isinstance(args[0], dict):
+            cap = args[0].get("max_tokens") or args[0].get("max_completion_tokens")
+            if isinstance(cap, int):
+                self.eval_max_tokens.add(cap)
         delay = 0.2
         last: Optional[BaseException] = None
         for attempt in range(1, self.config.max_retries + 1):
@@ -166,6 +150,7 @@ class APIServer(PromptLogprobsMixin):
                 start = time.monotonic()
                 try:
                     out = await fn(*args, **kwargs)
+                    self.answered += 1
                     timings.append(time.monotonic() - start)
                     (self.attempts_list if split == "train" else self.eval_attempts_list).append(
                         attempt
@@ -190,8 +175,12 @@ class APIServer(PromptLogprobsMixin):
         if r.status_code >= 500 or r.status_code == 429:
             raise ServerDown(f"POST {url}: {r.status_code} {r.text[:200]}")
         if r.status_code >= 400:
-            raise InferenceError(f"POST {url}: {r.status_code} {r.text[:300]}")
-        return r.json()
+            self.answered += 1  # it answered: the URL is right, the request is not
+            raise rejected(url, body.get("model"), r.status_code, r.text)
+        data = r.json()
+        if isinstance(data, dict) and isinstance(data.get("model"), str):
+            self.served_model = data["model"]
+        return data
 
     # --- public API (Atropos names) ----------------------------------------------------------
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
@@ -287,7 +276,9 @@ class OpenAIServer(APIServer):
                 for i, ch in enumerate(out.choices):
                     ch.index = i
                 return out
-            return await create(**kwargs)
+            out = await create(**kwargs)
+            self.served_model = getattr(out, "model", None) or self.served_model
+            return out
         except (
             openai.APIConnectionError,
             openai.APITimeoutError,
@@ -296,6 +287,14 @@ class OpenAIServer(APIServer):
         ) as e:
             raise ServerDown(str(e)) from e
         except openai.APIStatusError as e:
+            if 400 <= e.status_code < 500:
+                self.answered += 1
+                raise rejected(
+                    self.config.base_url or "api.openai.com",
+                    kwargs.get("model"),
+                    e.status_code,
+                    e.message,
+                ) from None
             raise InferenceError(f"{self.config.base_url}: {e.status_code} {e.message}") from e
 
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
@@ -327,10 +326,10 @@ class VLLMServer(APIServer):
         return f"{base}{path}"
 
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
-        return _to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))
+        return to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))
 
     async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
-        return _to_openai(Completion, await self._post(self._url("/completions"), kwargs))
+        return to_openai(Completion, await self._post(self._url("/completions"), kwargs))
 
     async def _get_logprobs_wrapper(self, **kwargs: Any) -> dict[str, Any]:
         return await vllm_prompt_logprobs(self, **kwargs)
@@ -364,53 +363,6 @@ class VLLMServer(APIServer):
         return list(prompt_tokens), outs, lps, reasons
 
 
-_SGLANG_SAMPLING = {
-    "max_tokens": "max_new_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "stop": "stop",
-    "seed": "sampling_seed",
-    "min_p": "min_p",
-    "frequency_penalty": "frequency_penalty",
-    "presence_penalty": "presence_penalty",
-}
-
-
-class SGLangServer(VLLMServer):
-    """SGLang: OpenAI-compatible routes for text, native ``/generate`` for tokens and logprobs."""
-
-    _get_logprobs_wrapper = PromptLogprobsMixin._get_logprobs_wrapper  # no prompt scoring
-
-    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
-        n = int(kwargs.get("n", 1) or 1)
-        sampling = {
-            dst: kwargs[src] for src, dst in _SGLANG_SAMPLING.items() if kwargs.get(src) is not None
-        }
-        prompt: Union[str, list[int], None] = kwargs.get("input_ids", kwargs.get("prompt"))
-        body: dict[str, Any] = {"sampling_params": sampling, "return_logprob": True}
-        if isinstance(prompt, list):
-            body["input_ids"] = [list(prompt) for _ in range(n)] if n > 1 else list(prompt)
-        else:
-            body["text"] = [prompt] * n if n > 1 else prompt
-        data = await self._post(f"{api_root(self.config.base_url or '')}/generate", body)
-        results = data if isinstance(data, list) else [data]
-        prompt_tokens: list[int] = list(prompt) if isinstance(prompt, list) else []
-        outs, lps, reasons = [], [], []
-        for res in results:
-            meta = res.get("meta_info", {})
-            triples = meta.get("output_token_logprobs") or []
-            ids = res.get("output_ids") or [int(t[1]) for t in triples]
-            outs.append(list(ids))
-            lp = [float(t[0]) if t[0] is not None else 0.0 for t in triples][: len(ids)]
-            lps.append(lp + [0.0] * (len(ids) - len(lp)))
-            fr = meta.get("finish_reason")
-            reasons.append((fr.get("type") if isinstance(fr, dict) else fr) or "stop")
-            if not prompt_tokens and meta.get("input_token_logprobs"):
-                prompt_tokens = [int(t[1]) for t in meta["input_token_logprobs"]]
-        return prompt_tokens, outs, lps, reasons
-
-
 def _trl_class() -> type:
     from atroposlib.envs.server_handling.trl_vllm_server import TrlVllmServer
 
@@ -418,6 +370,8 @@ def _trl_class() -> type:
 
 
 def backend_class(server_type: str) -> type:
+    from atroposlib.envs.server_handling.sglang_server import SGLangServer
+
     try:
         return {
             "openai": OpenAIServer,
@@ -434,7 +388,6 @@ def backend_class(server_type: str) -> type:
 __all__ = [
     "APIServer",
     "OpenAIServer",
-    "SGLangServer",
     "ServerDown",
     "TokensAndLogprobs",
     "VLLMServer",

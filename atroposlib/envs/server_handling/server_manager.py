@@ -75,6 +75,7 @@ class ServerManager:
         self.max_n_completions = max_n_completions
         self.unavailable_wait = unavailable_wait
         self.reasoning: dict[str, Any] = {}
+        self._reported_down: set[int] = set()
         if testing:
             from atroposlib.envs.testing import ScriptedServer
 
@@ -129,13 +130,20 @@ class ServerManager:
                 # None looks healthy: the request itself is the probe (a dead server fails fast).
                 server = untried[0]
             try:
-                return await getattr(server, method)(**dict(kwargs))
+                out = await getattr(server, method)(**dict(kwargs))
             except ServerDown as e:
                 last = e
                 tried.add(id(server))
-                logger.warning(
-                    "inference server %s failed (%s); failing over", server.config.base_url, e
-                )
+                if id(server) not in self._reported_down:  # once per outage, not per request
+                    self._reported_down.add(id(server))
+                    logger.warning(
+                        "inference server %s failed (%s); failing over, retrying until it answers",
+                        server.config.base_url,
+                        e,
+                    )
+            else:
+                self._reported_down.discard(id(server))
+                return out
 
     async def _split_n(self, method: str, kwargs: dict[str, Any]) -> list[Any]:
         n = int(kwargs.get("n", 1) or 1)
@@ -189,6 +197,11 @@ class ServerManager:
     async def update_weight(self, weight: float) -> None:
         for s in self.servers:
             await s.update_weight(weight)
+
+    @property
+    def ever_answered(self) -> bool:
+        """Whether any server has answered a request (a URL that never did is probably wrong)."""
+        return any(getattr(s, "answered", 0) for s in self.servers)
 
     @property
     def supports_tokens(self) -> bool:

@@ -1,0 +1,110 @@
+"""``serve``'s progress line and the aggregation of per-group drop messages.
+
+``ProgressLine.maybe_log`` writes one line at most every ``--env.progress_interval`` seconds:
+groups sent, dropped by reason, failed rollouts by cause, items in flight, the spool, the API's queue
+and the policy version (trainer step) against ``total_steps``.
+
+``FirstOfEachDrop`` is a logging filter for the module that drops groups (``dropping a group ...``):
+the first message of each kind is logged, later ones only counted (they appear in the progress
+line and the final summary), so an untrained model whose every group has equal scores does not
+write one log line per group.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Optional
+
+logger = logging.getLogger(__name__)
+DROP_LOGGER = "atroposlib.envs.sending"
+
+
+class FirstOfEachDrop(logging.Filter):
+    """Let through the first ``dropping ...`` record of each message template, then only count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+        self.suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        template = str(record.msg)
+        if not template.startswith("dropping"):
+            return True
+        if template in self.seen:
+            self.suppressed += 1
+            return False
+        self.seen.add(template)
+        record.msg = template + " (further drops are counted in the progress line, not logged)"
+        return True
+
+    def install(self) -> FirstOfEachDrop:
+        logging.getLogger(DROP_LOGGER).addFilter(self)
+        return self
+
+    def remove(self) -> None:
+        logging.getLogger(DROP_LOGGER).removeFilter(self)
+
+
+def format_counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in Counter(counts).most_common() if v)
+
+
+def progress_text(
+    *,
+    sent: int,
+    drops: Mapping[str, int],
+    failures: str,
+    in_flight: int,
+    spooled: int,
+    queue: Optional[int],
+    step: int,
+    total_steps: int,
+) -> str:
+    """``serve: 12 groups sent, 30 dropped (same_scores: 30), 4 in flight, ...``"""
+    dropped = sum(drops.values())
+    parts = [f"{sent} groups sent"]
+    parts.append(f"{dropped} dropped ({format_counts(drops)})" if dropped else "0 dropped")
+    if failures:
+        parts.append(f"rollouts {failures}")
+    parts.append(f"{in_flight} in flight")
+    parts.append(f"{spooled} spooled")
+    if queue is not None:
+        parts.append(f"API queue {queue}")
+    parts.append(f"policy v{step} (trainer step {step}/{total_steps})")
+    return "serve: " + ", ".join(parts)
+
+
+class ProgressLine:
+    """Logs ``progress_text`` every ``interval`` seconds (0: never)."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = time.monotonic()
+
+    def maybe_log(self, runner: Any, force: bool = False) -> Optional[str]:
+        if self.interval <= 0 and not force:
+            return None
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return None
+        self._last = now
+        env = runner.env
+        text = progress_text(
+            sent=runner.counts["groups_sent"],
+            drops=dict(env.drop_counts),
+            failures=runner.failures.summary(),
+            in_flight=len(runner.running),
+            spooled=runner.spool.pending(),
+            queue=env.status_dict.get("queue_size"),
+            step=env.curr_step,
+            total_steps=runner.cfg.total_steps,
+        )
+        logger.info(text)
+        return text
+
+
+__all__ = ["DROP_LOGGER", "FirstOfEachDrop", "ProgressLine", "format_counts", "progress_text"]

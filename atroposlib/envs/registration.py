@@ -1,0 +1,116 @@
+"""``serve``'s start-up with the trajectory API: ``/register-env`` then ``/info``.
+
+* While the API answers "wait for trainer to start", registration waits and says why every
+  ``HINT_EVERY`` seconds, with how to try ``serve`` without a trainer.
+* While the API cannot be reached, registration retries until ``--env.unreachable_timeout``
+  seconds have passed without it ever answering; then the run ends with ``RunFailed`` (one line
+  naming the URL and the flag to check). An API that did answer (e.g. "wait for trainer") is never
+  given up on: it is there, the trainer is just late.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from atroposlib.envs.atropos_hooks import apply_info
+from atroposlib.errors import APIUnavailable, ConfigError, RunFailed
+from atroposlib.type_definitions import RegisterEnv
+
+if TYPE_CHECKING:  # the runner imports this module
+    from atroposlib.envs.runner import ServeRunner
+
+logger = logging.getLogger(__name__)
+HINT_EVERY = 30.0
+WAIT_STATUS = "wait for trainer to start"
+
+
+def no_trainer_hint(url: str, group_size: int) -> str:
+    return (
+        f"no trainer has taken a batch from the trajectory API at {url} yet; waiting for one. "
+        "Start your trainer, or to try serve without one let "
+        f"`atropos-sft-gen try.jsonl --api-url {url} --group-size {group_size} --tasks-per-step 2 "
+        "--save-messages --idle-timeout 30` take the batches"
+    )
+
+
+async def register(runner: ServeRunner) -> bool:
+    """Register the env; True once registered, False if stopped first. Raises ``RunFailed`` when
+    the API never answered within the deadline, ``ConfigError`` for an impossible setting."""
+    env, cfg = runner.env, runner.cfg
+    req = RegisterEnv(
+        max_token_length=cfg.max_token_length,
+        desired_name=cfg.wandb_name or env.name or type(env).__name__,
+        weight=cfg.inference_weight if cfg.inference_weight >= 0 else 1.0,
+        group_size=cfg.group_size,
+        min_batch_allocation=cfg.min_batch_allocation,
+    )
+    start = time.monotonic()
+    answered = False
+    last_hint = 0.0
+    while not runner.stop.is_set():
+        try:
+            resp = await runner.client.register_env(req)
+        except APIUnavailable as e:
+            waited = time.monotonic() - start
+            if not answered and waited > cfg.unreachable_timeout:
+                raise RunFailed(
+                    f"trajectory API at {cfg.rollout_server_url} did not answer for {waited:.0f}s "
+                    f"({e}): is run-api running? check --env.rollout_server_url "
+                    "(--env.unreachable_timeout sets how long to wait)"
+                ) from None
+            if time.monotonic() - last_hint > HINT_EVERY:
+                logger.info("waiting to register: API unreachable (%s)", e)
+                last_hint = time.monotonic()
+        else:
+            answered = True
+            if resp.env_id is not None and resp.status != WAIT_STATUS:
+                _apply(runner, req, resp)
+                return True
+            if time.monotonic() - last_hint > HINT_EVERY:
+                logger.info(no_trainer_hint(cfg.rollout_server_url, cfg.group_size))
+                last_hint = time.monotonic()
+        await runner._sleep_or_stop(1.0)
+    return False
+
+
+def _apply(runner: ServeRunner, req: RegisterEnv, resp: object) -> None:
+    env, cfg = runner.env, runner.cfg
+    env.env_id = resp.env_id
+    env.wandb_prepend = resp.wandb_name or req.desired_name
+    env.curr_step = resp.starting_step or 0
+    env.checkpoint_dir = resp.checkpoint_dir or ""
+    env.checkpoint_interval = (
+        resp.checkpoint_interval if resp.checkpoint_interval is not None else -1
+    )
+    if cfg.total_steps == -1:
+        if not resp.num_steps:
+            raise ConfigError("total_steps is -1 and the trainer did not set num_steps")
+        cfg.total_steps = resp.num_steps
+    if env.curr_step > 0:
+        env.load_checkpoint()
+    logger.info(
+        "registered as env %s (%s) at step %s; serving until trainer step %s",
+        env.env_id,
+        env.wandb_prepend,
+        env.curr_step,
+        cfg.total_steps,
+    )
+
+
+async def read_info(runner: ServeRunner) -> None:
+    """Batch size and max token length from the trainer's registration (``/info``)."""
+    env = runner.env
+    while not runner.stop.is_set():
+        try:
+            info = await runner.client.info()
+            break
+        except APIUnavailable:
+            await runner._sleep_or_stop(1.0)
+    else:
+        return
+    apply_info(env, info.batch_size, info.max_token_len)
+
+
+__all__ = ["HINT_EVERY", "no_trainer_hint", "read_info", "register"]
