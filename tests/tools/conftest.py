@@ -70,9 +70,13 @@ def _ensure_chromium() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_context(tmp_path_factory) -> Iterator:
-    """A Playwright persistent context on the system Chromium, headless, fresh profile dir."""
+    """A Playwright persistent context on the system Chromium, headless, fresh profile dir.
+
+    Module-scoped: Playwright's sync API runs an event loop on the main thread until ``stop()``, and
+    any later test that calls ``asyncio.run`` in the same session would fail while it is alive.
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
