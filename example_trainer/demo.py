@@ -33,6 +33,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.utils.net import free_port, wait_for_http
+from example_trainer.demo_servers import (
+    inference_command,
+    merged_env,
+    refresh_times,
+    vllm_missing,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
@@ -91,6 +97,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="Seed for model, warm-up, env and trainer.")
     p.add_argument(
         "--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1)."
+    )
+    p.add_argument(
+        "--inference",
+        choices=["engine", "vllm"],
+        default="engine",
+        help="Inference server: atroposlib's CPU engine, or a real vLLM server (its own Python: "
+        "ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh); both reload weights in place every step.",
     )
     return p.parse_args(argv)
 
@@ -273,29 +286,12 @@ def run(args: argparse.Namespace) -> int:
             ],
             env,
         )
-        svc.start(
-            "engine",
-            [
-                sys.executable,
-                "-m",
-                "atroposlib.cli.serve_model",
-                "--model",
-                str(prep["warm"]),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(engine_port),
-                "--served-model-name",
-                "policy",
-                "--torch-threads",
-                str(args.threads),
-                "--batch-window-ms",
-                "10",
-            ],
-            env,
+        argv, server_env = inference_command(
+            args.inference, prep["warm"], engine_port, args.threads, out / "vllm-cache"
         )
+        svc.start("engine", argv, merged_env(env, server_env))
         wait_for_http(api_url + "/health", timeout=120, proc=svc.procs["run-api"])
-        wait_for_http(engine_url + "/health", timeout=120, proc=svc.procs["engine"])
+        wait_for_http(engine_url + "/health", timeout=600, proc=svc.procs["engine"])
         svc.start(
             "trainer",
             [
@@ -433,13 +429,14 @@ def write_report(
     )
     write_rollouts(early, late, out / "rollouts.html")
     gain = last - first
+    server = "a real vLLM server" if args.inference == "vllm" else "the CPU inference engine"
     verdict = "improved" if gain >= 0.15 else "did not improve by 0.15"
     summary = (
         f"A {prep['n_params'] / 1e6:.2f}M-parameter Llama built from scratch was warmed up with "
         f"{args.warmup_sft_steps} supervised steps on gold answers (greedy accuracy {prep['warm_acc']:.2f}) "
         f"and then trained for {len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} "
-        f"samples, lr {args.lr}) through the real loop: run-api, the CPU inference engine (weights reloaded "
-        f"after every step), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
+        f"samples, lr {args.lr}) through the real loop: run-api, {server} (weights reloaded "
+        f"in place after every step; {refresh_times(rows)}), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first 50 steps was {first:.3f} and over the last 50 "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); greedy accuracy on all 100 problems went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
@@ -454,6 +451,7 @@ def write_report(
         f"total {total_s:.0f}s",
         flush=True,
     )
+    print(f"[demo] {refresh_times(rows)}", flush=True)
     print(
         f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html",
         flush=True,
@@ -468,6 +466,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"atropos-demo: error: {ENV_FILE} is missing (run from a checkout of the repository)",
             file=sys.stderr,
         )
+        return 2
+    missing = vllm_missing() if args.inference == "vllm" else None
+    if missing:
+        print(f"atropos-demo: error: {missing}", file=sys.stderr)
         return 2
     try:
         return run(args)

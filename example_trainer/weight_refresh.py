@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import shlex
+import signal
 import shutil
 import subprocess
 import sys
@@ -201,7 +203,11 @@ class RestartRefresh(WeightRefresh):
         log.info("starting inference server: %s", cmd)
         try:
             self.proc = subprocess.Popen(
-                shlex.split(cmd), stdout=logf, stderr=subprocess.STDOUT, env=self.env
+                shlex.split(cmd),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,  # its own process group: _stop can end its children too
             )
         except OSError as e:  # e.g. the command's program is not installed
             raise InferenceError(
@@ -217,14 +223,20 @@ class RestartRefresh(WeightRefresh):
                 f"restart: inference server did not come up ({e}); see {self.log_path}"
             ) from e
 
-    def _stop(self) -> None:
+    def _stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL to the server's process group after ``grace`` seconds: vLLM stops its
+        engine at once but its HTTP server then waits for clients' open connections (an env's pending
+        request) to close, which can take as long as the client's timeout."""
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.terminate()
         try:
-            self.proc.wait(30)
+            self.proc.wait(grace)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait(10)
 
     def start(self, model_path: str) -> None:

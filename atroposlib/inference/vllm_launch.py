@@ -39,8 +39,9 @@ def find_vllm_python() -> Optional[str]:
     env = os.environ.get("ATROPOS_VLLM_PYTHON")
     if env:
         return env
-    candidate = default_vllm_venv() / "bin" / "python"
-    return str(candidate) if candidate.exists() else None
+    venv = default_vllm_venv()
+    ready = (venv / ".atroposlib-vllm-ok").exists()  # written once the set-up checked the install
+    return str(venv / "bin" / "python") if ready else None
 
 
 def cuda_available() -> bool:
