@@ -23,8 +23,8 @@ import gc
 import logging
 import os
 import shlex
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import time
