@@ -24,8 +24,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,8 +32,11 @@ from typing import Any, Optional
 
 from atroposlib.utils.net import free_port, wait_for_http
 from example_trainer.demo_servers import (
+    Services,
+    follow,
     inference_command,
     merged_env,
+    peek_groups,
     refresh_times,
     vllm_missing,
 )
@@ -106,51 +107,6 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh); both reload weights in place every step.",
     )
     return p.parse_args(argv)
-
-
-class Services:
-    """The child processes of the demo; all are stopped (SIGTERM, then SIGKILL) on exit."""
-
-    def __init__(self, logs: Path) -> None:
-        self.logs = logs
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(
-        self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None
-    ) -> subprocess.Popen:
-        fh = open(self.logs / f"{name}.log", "ab")
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        fh.close()
-        self.procs[name] = proc
-        return proc
-
-    def dead(self) -> Optional[str]:
-        """A service that exited with an error (an env finishing its total_steps exits with 0)."""
-        for name, p in self.procs.items():
-            if p.poll() is not None and (p.returncode != 0 or name != "env"):
-                return name
-        return None
-
-    def tail(self, name: str, n: int = 15) -> str:
-        path = self.logs / f"{name}.log"
-        return (
-            "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
-        )
-
-    def stop(self, name: str) -> None:
-        p = self.procs.pop(name, None)
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
-    def stop_all(self) -> None:
-        for name in list(self.procs)[::-1]:
-            self.stop(name)
 
 
 def _child_env(threads: int) -> dict[str, str]:
@@ -337,67 +293,14 @@ def run(args: argparse.Namespace) -> int:
             step: int,
         ) -> None:  # the API keeps only recent groups: read early ones now
             if not early and step >= 3:
-                early.extend(_peek(api_url, after=0))
+                early.extend(peek_groups(api_url, after=0))
 
         rows = follow(svc, trainer_dir / "metrics.jsonl", args.steps, on_step=snapshot_early)
         loop_s = time.perf_counter() - t_loop
-        late = _peek(api_url, after=None)
+        late = peek_groups(api_url, after=None)
     finally:
         svc.stop_all()
     return write_report(out, args, prep, rows, early, late, loop_s, time.perf_counter() - t_start)
-
-
-def follow(
-    svc: Services, metrics_path: Path, steps: int, on_step: Optional[Callable[[int], None]] = None
-) -> list[dict[str, Any]]:
-    """Re-print the trainer's progress until it finishes; abort if any service dies."""
-    from example_trainer.metrics import read_metrics
-
-    tty = sys.stdout.isatty()
-    shown = printed_bucket = 0
-    while True:
-        time.sleep(0.5)
-        rows = read_metrics(metrics_path)
-        if rows and rows[-1]["step"] != shown:
-            m = rows[-1]
-            shown = m["step"]
-            if on_step is not None:
-                on_step(shown)
-            line = (
-                f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
-                f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}"
-            )
-            if tty:
-                print("\r" + line, end="", flush=True)
-            elif (
-                shown // 25 > printed_bucket or shown == steps
-            ):  # a plain log: one line per 25 steps
-                printed_bucket = shown // 25
-                print(line, flush=True)
-        trainer = svc.procs["trainer"]
-        if trainer.poll() is not None:
-            if tty:
-                print(flush=True)
-            if trainer.returncode != 0:
-                raise SystemExit(
-                    f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}"
-                )
-            return read_metrics(metrics_path)
-        dead = svc.dead()
-        if dead:
-            raise SystemExit(f"[demo] {dead} exited unexpectedly:\n{svc.tail(dead)}")
-
-
-def _peek(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
-    from atroposlib.api.client import TrajectoryClient
-    from atroposlib.errors import AtroposError
-
-    try:
-        with TrajectoryClient(api_url, retries=2) as c:
-            return [g.group for g in c.peek(limit=24, after=after).groups]
-    except AtroposError as e:  # the report still gets written, without these samples
-        print(f"[demo] could not read sample rollouts: {e!r}", file=sys.stderr)
-        return []
 
 
 def write_report(
