@@ -171,7 +171,9 @@ class EnvSampler:
                     _, outs, lps, _ = await sm.tokens_and_logprobs_completion(
                         input_ids=self.prompt, n=2, max_tokens=6, temperature=1.0
                     )
-                    assert len(outs) == 2 and all(len(o) == len(lp) for o, lp in zip(outs, lps, strict=True))
+                    assert len(outs) == 2 and all(
+                        len(o) == len(lp) for o, lp in zip(outs, lps, strict=True)
+                    )
                     self.rollouts += 1
                 except Exception as e:  # a failed rollout: exactly what the tier must never see
                     self.failures.append(f"{type(e).__name__}: {e}")
