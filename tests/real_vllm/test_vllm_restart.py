@@ -40,7 +40,7 @@ def test_restart_mode_relaunches_vllm_with_new_weights(
     times = []
     try:
         strategy.start(str(tiny_model_dir))
-        with EnvSampler(url, cfg.model_name, PROMPT, max_retries=40) as env:
+        with EnvSampler(url, cfg.model_name, PROMPT, max_retries=200) as env:  # ~5 s apart
             for step in range(1, RESTARTS + 1):
                 torch.manual_seed(step)
                 with torch.no_grad():
