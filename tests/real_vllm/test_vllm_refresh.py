@@ -19,6 +19,8 @@ from .conftest import EnvSampler, forward_logprobs, greedy, start_servers
 
 PROMPT = [5, 60, 70, 80, 90, 100, 33, 44]
 REFRESHES = 5
+# vLLM start-ups take 30 s on a quiet 2-core machine and several minutes on a loaded one
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")

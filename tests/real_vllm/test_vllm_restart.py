@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from atroposlib.utils.net import free_port
@@ -15,7 +16,11 @@ from example_trainer.weight_refresh import RestartRefresh
 from .conftest import EnvSampler, forward_logprobs, greedy
 
 PROMPT = [5, 60, 70, 80, 90, 100, 33, 44]
-RESTARTS = 2  # each costs a full vLLM start-up (~30 s here); reload/lora run 5 refreshes
+RESTARTS = (
+    2  # each costs a full vLLM start-up (~30 s on a quiet machine); reload/lora run 5 refreshes
+)
+# vLLM start-ups take 30 s on a quiet 2-core machine and several minutes on a loaded one
+pytestmark = pytest.mark.timeout(1200)
 
 
 def test_restart_mode_relaunches_vllm_with_new_weights(
