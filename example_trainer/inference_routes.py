@@ -112,7 +112,6 @@ def _vllm_reload(http: httpx.Client, base: str, path: str) -> Any:
             raise InferenceError(
                 f"reload: vLLM at {base} failed to load {path}: {r.status_code} {r.text[:300]}{hint}"
             )
-        results = _json(r).get("results") or [None]
         cache = _post(http, base + "/reset_prefix_cache", "reload")
         if cache.status_code >= 400:
             raise InferenceError(
@@ -120,7 +119,7 @@ def _vllm_reload(http: httpx.Client, base: str, path: str) -> Any:
             )
     finally:
         _post(http, base + "/resume", "reload")
-    return results[0].get("weights_path") if isinstance(results[0], dict) else None
+    return None  # vLLM keeps no weights version; the trainer's policy version says which step
 
 
 def load_lora(
