@@ -48,6 +48,8 @@ def start_server(
         str(threads),
         "--log-level",
         "warning",
+        "--served-model-name",
+        "bench",  # requests name it: an unknown model name is a 404, as in vLLM
         *extra,
     ]
     proc = subprocess.Popen(cmd, stdout=open(log, "ab"), stderr=subprocess.STDOUT)

@@ -141,7 +141,8 @@ class TrainingConfig(BaseModel):
     weight_refresh: RefreshMode = Field(
         "restart",
         description="How inference servers get new weights: restart (relaunch the server process), "
-        "reload (POST /update_weights_from_disk), lora (hot-load a peft adapter), none.",
+        "reload (load in place: /update_weights_from_disk on our engine and SGLang, dev-mode routes on "
+        "vLLM), lora (hot-load a peft adapter), none.",
     )
     vllm_restart_interval: int = Field(
         3, gt=0, description="Refresh the inference weights every N steps (all refresh modes)."
@@ -175,6 +176,19 @@ class TrainingConfig(BaseModel):
     lora_alpha: int = Field(32, gt=0, description="lora mode: adapter alpha.")
     lora_target_modules: list[str] = Field(
         ["q_proj", "v_proj"], description="lora mode: module names the adapter wraps."
+    )
+
+    # --- which inference server, and how restart mode launches vLLM -------------------------
+    inference_server: Literal["auto", "atropos", "vllm", "sglang"] = Field(
+        "auto",
+        description="reload/lora modes: the protocol the servers speak (atropos: our CPU engine; "
+        "vllm: its dev-mode routes + atroposlib's worker extension; sglang); auto asks each server.",
+    )
+    inference_python: Optional[str] = Field(
+        None,
+        description="restart mode: the Python that runs vLLM (it lives in its own environment); fills "
+        "{python} in inference_command. Default: $ATROPOS_VLLM_PYTHON, then the environment "
+        "scripts/setup_vllm.sh made, then this Python.",
     )
 
     # --- distributed ---------------------------------------------------------------------

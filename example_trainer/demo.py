@@ -24,8 +24,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +31,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.utils.net import free_port, wait_for_http
+from example_trainer.demo_servers import (
+    Services,
+    follow,
+    inference_command,
+    merged_env,
+    peek_groups,
+    refresh_times,
+    vllm_missing,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
@@ -92,52 +99,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1)."
     )
+    p.add_argument(
+        "--inference",
+        choices=["engine", "vllm"],
+        default="engine",
+        help="Inference server: atroposlib's CPU engine, or a real vLLM server (its own Python: "
+        "ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh); both reload weights in place every step.",
+    )
     return p.parse_args(argv)
-
-
-class Services:
-    """The child processes of the demo; all are stopped (SIGTERM, then SIGKILL) on exit."""
-
-    def __init__(self, logs: Path) -> None:
-        self.logs = logs
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(
-        self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None
-    ) -> subprocess.Popen:
-        fh = open(self.logs / f"{name}.log", "ab")
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        fh.close()
-        self.procs[name] = proc
-        return proc
-
-    def dead(self) -> Optional[str]:
-        """A service that exited with an error (an env finishing its total_steps exits with 0)."""
-        for name, p in self.procs.items():
-            if p.poll() is not None and (p.returncode != 0 or name != "env"):
-                return name
-        return None
-
-    def tail(self, name: str, n: int = 15) -> str:
-        path = self.logs / f"{name}.log"
-        return (
-            "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
-        )
-
-    def stop(self, name: str) -> None:
-        p = self.procs.pop(name, None)
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
-    def stop_all(self) -> None:
-        for name in list(self.procs)[::-1]:
-            self.stop(name)
 
 
 def _child_env(threads: int) -> dict[str, str]:
@@ -281,29 +250,12 @@ def run(args: argparse.Namespace) -> int:
             ],
             env,
         )
-        svc.start(
-            "engine",
-            [
-                sys.executable,
-                "-m",
-                "atroposlib.cli.serve_model",
-                "--model",
-                str(prep["warm"]),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(engine_port),
-                "--served-model-name",
-                "policy",
-                "--torch-threads",
-                str(args.threads),
-                "--batch-window-ms",
-                "10",
-            ],
-            env,
+        argv, server_env = inference_command(
+            args.inference, prep["warm"], engine_port, args.threads, out / "vllm-cache"
         )
+        svc.start("engine", argv, merged_env(env, server_env))
         wait_for_http(api_url + "/health", timeout=120, proc=svc.procs["run-api"])
-        wait_for_http(engine_url + "/health", timeout=120, proc=svc.procs["engine"])
+        wait_for_http(engine_url + "/health", timeout=600, proc=svc.procs["engine"])
         svc.start(
             "trainer",
             [
@@ -349,67 +301,14 @@ def run(args: argparse.Namespace) -> int:
             step: int,
         ) -> None:  # the API keeps only recent groups: read early ones now
             if not early and step >= 3:
-                early.extend(_peek(api_url, after=0))
+                early.extend(peek_groups(api_url, after=0))
 
         rows = follow(svc, trainer_dir / "metrics.jsonl", args.steps, on_step=snapshot_early)
         loop_s = time.perf_counter() - t_loop
-        late = _peek(api_url, after=None)
+        late = peek_groups(api_url, after=None)
     finally:
         svc.stop_all()
     return write_report(out, args, prep, rows, early, late, loop_s, time.perf_counter() - t_start)
-
-
-def follow(
-    svc: Services, metrics_path: Path, steps: int, on_step: Optional[Callable[[int], None]] = None
-) -> list[dict[str, Any]]:
-    """Re-print the trainer's progress until it finishes; abort if any service dies."""
-    from example_trainer.metrics import read_metrics
-
-    tty = sys.stdout.isatty()
-    shown = printed_bucket = 0
-    while True:
-        time.sleep(0.5)
-        rows = read_metrics(metrics_path)
-        if rows and rows[-1]["step"] != shown:
-            m = rows[-1]
-            shown = m["step"]
-            if on_step is not None:
-                on_step(shown)
-            line = (
-                f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
-                f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}"
-            )
-            if tty:
-                print("\r" + line, end="", flush=True)
-            elif (
-                shown // 25 > printed_bucket or shown == steps
-            ):  # a plain log: one line per 25 steps
-                printed_bucket = shown // 25
-                print(line, flush=True)
-        trainer = svc.procs["trainer"]
-        if trainer.poll() is not None:
-            if tty:
-                print(flush=True)
-            if trainer.returncode != 0:
-                raise SystemExit(
-                    f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}"
-                )
-            return read_metrics(metrics_path)
-        dead = svc.dead()
-        if dead:
-            raise SystemExit(f"[demo] {dead} exited unexpectedly:\n{svc.tail(dead)}")
-
-
-def _peek(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
-    from atroposlib.api.client import TrajectoryClient
-    from atroposlib.errors import AtroposError
-
-    try:
-        with TrajectoryClient(api_url, retries=2) as c:
-            return [g.group for g in c.peek(limit=24, after=after).groups]
-    except AtroposError as e:  # the report still gets written, without these samples
-        print(f"[demo] could not read sample rollouts: {e!r}", file=sys.stderr)
-        return []
 
 
 def write_report(
@@ -441,13 +340,14 @@ def write_report(
     )
     write_rollouts(early, late, out / "rollouts.html")
     gain = last - first
+    server = "a real vLLM server" if args.inference == "vllm" else "the CPU inference engine"
     verdict = "improved" if gain >= 0.15 else "did not improve by 0.15"
     summary = (
         f"A {prep['n_params'] / 1e6:.2f}M-parameter Llama built from scratch was warmed up with "
         f"{args.warmup_sft_steps} supervised steps on gold answers (greedy accuracy {prep['warm_acc']:.2f}) "
         f"and then trained for {len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} "
-        f"samples, lr {args.lr}) through the real loop: run-api, the CPU inference engine (weights reloaded "
-        f"after every step), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
+        f"samples, lr {args.lr}) through the real loop: run-api, {server} (weights reloaded "
+        f"in place after every step; {refresh_times(rows)}), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first {k} steps was {first:.3f} and over the last {k} "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); greedy accuracy on all 100 problems went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
@@ -462,6 +362,7 @@ def write_report(
         f"total {total_s:.0f}s",
         flush=True,
     )
+    print(f"[demo] {refresh_times(rows)}", flush=True)
     print(
         f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html",
         flush=True,
@@ -476,6 +377,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"atropos-demo: error: {ENV_FILE} is missing (run from a checkout of the repository)",
             file=sys.stderr,
         )
+        return 2
+    missing = vllm_missing() if args.inference == "vllm" else None
+    if missing:
+        print(f"atropos-demo: error: {missing}", file=sys.stderr)
         return 2
     try:
         return run(args)

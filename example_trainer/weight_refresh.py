@@ -1,12 +1,16 @@
 """How the inference servers get the trainer's new weights: one small strategy object per mode.
 
 * ``restart`` (Atropos's path): the trainer owns the server process; every ``vllm_restart_interval`` steps it
-  saves the model and relaunches the server on it (``inference_command`` with ``{model_path}``/``{port}``;
-  vLLM's OpenAI server by default, our CPU engine with ``python -m atroposlib.cli.serve_model``).
-* ``reload``: save and ``POST /update_weights_from_disk {"model_path": ...}`` to each running server (our
-  CPU engine and SGLang). Servers keep their sockets, so envs see no dropped connection.
-* ``lora``: the trained model is a peft LoRA wrapper; save only the adapter and hot-load it with vLLM's
-  ``POST /v1/load_lora_adapter`` (needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and ``--enable-lora``).
+  saves the model and relaunches the server on it (``inference_command`` with ``{model_path}``/``{port}``
+  and optionally ``{python}``/``{served_name}``/``{seq_len}``; by default vLLM's OpenAI server run by
+  ``inference_python``, with GPU flags only where CUDA is present; our CPU engine with
+  ``{python} -m atroposlib.cli.serve_model``).
+* ``reload``: save, then load the folder into each running server without a restart: our engine and
+  SGLang through ``/update_weights_from_disk``, vLLM through its dev-mode routes and atroposlib's worker
+  extension (``inference_routes.py``). Servers keep their sockets, so envs see no dropped connection.
+* ``lora``: the trained model is a peft LoRA wrapper; only the adapter is saved and hot-loaded under one
+  stable name (``lora_adapter_name``), published before the first rollout (also on resume) and then
+  replaced in place (``load_inplace``), so the name never 404s.
 * ``none``: weights stay where they are (evaluation runs, or servers refreshed by someone else).
 
 Each refresh returns the policy version (the trainer step) it published, plus what the server reported
@@ -15,9 +19,12 @@ Each refresh returns the policy version (the trainer step) it published, plus wh
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,18 +35,14 @@ from typing import Any, Optional
 import httpx
 
 from atroposlib.errors import ConfigError, InferenceError
+from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
 from atroposlib.utils.net import wait_for_http
 
 from .checkpoint import save_model_folder
 from .config import TrainingConfig
+from .inference_routes import ServerKind, load_lora, probe_server_kind, reload_from_disk
 
 log = logging.getLogger(__name__)
-
-DEFAULT_VLLM_COMMAND = (
-    f"{shlex.quote(sys.executable)} -m vllm.entrypoints.openai.api_server --model {{model_path}} "
-    "--served-model-name {served_name} --host 127.0.0.1 --port {port} --dtype auto "
-    "--gpu-memory-utilization 0.45 --max-model-len {seq_len}"
-)
 
 
 class WeightRefresh:
@@ -51,6 +54,7 @@ class WeightRefresh:
         self.cfg = cfg
         self.urls = cfg.resolved_inference_urls()
         self.weights_root = Path(cfg.save_path) / "weights"
+        self._kinds: dict[str, ServerKind] = {}
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
@@ -68,10 +72,21 @@ class WeightRefresh:
         """Release what ``start`` acquired."""
 
     # helpers ----------------------------------------------------------------------------
-    def _save(self, step: int, model: Any, tokenizer: Any, state_dict: Any = None) -> Path:
+    def _kind(self, http: httpx.Client, url: str) -> ServerKind:
+        """The server kind at ``url``: ``inference_server``, or asked once when it is ``auto``."""
+        if self.cfg.inference_server != "auto":
+            return self.cfg.inference_server  # type: ignore[return-value]
+        if url not in self._kinds:
+            self._kinds[url] = probe_server_kind(http, url.rstrip("/"))
+            log.info("%s: inference server at %s is %s", self.mode, url, self._kinds[url])
+        return self._kinds[url]
+
+    def _save(
+        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None, name: str = ""
+    ) -> Path:
         self.weights_root.mkdir(parents=True, exist_ok=True)
         out = save_model_folder(
-            model, tokenizer, self.weights_root / f"step_{step:07d}", state_dict
+            model, tokenizer, self.weights_root / (name or f"step_{step:07d}"), state_dict
         )
         # keep this one and the previous (a server may still be reading it)
         for old in sorted(p for p in self.weights_root.glob("step_*") if p.is_dir())[:-2]:
@@ -84,7 +99,7 @@ class NoRefresh(WeightRefresh):
 
 
 class ReloadRefresh(WeightRefresh):
-    """Save, then ask every server to load the folder (our engine, SGLang).
+    """Save, then ask every server to load the folder in place (our engine, SGLang, vLLM).
 
     With ``async_refresh`` (the default) the save happens at once (the weights are snapshotted before the
     next optimizer step) and the POSTs run in a background thread while the trainer pulls and trains the
@@ -100,33 +115,20 @@ class ReloadRefresh(WeightRefresh):
         self._pool = ThreadPoolExecutor(max_workers=1) if cfg.async_refresh else None
         self._pending: Optional[Future] = None
         self._last_version: Any = None
+        self.last_push_s: Optional[float] = None
 
     def start(self, model_path: str) -> None:
         if self.cfg.resume:  # the servers may still hold older weights than the checkpoint
             self._push(model_path)
 
     def _push(self, path: str) -> list[Any]:
-        versions = []
-        for url in self.urls:
-            try:
-                r = self._http.post(
-                    url.rstrip("/") + "/update_weights_from_disk", json={"model_path": path}
-                )
-            except httpx.TransportError as e:
-                raise InferenceError(f"reload: cannot reach inference server {url}: {e!r}") from e
-            if r.status_code == 404:
-                raise InferenceError(
-                    f"reload: {url} has no /update_weights_from_disk endpoint; use --weight-refresh restart"
-                )
-            body = (
-                r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
-            )
-            if r.status_code >= 400 or body.get("success") is False:
-                raise InferenceError(
-                    f"reload: {url} refused the weights: {r.status_code} {r.text[:300]}"
-                )
-            versions.append(body.get("weights_version"))
+        t0 = time.perf_counter()
+        versions = [
+            reload_from_disk(self._http, url.rstrip("/"), self._kind(self._http, url), path)
+            for url in self.urls
+        ]
         self._last_version = versions[0] if versions else None
+        self.last_push_s = time.perf_counter() - t0
         return versions
 
     def _wait_pending(self) -> None:
@@ -148,6 +150,7 @@ class ReloadRefresh(WeightRefresh):
             "policy_version": step,
             "weights_version": self._last_version,
             "refresh_s": time.perf_counter() - t0,
+            "reload_push_s": self.last_push_s,
         }
 
     def close(self) -> None:
@@ -166,7 +169,20 @@ class RestartRefresh(WeightRefresh):
 
     def __init__(self, cfg: TrainingConfig) -> None:
         super().__init__(cfg)
-        self.command = cfg.inference_command or DEFAULT_VLLM_COMMAND
+        self.python = cfg.inference_python or find_vllm_python() or sys.executable
+        self.command = cfg.inference_command
+        self.env: Optional[dict[str, str]] = None
+        if self.command is None:  # vLLM's OpenAI server, launched the way this machine needs
+            server = vllm_server(
+                "{model_path}",
+                0,
+                python="{python}",
+                served_name="{served_name}",
+                max_model_len=cfg.seq_len,
+            )
+            server.argv[server.argv.index("--port") + 1] = "{port}"
+            self.command = " ".join(server.argv)
+            self.env = server.full_env()
         for needed in ("{model_path}", "{port}"):
             if needed not in self.command:
                 raise ConfigError(f"inference_command must contain {needed} (got {self.command!r})")
@@ -179,15 +195,21 @@ class RestartRefresh(WeightRefresh):
             port=self.cfg.vllm_port,
             served_name=shlex.quote(self.cfg.model_name),
             seq_len=self.cfg.seq_len,
+            python=shlex.quote(self.python),
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        _release_accelerator_memory()
         logf = open(self.log_path, "ab")
         log.info("starting inference server: %s", cmd)
         try:
-            self.proc = subprocess.Popen(shlex.split(cmd), stdout=logf, stderr=subprocess.STDOUT)
-        except (
-            OSError
-        ) as e:  # e.g. the command's program is not installed: the user's --inference-command
+            self.proc = subprocess.Popen(
+                shlex.split(cmd),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,  # its own process group: _stop can end its children too
+            )
+        except OSError as e:  # e.g. the command's program is not installed
             raise InferenceError(
                 f"restart: cannot start the inference server with {cmd!r}: {e}"
             ) from e
@@ -201,14 +223,20 @@ class RestartRefresh(WeightRefresh):
                 f"restart: inference server did not come up ({e}); see {self.log_path}"
             ) from e
 
-    def _stop(self) -> None:
+    def _stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL to the server's process group after ``grace`` seconds: vLLM stops its
+        engine at once but its HTTP server then waits for clients' open connections (an env's pending
+        request) to close, which can take as long as the client's timeout."""
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.terminate()
         try:
-            self.proc.wait(30)
+            self.proc.wait(grace)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait(10)
 
     def start(self, model_path: str) -> None:
@@ -227,20 +255,36 @@ class RestartRefresh(WeightRefresh):
         self._stop()
 
 
+def _release_accelerator_memory() -> None:
+    """On a GPU shared with the server, hand the trainer's cached blocks back before it starts."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 class LoraRefresh(WeightRefresh):
-    """Train a peft LoRA adapter; save only the adapter and hot-load it by name on every server."""
+    """Train a peft LoRA adapter; save only the adapter and hot-load it by name on every server.
+
+    The adapter is published under ``lora_adapter_name`` in ``start`` (before the first rollout, from
+    the freshly initialised or resumed adapter), so envs requesting that name never meet a 404, and is
+    replaced in place on every refresh.
+    """
 
     mode = "lora"
 
     def __init__(self, cfg: TrainingConfig) -> None:
         super().__init__(cfg)
         self._http = httpx.Client(timeout=120.0)
+        self._model: Any = None
+        self._published = False
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         from peft import LoraConfig, PeftModel, get_peft_model
 
         if resume_from is not None:  # the checkpoint holds the adapter trained so far
-            return PeftModel.from_pretrained(model, resume_from, is_trainable=True)
+            self._model = PeftModel.from_pretrained(model, resume_from, is_trainable=True)
+            return self._model
 
         lcfg = LoraConfig(
             r=self.cfg.lora_rank,
@@ -248,37 +292,40 @@ class LoraRefresh(WeightRefresh):
             target_modules=list(self.cfg.lora_target_modules),
             task_type="CAUSAL_LM",
         )
-        return get_peft_model(model, lcfg)
+        self._model = get_peft_model(model, lcfg)
+        return self._model
+
+    def start(self, model_path: str) -> None:
+        if self._model is None:
+            raise ConfigError("lora: prepare_model must run before start")
+        self._publish(self._save(0, self._model, None, name="start"))
+
+    def _publish(self, path: Path) -> None:
+        name = self.cfg.lora_adapter_name
+        for url in self.urls:
+            base = url.rstrip("/")
+            load_lora(
+                self._http,
+                base,
+                self._kind(self._http, url),
+                name,
+                str(path.resolve()),
+                replace=self._published,
+            )
+        self._published = True
 
     def refresh(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
     ) -> dict[str, Any]:
-        path = self._save(step, model, None)  # a PeftModel saves only the adapter
+        t0 = time.perf_counter()
         # One stable name, replaced each time: envs keep requesting the same model name and always get
         # the newest adapter, and servers never accumulate one adapter per step.
-        name = self.cfg.lora_adapter_name
-        for url in self.urls:
-            base = url.rstrip("/")
-            r = self._http.post(base + "/v1/unload_lora_adapter", json={"lora_name": name})
-            if r.status_code >= 500:
-                raise InferenceError(
-                    f"lora: {url} failed to unload adapter {name}: {r.status_code} {r.text[:300]}"
-                )
-            # 4xx here means "not loaded yet" (first refresh) or no LoRA support, which the load reports.
-            r = self._http.post(
-                base + "/v1/load_lora_adapter",
-                json={"lora_name": name, "lora_path": str(path.resolve())},
-            )
-            if r.status_code == 404:
-                raise InferenceError(
-                    f"lora: {url} has no /v1/load_lora_adapter endpoint (vLLM needs --enable-lora and "
-                    "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; the CPU engine has it)"
-                )
-            if r.status_code >= 400:
-                raise InferenceError(
-                    f"lora: {url} refused adapter {name}: {r.status_code} {r.text[:300]}"
-                )
-        return {"policy_version": step, "lora_name": name}
+        self._publish(self._save(step, model, None))  # a PeftModel saves only the adapter
+        return {
+            "policy_version": step,
+            "lora_name": self.cfg.lora_adapter_name,
+            "refresh_s": time.perf_counter() - t0,
+        }
 
     def close(self) -> None:
         self._http.close()

@@ -136,16 +136,20 @@ class InferenceEngine:
             self._swap_pending.clear()
 
     def load_lora(self, name: str, path: str) -> None:
-        """Load a peft LoRA adapter; requests whose ``model`` is ``name`` then use it (vLLM semantics)."""
+        """Load a peft LoRA adapter; requests whose ``model`` is ``name`` then use it (vLLM semantics).
+
+        If ``name`` is loaded already its weights are replaced in place (the server refuses that unless
+        the request says ``load_inplace``): the new adapter is read and checked first, then swapped in
+        between batches, so no request ever finds the name missing and a bad folder leaves the old one.
+        """
         p = Path(path).expanduser()
         if not (p / "adapter_config.json").is_file():
             raise ModelLoadError(f"not a peft adapter directory (no adapter_config.json): {p}")
-        if name in self.adapters:
-            raise ModelLoadError(
-                f"a LoRA adapter named {name!r} is already loaded; unload it first"
-            )
         from peft import PeftModel
 
+        if name in self.adapters:
+            self._replace_lora(name, p)
+            return
         with self._exclusive():
             model = self.loaded.model
             try:
@@ -159,6 +163,36 @@ class InferenceEngine:
                 raise ModelLoadError(
                     f"could not load LoRA adapter from {p}: {type(e).__name__}: {e}"
                 ) from e
+            self.adapters[name] = p.resolve()
+
+    def _replace_lora(self, name: str, p: Path) -> None:
+        from peft import PeftConfig, load_peft_weights, set_peft_model_state_dict
+
+        model = self.loaded.model
+        try:
+            new_cfg = PeftConfig.from_pretrained(str(p))
+            weights = load_peft_weights(str(p), device="cpu")
+        except Exception as e:
+            raise ModelLoadError(
+                f"could not read LoRA adapter from {p}: {type(e).__name__}: {e}"
+            ) from e
+        old_cfg = model.peft_config[name]
+        same_shape = all(
+            getattr(new_cfg, k, None) == getattr(old_cfg, k, None)
+            for k in ("r", "lora_alpha", "target_modules", "use_rslora", "use_dora")
+        )
+        if not same_shape:
+            raise ModelLoadError(
+                f"load_inplace needs the same rank, alpha and target modules as the loaded adapter "
+                f"{name!r}; unload it first to load {p}"
+            )
+        with self._exclusive():  # copy the new tensors into the loaded adapter between batches
+            result = set_peft_model_state_dict(model, weights, adapter_name=name)
+            unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+            if unexpected:
+                raise ModelLoadError(
+                    f"LoRA adapter at {p} does not fit the loaded one: {unexpected[:3]}"
+                )
             self.adapters[name] = p.resolve()
 
     def unload_lora(self, name: str) -> None:

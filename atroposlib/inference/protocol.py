@@ -24,7 +24,9 @@ class _Common(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: Optional[str] = Field(
-        default=None, description="Any name is accepted; the served model answers."
+        default=None,
+        description="The served model name or a loaded LoRA adapter's name; omitted means the served "
+        "model; any other name is a 404 (as in vLLM).",
     )
     n: int = Field(default=1, ge=1, description="Completions to generate per prompt.")
     max_tokens: Optional[int] = Field(default=None, ge=1, description="Most tokens to generate.")
@@ -117,6 +119,11 @@ class LoadLoraRequest(BaseModel):
     )
     lora_path: str = Field(
         min_length=1, description="peft adapter directory (adapter_config.json)."
+    )
+    load_inplace: bool = Field(
+        default=False,
+        description="Replace the weights of an adapter already loaded under this name without a "
+        "moment in which the name is unknown (vLLM's field); without it a loaded name is a 400.",
     )
 
 

@@ -126,7 +126,8 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
         msg = exc.message
         if exc.param and exc.param not in msg:
             msg = f"{exc.param}: {msg}"
-        return _error(exc.status, msg, exc.param)
+        kind = "NotFoundError" if exc.status == 404 else "BadRequestError"
+        return _error(exc.status, msg, exc.param, kind)
 
     @app.exception_handler(InferenceUnavailable)
     async def _busy(_: Request, exc: InferenceUnavailable) -> JSONResponse:
@@ -134,6 +135,16 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
 
     def token_id_text(tid: int) -> str:
         return f"token_id:{tid}"
+
+    base_names = {name, config.model_path}
+
+    def check_model(model: Optional[str]) -> None:
+        """vLLM's rule: no name = the served model; a served name or a loaded adapter; else 404."""
+        if not model or model in base_names or model in eng.adapters:
+            return
+        raise BadRequest(
+            f"The model `{model}` does not exist. Valid aliases: {name}.", "model", status=404
+        )
 
     def rows_for(ids: list[int], req: Any, max_tokens: Optional[int], top: int) -> list[RowParams]:
         if not ids:
@@ -169,6 +180,7 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest) -> JSONResponse:
+        check_model(req.model)
         _check_unsupported(req)
         prompts = _prompt_list(req.prompt, vocab)
         ids_list = [
@@ -188,6 +200,7 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatCompletionRequest) -> JSONResponse:
+        check_model(req.model)
         _check_unsupported(req)
         if getattr(tok, "chat_template", None) is None:
             raise BadRequest(
@@ -283,11 +296,22 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
 
     @app.post("/v1/load_lora_adapter")
     async def load_lora(req: LoadLoraRequest) -> Response:
+        if req.lora_name in base_names:
+            raise BadRequest(
+                f"The lora adapter '{req.lora_name}' conflicts with a served base model.",
+                "lora_name",
+            )
+        if req.lora_name in eng.adapters and not req.load_inplace:
+            raise BadRequest(
+                f"The lora adapter '{req.lora_name}' has already been loaded. If you want to load "
+                "the adapter in place, set 'load_inplace' to True.",
+                "lora_name",
+            )
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, eng.load_lora, req.lora_name, req.lora_path)
         except ModelLoadError as e:
-            raise BadRequest(str(e), "lora_path" if "already" not in str(e) else "lora_name") from e
+            raise BadRequest(str(e), "lora_path") from e
         return Response(
             f"Success: LoRA adapter '{req.lora_name}' added successfully.", media_type="text/plain"
         )
@@ -298,7 +322,9 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
         try:
             await loop.run_in_executor(None, eng.unload_lora, req.lora_name)
         except ModelLoadError as e:
-            raise BadRequest(str(e), "lora_name", status=404) from e
+            raise BadRequest(
+                f"The lora adapter '{req.lora_name}' cannot be found.", "lora_name", status=404
+            ) from e
         return Response(
             f"Success: LoRA adapter '{req.lora_name}' removed successfully.",
             media_type="text/plain",

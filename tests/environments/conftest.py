@@ -34,7 +34,7 @@ def tiny_tokenizer(tiny_model_dir: Path):
 
 @pytest.fixture(scope="session")
 def cpu_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The real CPU inference engine serving the tiny model (subprocess on a free loopback port)."""
+    """The real CPU inference engine serving the tiny model as ``tiny`` (subprocess, loopback port)."""
     import os
     import subprocess
 
@@ -55,6 +55,8 @@ def cpu_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
             str(port),
             "--torch-threads",
             "1",
+            "--served-model-name",
+            "tiny",  # an unknown model name is a 404, as in vLLM: requests must say "tiny"
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -164,6 +164,7 @@ def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, 
         "eval_size": 2,
         "max_token_length": 400,
         "teacher_base_url": cpu_engine,
+        "teacher_model_name": "tiny",
         "teacher_top_k": 3,
         "teacher_method": method,
     }
@@ -219,6 +220,7 @@ def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_
                 "offline_train_size": 5,
                 "eval_size": 2,
                 "teacher_base_url": cpu_engine,
+                "teacher_model_name": "tiny",
             },
         )
 

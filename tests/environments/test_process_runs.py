@@ -30,6 +30,8 @@ def test_process_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_pat
         str(tiny_model_dir),
         "--openai.base_url",
         cpu_engine,
+        "--openai.model_name",
+        "tiny",
         "--env.total_steps",
         "2",
         "--env.group_size",
@@ -111,6 +113,10 @@ def test_every_env_processes_against_cpu_engine(
         extra += [
             "--env.judge_base_url" if env_file == "rlaif_server.py" else "--env.teacher_base_url",
             cpu_engine,
+            "--env.judge_model_name"
+            if env_file == "rlaif_server.py"
+            else "--env.teacher_model_name",
+            "tiny",
         ]
     if env_file == "sft_loader_server.py":
         chats = tmp_path / "chats.jsonl"
@@ -134,6 +140,8 @@ def test_every_env_processes_against_cpu_engine(
         str(tiny_model_dir),
         "--openai.base_url",
         cpu_engine,
+        "--openai.model_name",
+        "tiny",
         "--env.total_steps",
         "1",
         "--env.group_size",

@@ -97,5 +97,6 @@ def serve_model(tmp_path_factory) -> Iterator[Callable[..., ServerProcess]]:
 
 @pytest.fixture(scope="session")
 def server(serve_model, tiny_model_dir) -> ServerProcess:
-    """A shared server on the tiny model (tests must leave its base weights as they found them)."""
-    return serve_model(tiny_model_dir)
+    """A shared server on the tiny model, served as ``tiny`` (tests must leave its base weights as they
+    found them)."""
+    return serve_model(tiny_model_dir, "--served-model-name", "tiny")

@@ -36,7 +36,7 @@ def test_health_models_and_metrics(server, tiny_model_dir):
     assert h["status"] == "ok" and h["weights_version"] == 0
     assert h["model_path"] == str(tiny_model_dir.resolve())
     models = server.client().models.list()
-    assert [m.id for m in models.data] == [tiny_model_dir.name]
+    assert [m.id for m in models.data] == ["tiny"]
     text = httpx.get(server.url + "/metrics").text
     assert "atropos_inference_queue_depth" in text and "atropos_inference_batch_size_bucket" in text
 
@@ -46,7 +46,7 @@ def test_completion_n_logprobs_token_ids_and_usage(server, tiny_model_dir):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     r = server.client().completions.create(
-        model="anything",
+        model="tiny",
         prompt="What is 2 + 3?",
         n=3,
         max_tokens=7,
@@ -69,7 +69,7 @@ def test_completion_n_logprobs_token_ids_and_usage(server, tiny_model_dir):
     assert len({tuple(c.model_extra["token_ids"]) for c in r.choices}) > 1  # samples differ
     assert r.usage.prompt_tokens == len(prompt_ids) and r.usage.completion_tokens == 21
     again = server.client().completions.create(
-        model="x",
+        model="tiny",
         prompt="What is 2 + 3?",
         n=3,
         max_tokens=7,
@@ -207,18 +207,18 @@ def test_bad_completion_requests_get_400_naming_the_param(server, body, param):
 
 
 def test_bad_chat_request_and_openai_client_error_type(server):
-    r = httpx.post(server.url + "/v1/chat/completions", json={"model": "t", "messages": []})
+    r = httpx.post(server.url + "/v1/chat/completions", json={"model": "tiny", "messages": []})
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
     with pytest.raises(openai.BadRequestError, match="top_logprobs"):
         server.client().chat.completions.create(
-            model="t", messages=[{"role": "user", "content": "hi"}], top_logprobs=2, max_tokens=2
+            model="tiny", messages=[{"role": "user", "content": "hi"}], top_logprobs=2, max_tokens=2
         )
 
 
 def test_weight_reload_changes_outputs_and_bumps_version(
     serve_model, tiny_model_dir, tiny_model_dir_v2, tmp_path
 ):
-    srv = serve_model(tiny_model_dir)
+    srv = serve_model(tiny_model_dir, "--served-model-name", "tiny")
     c = srv.client()
     before = [_greedy(c, p).choices[0].text for p in PROMPTS[:3]]
     bad = httpx.post(

@@ -95,3 +95,68 @@ def test_lora_adapter_load_use_and_unload(server, tiny_model_dir, tmp_path):
         == 404
     )
     assert [_greedy(c, p).choices[0].text for p in PROMPTS[:3]] == base
+
+
+def _adapter(tiny_model_dir, out, seed: int):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    m = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        LoraConfig(
+            r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        ),
+    )
+    m.save_pretrained(out)
+    return out
+
+
+def test_unknown_model_name_is_404_like_vllm(server):
+    for path, body in [
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 1}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+    ]:
+        r = httpx.post(server.url + path, json={"model": "no-such-adapter", **body}, timeout=60)
+        assert r.status_code == 404, r.text
+        err = r.json()["error"]
+        assert err["type"] == "NotFoundError" and err["param"] == "model"
+        assert "`no-such-adapter` does not exist" in err["message"]
+    # no name means the served model, as in vLLM
+    ok = httpx.post(server.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
+    assert ok.status_code == 200, ok.text
+
+
+def test_lora_duplicate_name_is_400_and_load_inplace_replaces(server, tiny_model_dir, tmp_path):
+    a = _adapter(tiny_model_dir, tmp_path / "a", seed=1)
+    b = _adapter(tiny_model_dir, tmp_path / "b", seed=2)
+    c = server.client()
+    load = server.url + "/v1/load_lora_adapter"
+    clash = httpx.post(load, json={"lora_name": "tiny", "lora_path": str(a)})
+    assert clash.status_code == 400 and "conflicts with a served base model" in clash.text
+
+    def greedy(name):
+        ch = c.completions.create(
+            model=name, prompt=PROMPTS[1], max_tokens=8, temperature=0.0, logprobs=0
+        ).choices[0]
+        return ch.text, ch.logprobs.token_logprobs
+
+    try:
+        assert httpx.post(load, json={"lora_name": "p", "lora_path": str(b)}).status_code == 200
+        want_b = greedy("p")
+        httpx.post(server.url + "/v1/unload_lora_adapter", json={"lora_name": "p"})
+        assert httpx.post(load, json={"lora_name": "p", "lora_path": str(a)}).status_code == 200
+        want_a = greedy("p")
+        assert want_a != want_b
+        dup = httpx.post(load, json={"lora_name": "p", "lora_path": str(b)})
+        assert dup.status_code == 400 and "load_inplace" in dup.json()["error"]["message"]
+        assert greedy("p") == want_a  # the refused load changed nothing
+        inplace = {"lora_name": "p", "lora_path": str(b), "load_inplace": True}
+        assert httpx.post(load, json=inplace).status_code == 200
+        text, lps = greedy("p")
+        assert text == want_b[0]
+        assert max(abs(x - y) for x, y in zip(lps, want_b[1], strict=True)) < 1e-5
+        bad = httpx.post(load, json={**inplace, "lora_path": str(tmp_path)})
+        assert bad.status_code == 400 and greedy("p")[0] == want_b[0]
+    finally:
+        httpx.post(server.url + "/v1/unload_lora_adapter", json={"lora_name": "p"})

@@ -50,7 +50,14 @@ def test_lora_trains_an_adapter_and_reports_a_server_without_lora(tmp_path, tiny
     from transformers import AutoModelForCausalLM
 
     api = run_api("--store", "memory")  # a real HTTP server that has no LoRA endpoint
-    cfg = _cfg(tmp_path, weight_refresh="lora", inference_urls=[api.url], lora_rank=2, lora_alpha=4)
+    cfg = _cfg(
+        tmp_path,
+        weight_refresh="lora",
+        inference_urls=[api.url],
+        inference_server="atropos",
+        lora_rank=2,
+        lora_alpha=4,
+    )
     strategy = LoraRefresh(cfg)
     model = strategy.prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -67,7 +74,13 @@ def test_reload_against_a_server_without_the_endpoint_fails_clearly(tmp_path, ti
 
     api = run_api("--store", "memory")
     strategy = ReloadRefresh(
-        _cfg(tmp_path, weight_refresh="reload", inference_urls=[api.url], async_refresh=False)
+        _cfg(
+            tmp_path,
+            weight_refresh="reload",
+            inference_urls=[api.url],
+            inference_server="atropos",
+            async_refresh=False,
+        )
     )
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     with pytest.raises(InferenceError, match="update_weights_from_disk"):
@@ -99,6 +112,7 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
     """Envs request one model name; after each refresh that name must serve the newest adapter."""
     import subprocess
     import sys
+    import threading
 
     import httpx
     import torch
@@ -143,8 +157,20 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
             assert r.status_code == 200, r.text
             return r.json()["choices"][0]["logprobs"]["token_logprobs"][0]
 
-        seen = []
-        for step, fill in ((1, 0.0), (2, 0.7)):
+        strategy.start(str(tiny_model))  # publishes the adapter before the first rollout
+        seen = [served_logprob()]
+        failures: list[str] = []
+        stop = threading.Event()
+
+        def sample_continuously() -> None:  # an env that never stops asking for "policy"
+            while not stop.is_set():
+                r = httpx.post(url + "/v1/completions", json=body, timeout=60)
+                if r.status_code != 200:
+                    failures.append(r.text)
+
+        sampler = threading.Thread(target=sample_continuously)
+        sampler.start()
+        for step, fill in ((1, 0.0), (2, 0.7), (3, 0.0), (4, 0.7)):
             with torch.no_grad():
                 for n, p in model.named_parameters():
                     if "lora_B" in n:
@@ -153,11 +179,62 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
                         )  # step 1: a zero adapter (= base model); step 2: a changed one
             assert strategy.refresh(step, model, None)["lora_name"] == "policy"
             seen.append(served_logprob())
+        stop.set()
+        sampler.join()
         strategy.close()
-        base = httpx.post(url + "/v1/completions", json=dict(body, model="base"), timeout=60).json()
+        assert not failures, failures[:3]  # the name never went missing between refreshes
+        no_name = {k: v for k, v in body.items() if k != "model"}  # no name = the base model
+        base = httpx.post(url + "/v1/completions", json=no_name, timeout=60).json()
         base_lp = base["choices"][0]["logprobs"]["token_logprobs"][0]
-        assert abs(seen[0] - base_lp) < 1e-5  # zero adapter behaves as the base model
-        assert abs(seen[1] - seen[0]) > 1e-4  # the same name now serves the step-2 adapter
+        # the fresh adapter (lora_B = 0) and the zero ones behave as the base model
+        assert max(abs(seen[i] - base_lp) for i in (0, 1, 3)) < 1e-5
+        assert abs(seen[2] - base_lp) > 1e-4 and abs(seen[4] - seen[2]) < 1e-6  # step-2/4 adapter
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_server_kind_probe_refuses_a_server_it_cannot_identify(tmp_path, run_api):
+    import httpx
+
+    from example_trainer.inference_routes import probe_server_kind
+
+    api = run_api("--store", "memory")  # answers /health, but is no inference server
+    with httpx.Client() as http:
+        with pytest.raises(ConfigError, match="--inference-server"):
+            probe_server_kind(http, api.url)
+        with pytest.raises(InferenceError, match="cannot reach"):
+            probe_server_kind(http, "http://127.0.0.1:9")
+
+
+def test_restart_default_command_runs_vllm_with_its_own_python_and_cpu_flags(tmp_path):
+    cfg = _cfg(tmp_path, weight_refresh="restart", inference_python="/opt/vllm/bin/python")
+    refresh = RestartRefresh(cfg)
+    cmd = refresh.command.format(
+        model_path="M", port=1234, served_name="m", seq_len=512, python=refresh.python
+    )
+    argv = cmd.split()
+    assert argv[:3] == ["/opt/vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert "--model M" in cmd and "--port 1234" in cmd and "--max-model-len 2048" in cmd  # seq_len
+    import torch
+
+    if torch.cuda.is_available():
+        assert "--gpu-memory-utilization" in argv
+    else:  # GPU-only flags only where CUDA is present; the CPU build's settings otherwise
+        assert "--gpu-memory-utilization" not in argv and "--enforce-eager" in argv
+        assert refresh.env is not None and refresh.env["VLLM_TARGET_DEVICE"] == "cpu"
+
+
+def test_restart_custom_command_gets_the_python_placeholder(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATROPOS_VLLM_PYTHON", "/env/vllm/python")
+    cfg = _cfg(
+        tmp_path,
+        weight_refresh="restart",
+        inference_command="{python} -m vllm.entrypoints.openai.api_server --model {model_path} "
+        "--port {port}",
+    )
+    refresh = RestartRefresh(cfg)
+    assert refresh.python == "/env/vllm/python" and refresh.env is None
+    refresh.python = "/no/such/python"
+    with pytest.raises(InferenceError, match="/no/such/python"):
+        refresh.start(str(tmp_path))

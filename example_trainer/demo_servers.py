@@ -1,0 +1,189 @@
+"""The demo's child processes (``Services``, ``follow``) and its inference server: our CPU engine (default) or a real vLLM server (``--inference vllm``).
+
+Both serve the policy as ``policy`` on loopback and take the trainer's weights in place after every step
+(``--weight-refresh reload``): our engine through ``/update_weights_from_disk``, vLLM through its dev-mode
+routes and atroposlib's worker extension, which the trainer finds by asking the server what it is.
+vLLM runs with its own Python (``ATROPOS_VLLM_PYTHON`` or the environment ``scripts/setup_vllm.sh`` made).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
+
+SERVED_NAME = "policy"
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Services:
+    """The child processes of the demo; all are stopped (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(
+        self, name: str, cmd: list[str], env: Optional[dict[str, str]] = None
+    ) -> subprocess.Popen:
+        fh = open(self.logs / f"{name}.log", "ab")
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        fh.close()
+        self.procs[name] = proc
+        return proc
+
+    def dead(self) -> Optional[str]:
+        """A service that exited with an error (an env finishing its total_steps exits with 0)."""
+        for name, p in self.procs.items():
+            if p.poll() is not None and (p.returncode != 0 or name != "env"):
+                return name
+        return None
+
+    def tail(self, name: str, n: int = 15) -> str:
+        path = self.logs / f"{name}.log"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
+        )
+
+    def stop(self, name: str) -> None:
+        p = self.procs.pop(name, None)
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs)[::-1]:
+            self.stop(name)
+
+
+def follow(
+    svc: Services, metrics_path: Path, steps: int, on_step: Optional[Callable[[int], None]] = None
+) -> list[dict[str, Any]]:
+    """Re-print the trainer's progress until it finishes; abort if any service dies."""
+    from example_trainer.metrics import read_metrics
+
+    tty = sys.stdout.isatty()
+    shown = printed_bucket = 0
+    while True:
+        time.sleep(0.5)
+        rows = read_metrics(metrics_path)
+        if rows and rows[-1]["step"] != shown:
+            m = rows[-1]
+            shown = m["step"]
+            if on_step is not None:
+                on_step(shown)
+            line = (
+                f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
+                f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}"
+            )
+            if tty:
+                print("\r" + line, end="", flush=True)
+            elif (
+                shown // 25 > printed_bucket or shown == steps
+            ):  # a plain log: one line per 25 steps
+                printed_bucket = shown // 25
+                print(line, flush=True)
+        trainer = svc.procs["trainer"]
+        if trainer.poll() is not None:
+            if tty:
+                print(flush=True)
+            if trainer.returncode != 0:
+                raise SystemExit(
+                    f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}"
+                )
+            return read_metrics(metrics_path)
+        dead = svc.dead()
+        if dead:
+            raise SystemExit(f"[demo] {dead} exited unexpectedly:\n{svc.tail(dead)}")
+
+
+def peek_groups(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
+    from atroposlib.api.client import TrajectoryClient
+    from atroposlib.errors import AtroposError
+
+    try:
+        with TrajectoryClient(api_url, retries=2) as c:
+            return [g.group for g in c.peek(limit=24, after=after).groups]
+    except AtroposError as e:  # the report still gets written, without these samples
+        print(f"[demo] could not read sample rollouts: {e!r}", file=sys.stderr)
+        return []
+
+
+def vllm_missing() -> Optional[str]:
+    """Why ``--inference vllm`` cannot run here, or None."""
+    if find_vllm_python() is None:
+        return (
+            "--inference vllm needs vLLM in its own environment: run scripts/setup_vllm.sh "
+            "or set ATROPOS_VLLM_PYTHON to a Python that has vllm"
+        )
+    return None
+
+
+def inference_command(
+    kind: str, model_dir: Path, port: int, threads: int, cache_dir: Path
+) -> tuple[list[str], dict[str, str]]:
+    """argv and extra environment of the demo's inference server of ``kind`` ('engine' or 'vllm')."""
+    if kind == "vllm":
+        server = vllm_server(
+            str(model_dir), port, served_name=SERVED_NAME, max_model_len=256, dev_mode=True
+        )
+        return server.argv, {**server.env, "VLLM_CACHE_ROOT": str(cache_dir)}
+    argv = [
+        sys.executable,
+        "-m",
+        "atroposlib.cli.serve_model",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        SERVED_NAME,
+        "--torch-threads",
+        str(threads),
+        "--batch-window-ms",
+        "10",
+    ]
+    return argv, {}
+
+
+def merged_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """``base`` plus ``extra``; a PYTHONPATH in ``extra`` goes in front of the one in ``base``."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = v + ":" + base[k] if k == "PYTHONPATH" and base.get(k) else v
+    return out
+
+
+def refresh_times(rows: list[dict[str, Any]]) -> str:
+    """A one-line summary of the trainer's refresh timings (save + hand-off, and the server's load)."""
+    save = [r["refresh_s"] for r in rows if r.get("refresh_s") is not None]
+    push = [r["reload_push_s"] for r in rows if r.get("reload_push_s") is not None]
+    if not save:
+        return "no refresh timings recorded"
+    text = f"refresh on the trainer's side (save + hand-off) {sum(save) / len(save):.3f} s mean"
+    if push:
+        text += f"; server load in the background {sum(push) / len(push):.3f} s mean"
+    return text
+
+
+__all__ = [
+    "SERVED_NAME",
+    "Services",
+    "inference_command",
+    "merged_env",
+    "refresh_times",
+    "vllm_missing",
+]

@@ -1,0 +1,213 @@
+"""The env's ``vllm`` backend and the trainer's in-place refresh modes against a real vLLM server.
+
+Two servers for the whole module, started together: ``plain`` (dev routes + atroposlib's worker extension)
+for the backend and ``reload``, ``lora`` (also ``--enable-lora``) for ``lora``. Every refresh test keeps an
+env sampling through the refreshes and demands zero failed rollouts and the new weights visible after each.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from example_trainer.config import TrainingConfig
+from example_trainer.weight_refresh import LoraRefresh, ReloadRefresh
+
+from .conftest import EnvSampler, forward_logprobs, greedy, start_servers
+
+PROMPT = [5, 60, 70, 80, 90, 100, 33, 44]
+REFRESHES = 5
+# vLLM start-ups take 30 s on a quiet 2-core machine and several minutes on a loaded one
+pytestmark = pytest.mark.timeout(1200)
+
+
+@pytest.fixture(scope="module")
+def servers(vllm_python, tiny_model_dir, vllm_logs):
+    plain, lora = start_servers(
+        [
+            (tiny_model_dir, {"dev_mode": True}),
+            (tiny_model_dir, {"dev_mode": True, "lora_rank": 4}),
+        ],
+        vllm_python,
+        vllm_logs,
+    )
+    try:
+        yield {"plain": plain, "lora": lora}
+    finally:
+        plain.stop()
+        lora.stop()
+
+
+def _model(path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+def _close(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+def test_env_vllm_backend_ids_and_logprobs_match_a_forward_pass(servers, tiny_model_dir):
+    import asyncio
+
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+
+    url = servers["plain"].url
+    sampler = EnvSampler(url, str(tiny_model_dir), PROMPT)
+
+    async def go():
+        sm = ServerManager([sampler.config])
+        try:
+            return await sm.tokens_and_logprobs_completion(
+                input_ids=PROMPT, n=4, max_tokens=16, temperature=1.0
+            )
+        finally:
+            await sm.close()
+
+    prompt, outs, lps, _ = asyncio.run(go())
+    assert prompt == PROMPT and len(outs) == 4
+    model = _model(tiny_model_dir)
+    for out, lp in zip(outs, lps, strict=True):
+        assert len(out) == len(lp) > 0
+        assert _close(lp, forward_logprobs(model, PROMPT, out)) < 1e-4
+
+
+def test_chat_with_token_ids(servers, tiny_model_dir):
+    import httpx
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    messages = [{"role": "user", "content": "What is 2 + 3?"}]
+    body = {
+        "model": str(tiny_model_dir),
+        "messages": messages,
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "logprobs": True,
+        "return_token_ids": True,
+    }
+    r = httpx.post(servers["plain"].url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    want_prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert data["prompt_token_ids"] == tok(want_prompt, add_special_tokens=False)["input_ids"]
+    ch = data["choices"][0]
+    lps = [c["logprob"] for c in ch["logprobs"]["content"]]
+    assert len(ch["token_ids"]) == len(lps) > 0
+    ref = forward_logprobs(_model(tiny_model_dir), data["prompt_token_ids"], ch["token_ids"])
+    assert _close(lps, ref) < 1e-4
+    bad = httpx.post(
+        servers["plain"].url + "/v1/chat/completions",
+        json={**body, "model": "no-such-model"},
+        timeout=60,
+    )
+    assert bad.status_code == 404  # what our engine now answers too
+
+
+def _cfg(tmp_path, mode: str, url: str, **kw) -> TrainingConfig:
+    return TrainingConfig(
+        model_name="m",
+        save_path=str(tmp_path / mode),
+        weight_refresh=mode,
+        inference_urls=[url],
+        async_refresh=False,
+        **kw,
+    )
+
+
+def test_reload_mode_refreshes_vllm_in_place(servers, tiny_model_dir, tmp_path):
+    """Five in-place reloads while an env samples; each time the server's greedy ids and logprobs are
+    those of the trainer's weights; at the end, reloading the start weights (as ``--resume`` does)
+    gives exactly what a fresh server on them gives."""
+    from transformers import AutoTokenizer
+
+    url, fresh = servers["plain"].url, servers["lora"].url
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = _model(tiny_model_dir)
+    strategy = ReloadRefresh(_cfg(tmp_path, "reload", url))
+    times = []
+    with EnvSampler(url, str(tiny_model_dir), PROMPT) as env:
+        for step in range(1, REFRESHES + 1):
+            torch.manual_seed(step)
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p) * 0.02)
+            before = env.rollouts
+            t0 = time.perf_counter()
+            strategy.refresh(step, model, tok)
+            times.append(time.perf_counter() - t0)
+            ids, lps = greedy(url, PROMPT)
+            ref = forward_logprobs(model, PROMPT, ids)
+            assert _close(lps, ref) < 1e-4, f"step {step}: served logprobs are not the new weights"
+            assert ids == greedy_forward(model, PROMPT, len(ids))
+            deadline = time.monotonic() + 60
+            while env.rollouts == before and time.monotonic() < deadline:
+                time.sleep(0.1)  # the env kept sampling across this refresh
+            assert env.rollouts > before
+    assert strategy._kinds == {url: "vllm"}  # found by probing
+    assert not env.failures, env.failures[:3]
+    print(f"vLLM in-place reload: {[round(t, 3) for t in times]} s per refresh (save + push)")
+
+    resumed = ReloadRefresh(_cfg(tmp_path, "reload", url, resume=True))
+    resumed.start(str(tiny_model_dir))  # a resumed run pushes its checkpoint before sampling
+    resumed.close()
+    strategy.close()
+    ids, lps = greedy(url, PROMPT)
+    fresh_ids, fresh_lps = greedy(fresh, PROMPT)  # a server that has only ever had these weights
+    assert ids == fresh_ids and _close(lps, fresh_lps) < 1e-4
+
+
+def greedy_forward(model, prompt: list[int], n: int) -> list[int]:
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(n):
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    return ids[len(prompt) :]
+
+
+def test_lora_mode_publishes_at_start_and_replaces_in_place(servers, tiny_model_dir, tmp_path):
+    """The adapter name exists before the first rollout and never 404s across five refreshes; after
+    each the served logprobs are the trainer's adapter's; a resumed run republishes its adapter."""
+    from example_trainer.checkpoint import save_model_folder
+
+    url = servers["lora"].url
+    cfg = _cfg(tmp_path, "lora", url, lora_rank=4, lora_alpha=8)
+    strategy = LoraRefresh(cfg)
+    model = strategy.prepare_model(_model(tiny_model_dir))
+    strategy.start(str(tiny_model_dir))
+    with EnvSampler(url, cfg.lora_adapter_name, PROMPT) as env:
+        for step in range(1, REFRESHES + 1):
+            torch.manual_seed(100 + step)
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    if "lora_B" in n:
+                        p.copy_(torch.randn_like(p) * 0.3)
+            before = env.rollouts
+            strategy.refresh(step, model, None)
+            ids, lps = greedy(url, PROMPT, model=cfg.lora_adapter_name)
+            assert _close(lps, forward_logprobs(model, PROMPT, ids)) < 1e-4, f"step {step}"
+            deadline = time.monotonic() + 60
+            while env.rollouts == before and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert env.rollouts > before
+    strategy.close()
+    assert strategy._kinds == {url: "vllm"}
+    assert not env.failures, env.failures[:3]
+
+    trained = save_model_folder(model, None, tmp_path / "ckpt")
+    with torch.no_grad():  # the server drifts away from the checkpoint (a later, lost step)
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.zero_()
+    strategy = LoraRefresh(cfg)
+    strategy.refresh(REFRESHES + 1, model, None)
+    resumed = LoraRefresh(cfg)
+    resumed_model = resumed.prepare_model(_model(tiny_model_dir), resume_from=str(trained))
+    resumed.start(str(trained))
+    ids, lps = greedy(url, PROMPT, model=cfg.lora_adapter_name)
+    assert _close(lps, forward_logprobs(resumed_model, PROMPT, ids)) < 1e-4
+    strategy.close()
+    resumed.close()
