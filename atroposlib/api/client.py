@@ -26,7 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from atroposlib.errors import APIError, APIUnavailable, AuthError
+from atroposlib.errors import APIError, APIUnavailable, AuthError, BatchUndeliverable
 from atroposlib.type_definitions import (
     BatchAck,
     BatchResponse,
@@ -60,6 +60,7 @@ class _Request:
     text: bool = False  # the endpoint answers plain text (legacy /reset_data)
     # how to turn the body (and its headers) into JSON data; None: one orjson parse
     load: Optional[Callable[[bytes, Mapping[str, str]], Any]] = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _dump_group(group: GroupLike) -> dict[str, Any]:
@@ -93,10 +94,22 @@ class _Endpoints:
             )
         )
 
-    def get_batch(self):
-        """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready."""
+    def get_batch(self, explicit_ack: bool = True):
+        """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready.
+
+        With ``explicit_ack`` (the default) the caller promises to ``ack_batch`` every batch it
+        applies, so the API delivers an unacknowledged batch again rather than treating this call
+        as its acknowledgement (Atropos's implicit ack, kept for ``explicit_ack=False``). A batch
+        that cannot be parsed raises ``BatchUndeliverable`` (an ``APIUnavailable``): calling again
+        makes the API check the batch and quarantine what cannot be delivered."""
         return self._call(
-            _Request("GET", "/batch", parse=BatchResponse.model_validate, load=load_batch_body)
+            _Request(
+                "GET",
+                "/batch",
+                parse=BatchResponse.model_validate,
+                load=load_batch_body,
+                headers={ACK_MODE_HEADER: "explicit"} if explicit_ack else {},
+            )
         )
 
     def ack_batch(self, batch_id: str):
@@ -182,6 +195,7 @@ class _Endpoints:
 
 
 GROUP_BYTES_HEADER = "x-batch-group-bytes"
+ACK_MODE_HEADER = "X-Atropos-Ack"  # the same as atroposlib.api.delivery.ACK_MODE_HEADER
 _BATCH_HEAD = b'{"batch":['
 
 
@@ -195,7 +209,13 @@ def load_batch_body(body: bytes, headers: Mapping[str, str]) -> Any:
             return _load_batch_groups(memoryview(body), [int(x) for x in sizes.split(",")])
         except (ValueError, orjson.JSONDecodeError):
             pass
-    return orjson.loads(body)
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise BatchUndeliverable(
+            f"GET /batch: the batch body is not valid JSON ({e}); ask again and the API "
+            "quarantines what cannot be delivered"
+        ) from None
 
 
 def _load_batch_groups(view: memoryview, sizes: list[int]) -> dict[str, Any]:
@@ -327,7 +347,11 @@ class TrajectoryClient(_Base):
         content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
             resp = self._http.request(
-                req.method, req.path, content=content, headers=headers, params=req.params
+                req.method,
+                req.path,
+                content=content,
+                headers={**headers, **req.headers},
+                params=req.params,
             )
         except httpx.TransportError as e:
             raise APIUnavailable(
@@ -363,7 +387,11 @@ class AsyncTrajectoryClient(_Base):
         content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
             resp = await self._http.request(
-                req.method, req.path, content=content, headers=headers, params=req.params
+                req.method,
+                req.path,
+                content=content,
+                headers={**headers, **req.headers},
+                params=req.params,
             )
         except httpx.TransportError as e:
             raise APIUnavailable(

@@ -108,6 +108,7 @@ class ViewsMixin:
                 "stale_dropped_by_length": dict(drops_by_bucket),
                 "queued_by_env": self._queued_by_env(),
                 "queued_by_length": dict(self.queue.length_counts),
+                **self.delivery_status(),
             }
 
     def _queued_by_env(self) -> dict[str, Any]:

@@ -17,7 +17,13 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
 from atroposlib.api.deps import get_service
-from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
+from atroposlib.api.http import (
+    ApiProblem,
+    json_response,
+    parse_json_exact,
+    read_body,
+    validation_problem,
+)
 from atroposlib.api.intake import IncomingGroup
 from atroposlib.api.service import RunService
 from atroposlib.type_definitions import ScoredData
@@ -66,7 +72,10 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
     else:
         for k in missing:
             data[k] = None
-        blob = orjson.dumps(data)
+        try:
+            blob = orjson.dumps(data)
+        except orjson.JSONEncodeError as e:  # e.g. nested deeper than any client can read
+            raise ApiProblem(422, f"invalid request: {where or 'body'}: {e}") from None
     tokens = data["tokens"]
     return IncomingGroup(
         blob=blob,
@@ -79,7 +88,7 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
 
 
 def _ingest_list(svc: RunService, body: bytes):
-    data = parse_json(body)
+    data, _ = parse_json_exact(body)  # groups are re-serialized one by one anyway
     if not isinstance(data, list):
         raise ApiProblem(422, "invalid request: body must be a JSON list of scored groups")
     groups: list[IncomingGroup] = [build_group(g, where=f"[{i}]") for i, g in enumerate(data)]
@@ -97,7 +106,8 @@ async def scored_data(request: Request, svc: RunService = Depends(get_service)):
     # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout (~3 ms
     # for a 1 MB group), so a worker thread would not keep the loop responsive meanwhile and only
     # adds GIL hand-offs (measured slower). The store's write and commit run in a worker thread.
-    group = build_group(parse_json(body), raw=body)
+    data, exact = parse_json_exact(body)  # not exact: repaired, stored re-serialized
+    group = build_group(data, raw=body if exact else None)
     answers = await run_in_threadpool(svc.ingest, [group])
     return json_response(request, answers[0])
 
