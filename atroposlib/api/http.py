@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import orjson
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
@@ -113,7 +114,11 @@ async def read_body(request: Request) -> bytes:
         return raw
     if encoding not in ("gzip", "x-gzip"):
         raise ApiProblem(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
-    return gunzip_bounded(raw, settings.max_decompressed_bytes)
+    if len(raw) < 64 * 1024:
+        return gunzip_bounded(raw, settings.max_decompressed_bytes)
+    # zlib releases the GIL while inflating: in a thread, a large body (or a gzip bomb, refused
+    # at max_decompressed_bytes) does not hold up the event loop
+    return await run_in_threadpool(gunzip_bounded, raw, settings.max_decompressed_bytes)
 
 
 def gunzip_bounded(raw: bytes, limit: int) -> bytes:

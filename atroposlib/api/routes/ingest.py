@@ -49,6 +49,11 @@ LEGACY_KEYS = (
 
 def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> IncomingGroup:
     """Validate one group and produce its stored form (see module docstring)."""
+    return _build(data, raw, where)[0]
+
+
+def _build(data: Any, raw: Optional[bytes], where: str) -> tuple[IncomingGroup, Optional[list]]:
+    """``build_group`` and, when the stored blob is ``raw`` plus null keys, those keys' names."""
     if not isinstance(data, dict):
         raise ApiProblem(
             422, f"invalid request: {where or 'body'}: a scored group must be a JSON object"
@@ -64,11 +69,7 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
         raw = None
     missing = [k for k in LEGACY_KEYS if k not in data]
     if raw is not None:
-        raw = raw.rstrip()
-        if missing:  # one copy: the object without its closing brace, then the null keys
-            nulls = b",".join(b'"' + k.encode() + b'":null' for k in missing)
-            raw = b"".join((memoryview(raw)[:-1], b",", nulls, b"}"))
-        blob = raw
+        blob = with_null_keys(raw, missing)
     else:
         for k in missing:
             data[k] = None
@@ -77,7 +78,7 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
         except orjson.JSONEncodeError as e:  # e.g. nested deeper than any client can read
             raise ApiProblem(422, f"invalid request: {where or 'body'}: {e}") from None
     tokens = data["tokens"]
-    return IncomingGroup(
+    group = IncomingGroup(
         blob=blob,
         n=len(tokens),
         env_id=data.get("env_id"),
@@ -85,15 +86,39 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
         max_len=max(len(t) for t in tokens),
         group_id=data.get("group_id"),
     )
+    return group, (missing if raw is not None else None)
 
 
-def _ingest_list(svc: RunService, body: bytes):
+def with_null_keys(raw: bytes, missing: list[str]) -> bytes:
+    """The received JSON object with Atropos's absent keys appended as nulls (one copy)."""
+    raw = raw.rstrip()
+    if not missing:
+        return raw
+    nulls = b",".join(b'"' + k.encode() + b'":null' for k in missing)
+    return b"".join((memoryview(raw)[:-1], b",", nulls, b"}"))
+
+
+def _group_job(body: bytes) -> tuple:
+    """Parse + validate one group (in the offload child for large bodies). When the stored blob
+    is the body itself, only its metadata comes back: the server still holds the bytes."""
+    data, exact = parse_json_exact(body)
+    g, missing = _build(data, body if exact else None, "")
+    if missing is not None:
+        return ("exact", (g.n, g.env_id, g.policy_version, g.max_len, g.group_id), missing)
+    return ("group", g)
+
+
+def _list_job(body: bytes) -> list[IncomingGroup]:
     data, _ = parse_json_exact(body)  # groups are re-serialized one by one anyway
     if not isinstance(data, list):
         raise ApiProblem(422, "invalid request: body must be a JSON list of scored groups")
-    groups: list[IncomingGroup] = [build_group(g, where=f"[{i}]") for i, g in enumerate(data)]
+    return [build_group(g, where=f"[{i}]") for i, g in enumerate(data)]
+
+
+def _ingest_list(svc: RunService, body: bytes, groups: Optional[list[IncomingGroup]] = None):
+    groups = _list_job(body) if groups is None else groups
     answers = svc.ingest(groups) if groups else []
-    out = {"status": "received", "groups_processed": len(data)}
+    out = {"status": "received", "groups_processed": len(groups)}
     dups = sum(1 for a in answers if a.get("duplicate"))
     if dups:
         out["duplicates"] = dups
@@ -103,11 +128,19 @@ def _ingest_list(svc: RunService, body: bytes):
 @router.post("/scored_data")
 async def scored_data(request: Request, svc: RunService = Depends(get_service)):
     body = await read_body(request)
-    # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout (~3 ms
-    # for a 1 MB group), so a worker thread would not keep the loop responsive meanwhile and only
-    # adds GIL hand-offs (measured slower). The store's write and commit run in a worker thread.
-    data, exact = parse_json_exact(body)  # not exact: repaired, stored re-serialized
-    group = build_group(data, raw=body if exact else None)
+    if len(body) >= request.app.state.settings.offload_min_bytes:  # see atroposlib.api.offload
+        out = await request.app.state.offload.run(_group_job, body)
+        if out[0] == "exact":
+            blob = await run_in_threadpool(with_null_keys, body, out[2])
+            group = IncomingGroup(blob, *out[1])
+        else:
+            group = out[1]
+    else:
+        # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout
+        # (~3 ms for a 1 MB group), so a worker thread would not keep the loop responsive and
+        # only adds GIL hand-offs (measured slower). The store's write and commit run in a thread.
+        data, exact = parse_json_exact(body)  # not exact: repaired, stored re-serialized
+        group = build_group(data, raw=body if exact else None)
     answers = await run_in_threadpool(svc.ingest, [group])
     return json_response(request, answers[0])
 
@@ -115,4 +148,7 @@ async def scored_data(request: Request, svc: RunService = Depends(get_service)):
 @router.post("/scored_data_list")
 async def scored_data_list(request: Request, svc: RunService = Depends(get_service)):
     body = await read_body(request)
-    return json_response(request, await run_in_threadpool(_ingest_list, svc, body))
+    groups = None
+    if len(body) >= request.app.state.settings.offload_min_bytes:
+        groups = await request.app.state.offload.run(_list_job, body)
+    return json_response(request, await run_in_threadpool(_ingest_list, svc, body, groups))

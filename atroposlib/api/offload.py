@@ -1,0 +1,100 @@
+"""Heavy work on large request bodies, kept off the event loop.
+
+orjson and pydantic hold the GIL while they parse and validate, so a worker *thread* does not keep
+the server responsive during a 100 MB group (measured: every other request waited seconds).
+Bodies of at least ``ApiSettings.offload_min_bytes`` are therefore parsed and validated in a child
+process (forked from a preloaded fork server, one at a time so that the memory a huge parse needs
+is bounded to one body's worth, and a fresh child per body so that memory goes back to the system);
+the event loop only awaits the answer. gzip is inflated in a worker thread (zlib releases the GIL).
+Smaller bodies stay on the loop, where they cost a few ms and a process hop would cost more.
+
+An ``ApiProblem`` raised in the child (a 422 naming the field) comes back as the same ``ApiProblem``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Optional
+
+from fastapi.concurrency import run_in_threadpool
+
+from atroposlib.api.http import ApiProblem
+
+logger = logging.getLogger("atroposlib.api")
+
+PRELOAD = ["atroposlib.api.routes.ingest"]
+
+
+def _run_catching(fn: Callable[..., Any], args: tuple) -> tuple:
+    """Runs in the child: ``("ok", result)`` or ``("problem", status, error, detail)``."""
+    try:
+        return ("ok", fn(*args))
+    except ApiProblem as p:
+        return ("problem", p.status_code, p.error, p.detail)
+    except RecursionError:
+        return ("problem", 422, "request body is nested too deeply", None)
+
+
+class BodyOffload:
+    """Runs a body's parse + validation in a child process, one body at a time."""
+
+    def __init__(self) -> None:
+        self._pool: Optional[ProcessPoolExecutor] = None
+        self._lock: Optional[asyncio.Lock] = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, max_tasks_per_child=1)
+        return self._pool
+
+    def _run_sync(self, fn: Callable[..., Any], args: tuple) -> tuple:
+        # submitting may start the fork server or fork a child: done here, in a worker thread,
+        # never on the event loop
+        return self._executor().submit(_run_catching, fn, args).result()
+
+    def warm(self) -> None:
+        """Start the fork server (it imports the ingest code once) ahead of the first large body."""
+        self._run_sync(int, ())
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in the child; its ``ApiProblem`` is raised here."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:  # one large body at a time: bounded memory, others wait here
+            try:
+                out = await run_in_threadpool(self._run_sync, fn, args)
+            except BrokenProcessPool:  # the child died (e.g. killed for memory): say so, retryable
+                self._pool = None
+                raise ApiProblem(
+                    503,
+                    "the worker parsing a large body died (out of memory?); retry later",
+                    headers={"Retry-After": "5"},
+                ) from None
+        if out[0] == "problem":
+            raise ApiProblem(out[1], out[2], out[3])
+        return out[1]
+
+    def warm_in_background(self) -> None:
+        threading.Thread(target=self._warm_quietly, name="offload-warm", daemon=True).start()
+
+    def _warm_quietly(self) -> None:
+        try:
+            self.warm()
+        except Exception as e:  # pragma: no cover - the first large body would then start it
+            logger.warning("could not start the large-body worker ahead of time: %s", e)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+__all__ = ["BodyOffload"]
