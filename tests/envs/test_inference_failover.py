@@ -130,7 +130,9 @@ def test_serve_survives_kill_9_of_one_of_two_inference_servers(run_api, tiny_mod
     assert {g["group_id"] for g in written} <= received, "a group was lost"
     for g in written:  # nothing scored as a failure because of the outage: real generations only
         assert len(g["tokens"]) == 4 and g.get("reward_status") != "unavailable"
-        assert all(len(lp) == len(t) for lp, t in zip(g["inference_logprobs"], g["tokens"]))
+        assert all(
+            len(lp) == len(t) for lp, t in zip(g["inference_logprobs"], g["tokens"], strict=True)
+        )
     finished = log[log.rindex("serve finished") :]
     assert "'hook_errors': 0" in finished, finished
     assert "is DOWN" in log or "failing over" in log
