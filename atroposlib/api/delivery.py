@@ -96,6 +96,19 @@ class DeliveryMixin:
         self.pending_metas = {}
         self.redeliver = False
 
+    def _forget_old_ids(self, m: Mutation) -> None:
+        """Bound a long run: ids (and acked/dropped rows) older than the dedup window go."""
+        cutoff = self.next_seq - self.settings.dedup_window
+        if cutoff <= 1:
+            return
+        m.forget_below_seq = cutoff
+        ids = self.group_ids
+        while ids:
+            gid = next(iter(ids))
+            if ids[gid] >= cutoff:
+                break
+            del ids[gid]
+
     def delivery_status(self) -> dict[str, Any]:
         return {
             "quarantined_groups": self.quarantined,

@@ -92,7 +92,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         self.redeliver = False
         self.ack_mode_explicit = False
         self.quarantined = 0
-        self.group_ids: set = set()
+        self.group_ids: dict[str, int] = {}  # group_id -> seq, oldest first (dedup window)
         self.next_seq = 1
         self.next_order = 1
         self.latest_seq: Optional[int] = None
@@ -269,6 +269,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         if self._acks_since_prune >= 8:
             self._acks_since_prune = 0
             m.prune_below_seq = self.next_seq - self.settings.history_size
+            self._forget_old_ids(m)
 
     def ack(self, batch_id: str) -> dict[str, Any]:
         with self.lock:

@@ -74,6 +74,12 @@ class ApiSettings(BaseModel):
         description="Responses at least this large are gzipped when the client accepts it.",
     )
     gzip_level: int = Field(1, ge=1, le=9, description="gzip level for responses (1 is fastest).")
+    dedup_window: int = Field(
+        100_000,
+        ge=1,
+        description="A retried group_id is recognised among the last N groups received; the rows "
+        "(and ids) of older acknowledged or dropped groups are deleted, so a long run stays bounded.",
+    )
     history_size: int = Field(
         1000, ge=0, description="Delivered/dropped groups kept readable for GET /peek."
     )

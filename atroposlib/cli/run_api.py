@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--gzip-level", type=int, default=None, help="gzip level of responses, 1-9 (default 1)"
     )
     p.add_argument(
+        "--dedup-window",
+        type=int,
+        default=None,
+        help="group_ids remembered for idempotency; older acked rows are deleted (default 100000)",
+    )
+    p.add_argument(
         "--history-size", type=int, default=None, help="delivered groups kept for GET /peek"
     )
     p.add_argument(
