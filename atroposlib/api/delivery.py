@@ -20,13 +20,11 @@ from typing import Any
 
 import orjson
 
+from atroposlib.api.batch_body import ACK_MODE_HEADER
 from atroposlib.api.packing import GroupMeta
 from atroposlib.api.store.base import DROPPED, QUEUED, Mutation
 
 logger = logging.getLogger("atroposlib.api")
-
-ACK_MODE_HEADER = "X-Atropos-Ack"
-"""``GET /batch`` header: ``explicit`` says the trainer acks every batch it applies."""
 
 
 def payload_is_deliverable(blob: bytes) -> bool:
