@@ -105,15 +105,19 @@ def test_serve_survives_kill_9_of_one_of_two_inference_servers(run_api, tiny_mod
         log=tmp_path / "env.log",
     )
     try:
-        wait_until(lambda: len(_lines(generated)) >= 4, 120, "groups from both servers", proc)
-        assert a.requests_served() > 0 and b.requests_served() > 0
+        wait_until(
+            lambda: len(_lines(generated)) >= 2 and a.requests_served() and b.requests_served(),
+            180,
+            "groups from both servers",
+            proc,
+        )
         a.kill9()  # with requests in flight on it
         at_kill = len(_lines(generated))
         b_at_kill = b.requests_served()
-        wait_until(lambda: len(_lines(generated)) >= at_kill + 6, 120, "groups from b alone", proc)
+        wait_until(lambda: len(_lines(generated)) >= at_kill + 4, 180, "groups from b alone", proc)
         assert b.requests_served() > b_at_kill
         a.start()  # back at the same URL
-        wait_until(lambda: a.requests_served() >= 2, 60, "the env to use a again", proc)
+        wait_until(lambda: a.requests_served() >= 2, 120, "the env to use a again", proc)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(90)
     finally:
