@@ -3,8 +3,8 @@
 Starts the real ``run-api`` twice in one run: once with large bodies handled on the event loop
 (``--offload-min-bytes`` above the body size: the behaviour before the offload), once with the
 default (bodies >= 8 MiB parsed in a child process). In each, one thread polls ``/status`` back to
-back while another posts one large realistic group (``--seqs`` x ``--length`` tokens + masks +
-inference logprobs, ~1.05 KB per token-row... ~32 bytes per token), then four 1 MB gzip bombs.
+back while another posts one large group (``--seqs`` x ``--length`` tokens + masks + inference
+logprobs, ~32 bytes of JSON per token: ~98 MiB by default), then four 1 MB gzip bombs (1 GiB each).
 Prints the worst and median ``/status`` latency during each ingest, the target (100 ms) and the
 ratio of worst latencies (on-loop / offloaded).
 
