@@ -109,3 +109,20 @@ def test_a_large_invalid_group_gets_the_same_precise_422(run_api):
         deep = b"[" * 5000 + b"]" * 5000
         r = h.post("/scored_data", content=deep)
         assert r.status_code == 422 and "nested too deeply" in r.json()["error"], r.text
+
+
+def test_a_body_taken_through_the_offload_is_stored_as_received_plus_null_keys(run_api):
+    api = run_api("--store", "sqlite", "--offload-min-bytes", "1000")
+    g = orjson.loads(big_group(n=2, length=300, seed=3))
+    with httpx.Client(base_url=api.url, timeout=60) as h:
+        h.post("/register", json=registration(batch_size=4))
+        h.get("/batch")
+        body = orjson.dumps(g) + b"  \n"  # trailing whitespace is fine
+        assert h.post("/scored_data", content=body).json() == {"status": "received"}
+        lax = dict(g, group_id="lax", tokens=[[float(t) for t in s] for s in g["tokens"]])
+        assert h.post("/scored_data", content=orjson.dumps(lax)).status_code == 200
+        out = h.get("/batch").json()["batch"]
+    first, second = out
+    assert first["tokens"] == g["tokens"] and first["advantages"] is None
+    assert first["messages"] is None and first["group_id"] == "big-3"
+    assert second["tokens"] == g["tokens"] and second["group_id"] == "lax"

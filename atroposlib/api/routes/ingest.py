@@ -9,6 +9,7 @@ the rules and messages are ``ScoredData``'s.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import orjson
@@ -25,6 +26,7 @@ from atroposlib.api.http import (
     validation_problem,
 )
 from atroposlib.api.intake import IncomingGroup
+from atroposlib.api.offload import read_with_null_keys, receive_to_file
 from atroposlib.api.service import RunService
 from atroposlib.type_definitions import ScoredData
 
@@ -127,8 +129,17 @@ def _ingest_list(svc: RunService, body: bytes, groups: Optional[list[IncomingGro
 
 @router.post("/scored_data")
 async def scored_data(request: Request, svc: RunService = Depends(get_service)):
+    settings = request.app.state.settings
+    declared = request.headers.get("content-length", "")
+    if (
+        declared.isdigit()
+        and settings.offload_min_bytes <= int(declared) <= settings.max_body_bytes
+        and not request.headers.get("content-encoding", "").strip()
+    ):
+        group = await _large_group(request, settings)
+        return json_response(request, (await run_in_threadpool(svc.ingest, [group]))[0])
     body = await read_body(request)
-    if len(body) >= request.app.state.settings.offload_min_bytes:  # see atroposlib.api.offload
+    if len(body) >= settings.offload_min_bytes:  # see atroposlib.api.offload
         out = await request.app.state.offload.run(_group_job, body)
         if out[0] == "exact":
             blob = await run_in_threadpool(with_null_keys, body, out[2])
@@ -143,6 +154,19 @@ async def scored_data(request: Request, svc: RunService = Depends(get_service)):
         group = build_group(data, raw=body if exact else None)
     answers = await run_in_threadpool(svc.ingest, [group])
     return json_response(request, answers[0])
+
+
+async def _large_group(request: Request, settings: Any) -> IncomingGroup:
+    """A large uncompressed body: streamed to a file, parsed in the offload child, read back."""
+    path = await receive_to_file(request, settings.max_body_bytes)
+    try:
+        out = await request.app.state.offload.run_on_file(_group_job, path)
+        if out[0] == "exact":
+            blob = await run_in_threadpool(read_with_null_keys, path, out[2])
+            return IncomingGroup(blob, *out[1])
+        return out[1]
+    finally:
+        os.unlink(path)
 
 
 @router.post("/scored_data_list")
