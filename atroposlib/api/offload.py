@@ -20,8 +20,6 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Optional
 
 from fastapi.concurrency import run_in_threadpool
@@ -49,24 +47,53 @@ def _run_catching(fn: Callable[..., Any], args: tuple) -> tuple:
         return ("problem", 422, "request body is nested too deeply", None)
 
 
+def _child_main(conn: Any, fn: Callable[..., Any], args: tuple) -> None:
+    """Entry point of the child: one job, its answer through ``conn``, then exit."""
+    try:
+        conn.send(_run_catching(fn, args))
+    finally:
+        conn.close()
+
+
 class BodyOffload:
-    """Runs a body's parse + validation in a child process, one body at a time."""
+    """Runs a body's parse + validation in a child process, one body at a time.
+
+    Each body gets a fresh child forked from the fork server and gone when it has answered, so no
+    idle worker outlives the server: when ``run-api`` dies (even by SIGKILL) the fork server sees
+    its pipe close and exits once no child is left.
+    """
 
     def __init__(self) -> None:
-        self._pool: Optional[ProcessPoolExecutor] = None
+        self._ctx: Any = None
         self._lock: Optional[asyncio.Lock] = None
 
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
+    def _context(self) -> Any:
+        if self._ctx is None:
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(PRELOAD)
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, max_tasks_per_child=1)
-        return self._pool
+            self._ctx = ctx
+        return self._ctx
 
     def _run_sync(self, fn: Callable[..., Any], args: tuple) -> tuple:
-        # submitting may start the fork server or fork a child: done here, in a worker thread,
-        # never on the event loop
-        return self._executor().submit(_run_catching, fn, args).result()
+        # starting the fork server or forking a child happens here, in a worker thread, never on
+        # the event loop
+        ctx = self._context()
+        reader, writer = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_child_main, args=(writer, fn, args), daemon=True)
+        child.start()
+        writer.close()  # the child holds the only write end: its death is our EOF
+        try:
+            return reader.recv()
+        except EOFError:
+            child.join(5)
+            raise ChildDied(child.exitcode) from None
+        finally:
+            reader.close()
+            child.join(30)
+
+    def warm(self) -> None:
+        """Start the fork server (it imports the ingest code once) ahead of the first large body."""
+        self._run_sync(int, ())
 
     def _run_on_body(self, fn: Callable[[bytes], Any], body: bytes) -> tuple:
         # the body goes to the child through a file: writing it releases the GIL, whereas
@@ -83,10 +110,6 @@ class BodyOffload:
         """``fn(body)`` in the child, the body read there from ``path``."""
         return await self._run_locked(self._run_sync, _with_body_from, (path, fn))
 
-    def warm(self) -> None:
-        """Start the fork server (it imports the ingest code once) ahead of the first large body."""
-        self._run_sync(int, ())
-
     async def run(self, fn: Callable[[bytes], Any], body: bytes) -> Any:
         """``fn(body)`` in the child; its ``ApiProblem`` is raised here."""
         return await self._run_locked(self._run_on_body, fn, body)
@@ -97,11 +120,11 @@ class BodyOffload:
         async with self._lock:  # one large body at a time: bounded memory, others wait here
             try:
                 out = await run_in_threadpool(call, *args)
-            except BrokenProcessPool:  # the child died (e.g. killed for memory): say so, retryable
-                self._pool = None
+            except ChildDied as e:  # e.g. killed for memory: say so, retryable
                 raise ApiProblem(
                     503,
-                    "the worker parsing a large body died (out of memory?); retry later",
+                    f"the worker parsing a large body died (exit code {e.exitcode}; out of "
+                    "memory?); retry later",
                     headers={"Retry-After": "5"},
                 ) from None
         if out[0] == "problem":
@@ -118,9 +141,13 @@ class BodyOffload:
             logger.warning("could not start the large-body worker ahead of time: %s", e)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Nothing to stop: children exit after their job, the fork server with the server."""
+
+
+class ChildDied(Exception):
+    def __init__(self, exitcode: Optional[int]) -> None:
+        super().__init__(f"child exited with {exitcode}")
+        self.exitcode = exitcode
 
 
 async def receive_to_file(request: Any, limit: int) -> str:

@@ -5,6 +5,7 @@ real ``run-api``, ``/status`` keeps answering. Latency targets are measured by
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import threading
 import time
@@ -126,3 +127,34 @@ def test_a_body_taken_through_the_offload_is_stored_as_received_plus_null_keys(r
     assert first["tokens"] == g["tokens"] and first["advantages"] is None
     assert first["messages"] is None and first["group_id"] == "big-3"
     assert second["tokens"] == g["tokens"] and second["group_id"] == "lax"
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def test_no_helper_process_outlives_a_killed_server(run_api):
+    api = run_api("--store", "memory", "--offload-min-bytes", "1000")
+    with httpx.Client(base_url=api.url, timeout=60) as h:
+        h.post("/register", json=registration(batch_size=4))
+        assert h.post("/scored_data", content=big_group(n=2, length=300)).status_code == 200
+    deadline = time.monotonic() + 30
+    while not _children(api.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    helpers = _children(api.proc.pid)  # the fork server of the large-body worker
+    assert helpers
+    api.kill()  # SIGKILL: no shutdown hook runs
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") for p in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [p for p in helpers if os.path.exists(f"/proc/{p}")]
+    assert not alive, f"helper processes left behind: {alive}"
