@@ -39,6 +39,11 @@ class APIUnavailable(AtroposError):
         self.retry_after = retry_after
 
 
+class BatchUndeliverable(APIUnavailable):
+    """A ``GET /batch`` answer could not be parsed; asking again makes the API verify the batch and
+    quarantine what cannot be delivered (so retrying, as for any ``APIUnavailable``, gets past it)."""
+
+
 class AuthError(APIError):
     """The API refused our bearer token (401/403)."""
 
@@ -89,6 +94,7 @@ __all__ = [
     "APIUnavailable",
     "AtroposError",
     "AuthError",
+    "BatchUndeliverable",
     "ConfigError",
     "InferenceError",
     "InferenceRejected",

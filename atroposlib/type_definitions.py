@@ -31,6 +31,7 @@ number = Union[int, float]
 Item = Any
 UUID = str
 RewardStatus = Literal["ok", "unavailable"]
+MAX_TOKEN_ID = 2**63 - 1  # token ids are int64 in every trainer
 
 MASK_IGNORE = -100
 """Value in ``masks`` for a token that is not trained on (prompt, tool output, user turn)."""
@@ -104,7 +105,9 @@ class ScoredData(BaseModel):
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    tokens: list[list[int]] = Field(description="Token ids of each sequence (prompt + completion).")
+    tokens: list[list[int]] = Field(
+        description="Token ids of each sequence (prompt + completion), 0 <= id < 2**63."
+    )
     masks: list[list[int]] = Field(
         description="Per token: the token id when trained on, -100 when not (prompt, tool output)."
     )
@@ -179,6 +182,9 @@ class ScoredData(BaseModel):
         for i, seq in enumerate(self.tokens):
             if len(seq) == 0:
                 raise ValueError(f"tokens[{i}] is empty")
+            if min(seq) < 0 or max(seq) > MAX_TOKEN_ID:  # C-speed scan; the index only on error
+                j = next(j for j, t in enumerate(seq) if t < 0 or t > MAX_TOKEN_ID)
+                raise ValueError(f"tokens[{i}][{j}] is {seq[j]}; token ids are 0 .. 2**63-1")
         if len(self.scores) != n:
             raise ValueError(
                 f"scores has {len(self.scores)} entries but the group has {n} sequences"

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from atroposlib.api.http import ApiProblem, check_token, json_response, problem_response
 from atroposlib.api.metrics import ApiMetrics
+from atroposlib.api.offload import BodyOffload
 from atroposlib.api.routes import admin, batches, ingest, registration, status
 from atroposlib.api.service import RunService
 from atroposlib.api.settings import ApiSettings
@@ -34,9 +35,14 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
     metrics = ApiMetrics()
     service = RunService(settings, store, metrics)
 
+    offload = BodyOffload()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if settings.offload_min_bytes < settings.max_decompressed_bytes:
+            offload.warm_in_background()
         yield
+        offload.close()
         store.close()
 
     app = FastAPI(
@@ -48,6 +54,7 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
     )
     app.state.settings = settings
     app.state.service = service
+    app.state.offload = offload
 
     if settings.cors_origins:
         wildcard = "*" in settings.cors_origins
@@ -79,7 +86,11 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
-        return await on_problem(request, ApiProblem(exc.status_code, str(exc.detail)))
+        # keep the exception's headers (405 carries ``Allow``)
+        headers = dict(exc.headers) if getattr(exc, "headers", None) else None
+        return await on_problem(
+            request, ApiProblem(exc.status_code, str(exc.detail), headers=headers)
+        )
 
     @app.exception_handler(Exception)
     async def on_crash(request: Request, exc: Exception) -> Response:

@@ -26,6 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from atroposlib.api.batch_body import ACK_MODE_HEADER, load_batch_body
 from atroposlib.errors import APIError, APIUnavailable, AuthError
 from atroposlib.type_definitions import (
     BatchAck,
@@ -60,6 +61,7 @@ class _Request:
     text: bool = False  # the endpoint answers plain text (legacy /reset_data)
     # how to turn the body (and its headers) into JSON data; None: one orjson parse
     load: Optional[Callable[[bytes, Mapping[str, str]], Any]] = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _dump_group(group: GroupLike) -> dict[str, Any]:
@@ -93,10 +95,22 @@ class _Endpoints:
             )
         )
 
-    def get_batch(self):
-        """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready."""
+    def get_batch(self, explicit_ack: bool = True):
+        """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready.
+
+        With ``explicit_ack`` (the default) the caller promises to ``ack_batch`` every batch it
+        applies, so the API delivers an unacknowledged batch again rather than treating this call
+        as its acknowledgement (Atropos's implicit ack, kept for ``explicit_ack=False``). A batch
+        that cannot be parsed raises ``BatchUndeliverable`` (an ``APIUnavailable``): calling again
+        makes the API check the batch and quarantine what cannot be delivered."""
         return self._call(
-            _Request("GET", "/batch", parse=BatchResponse.model_validate, load=load_batch_body)
+            _Request(
+                "GET",
+                "/batch",
+                parse=BatchResponse.model_validate,
+                load=load_batch_body,
+                headers={ACK_MODE_HEADER: "explicit"} if explicit_ack else {},
+            )
         )
 
     def ack_batch(self, batch_id: str):
@@ -179,46 +193,6 @@ class _Endpoints:
 
     def reset_data_legacy(self):
         return self._call(_Request("GET", "/reset_data", text=True))
-
-
-GROUP_BYTES_HEADER = "x-batch-group-bytes"
-_BATCH_HEAD = b'{"batch":['
-
-
-def load_batch_body(body: bytes, headers: Mapping[str, str]) -> Any:
-    """Parse a ``GET /batch`` body. When the server says where each group's JSON lies
-    (``X-Batch-Group-Bytes``), the groups are parsed one by one, which is faster than one parse of
-    a multi-MB document; anything unexpected falls back to parsing the whole body."""
-    sizes = headers.get(GROUP_BYTES_HEADER)
-    if sizes:
-        try:
-            return _load_batch_groups(memoryview(body), [int(x) for x in sizes.split(",")])
-        except (ValueError, orjson.JSONDecodeError):
-            pass
-    return orjson.loads(body)
-
-
-def _load_batch_groups(view: memoryview, sizes: list[int]) -> dict[str, Any]:
-    pos = len(_BATCH_HEAD)
-    if view[:pos] != _BATCH_HEAD:
-        raise ValueError("unexpected start of a batch body")
-    groups = []
-    for i, size in enumerate(sizes):
-        if i:
-            if view[pos : pos + 1] != b",":
-                raise ValueError("unexpected separator in a batch body")
-            pos += 1
-        group = orjson.loads(view[pos : pos + size])
-        if not isinstance(group, dict):
-            raise ValueError("a batch entry is not a JSON object")
-        groups.append(group)
-        pos += size
-    if view[pos : pos + 2] != b"],":
-        raise ValueError("unexpected end of a batch list")
-    rest = orjson.loads(b"{" + view[pos + 2 :].tobytes())
-    if not isinstance(rest, dict) or "batch" in rest:
-        raise ValueError("unexpected batch body")
-    return {"batch": groups, **rest}
 
 
 def _encode(body: Any, gzip_min_bytes: int) -> tuple[Optional[bytes], dict[str, str]]:
@@ -327,7 +301,11 @@ class TrajectoryClient(_Base):
         content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
             resp = self._http.request(
-                req.method, req.path, content=content, headers=headers, params=req.params
+                req.method,
+                req.path,
+                content=content,
+                headers={**headers, **req.headers},
+                params=req.params,
             )
         except httpx.TransportError as e:
             raise APIUnavailable(
@@ -363,7 +341,11 @@ class AsyncTrajectoryClient(_Base):
         content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
             resp = await self._http.request(
-                req.method, req.path, content=content, headers=headers, params=req.params
+                req.method,
+                req.path,
+                content=content,
+                headers={**headers, **req.headers},
+                params=req.params,
             )
         except httpx.TransportError as e:
             raise APIUnavailable(

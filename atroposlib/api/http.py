@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import orjson
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
@@ -113,7 +114,11 @@ async def read_body(request: Request) -> bytes:
         return raw
     if encoding not in ("gzip", "x-gzip"):
         raise ApiProblem(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
-    return gunzip_bounded(raw, settings.max_decompressed_bytes)
+    if len(raw) < 64 * 1024:
+        return gunzip_bounded(raw, settings.max_decompressed_bytes)
+    # zlib releases the GIL while inflating: in a thread, a large body (or a gzip bomb, refused
+    # at max_decompressed_bytes) does not hold up the event loop
+    return await run_in_threadpool(gunzip_bounded, raw, settings.max_decompressed_bytes)
 
 
 def gunzip_bounded(raw: bytes, limit: int) -> bytes:
@@ -169,6 +174,65 @@ def parse_json(body: bytes) -> Any:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError):
             raise ApiProblem(422, f"request body is not valid JSON: {e}") from None
+        except RecursionError:
+            raise ApiProblem(422, "request body is nested too deeply") from None
+
+
+def parse_json_exact(body: bytes) -> tuple[Any, bool]:
+    """``parse_json`` and whether ``body`` itself is deliverable as stored: False when only the
+    lenient stdlib parser could read it (NaN literals, lone UTF-16 surrogates such as ``"\\ud83d"``,
+    which orjson, and so every trainer, refuses). Then the data has its lone surrogates replaced by
+    U+FFFD and must be stored re-serialized, never as received."""
+    if not body:
+        raise ApiProblem(422, "request body is empty; a JSON document is required")
+    try:
+        return orjson.loads(body), True
+    except orjson.JSONDecodeError as e:
+        first = e
+    if "recursion" in str(first).lower():
+        raise ApiProblem(422, f"request body is nested too deeply: {first}")
+    data = parse_json(body)
+    return replace_lone_surrogates(data), False
+
+
+def replace_lone_surrogates(data: Any) -> Any:
+    """``data`` with every str holding a lone surrogate repaired (U+FFFD); iterative, any depth."""
+
+    def fix(v: str) -> str:
+        return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+    def bad(v: Any) -> bool:
+        if not isinstance(v, str):
+            return False
+        try:
+            v.encode("utf-8")
+            return False
+        except UnicodeEncodeError:
+            return True
+
+    if isinstance(data, str):
+        return fix(data) if bad(data) else data
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k in list(node):
+                v = node[k]
+                if bad(k):
+                    del node[k]
+                    k = fix(k)
+                    node[k] = v
+                if bad(v):
+                    node[k] = fix(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if bad(v):
+                    node[i] = fix(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+    return data
 
 
 def validation_problem(e: ValidationError, prefix: str = "") -> ApiProblem:
@@ -210,6 +274,8 @@ __all__ = [
     "gunzip_bounded",
     "json_response",
     "parse_json",
+    "parse_json_exact",
+    "replace_lone_surrogates",
     "problem_response",
     "read_body",
     "validation_problem",

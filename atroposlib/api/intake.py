@@ -126,7 +126,7 @@ class IngestMixin:
                 self.queue.add(meta)
             for row, _ in m.new_groups:
                 if row.meta.group_id is not None:
-                    self.group_ids.add(row.meta.group_id)
+                    self.group_ids[row.meta.group_id] = row.meta.seq
                 self.metrics.groups_in.labels(row.env_name or "none").inc()
                 self.metrics.bytes_in.inc(row.meta.nbytes)
                 self.metrics.sequences_in.inc(row.meta.n)

@@ -53,6 +53,11 @@ class ApiMetrics:
             "Stored payloads that failed their checksum (dropped).",
             registry=r,
         )
+        self.quarantined = Counter(
+            "atropos_quarantined_groups",
+            "Groups of a redelivered batch whose payload could not be delivered (quarantined).",
+            registry=r,
+        )
         self.batch_latency = Histogram(
             "atropos_batch_latency_seconds",
             "Time to answer GET /batch with a batch.",

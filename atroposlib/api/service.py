@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import orjson
 
+from atroposlib.api.delivery import DeliveryMixin
 from atroposlib.api.http import ApiProblem
 from atroposlib.api.intake import IncomingGroup, IngestMixin
 from atroposlib.api.metrics import ApiMetrics
@@ -70,7 +71,7 @@ class BatchBody:
         return b"".join(self.parts)
 
 
-class RunService(IngestMixin, ViewsMixin):
+class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
     def __init__(self, settings: ApiSettings, store: Store, metrics: ApiMetrics) -> None:
         self.settings = settings
         self.store = store
@@ -88,8 +89,11 @@ class RunService(IngestMixin, ViewsMixin):
         self.queue = QueueIndex()
         self.buffers: dict[int, list[GroupMeta]] = {}
         self.pending: Optional[BatchRecord] = None
+        self.pending_metas: dict[int, GroupMeta] = {}  # the outstanding batch's groups
         self.redeliver = False
-        self.group_ids: set = set()
+        self.ack_mode_explicit = False
+        self.quarantined = 0
+        self.group_ids: dict[str, int] = {}  # group_id -> seq, oldest first (dedup window)
         self.next_seq = 1
         self.next_order = 1
         self.latest_seq: Optional[int] = None
@@ -103,6 +107,8 @@ class RunService(IngestMixin, ViewsMixin):
         self.step = int(snap.meta.get("step", 0))
         self.started = bool(snap.meta.get("started", False))
         self.latest_seq = snap.meta.get("latest_seq")
+        self.ack_mode_explicit = bool(snap.meta.get("ack_mode_explicit", False))
+        self.quarantined = int(snap.meta.get("quarantined", 0))
         self.stale_drops = Counter({(e, b): n for e, b, n in snap.meta.get("stale_drops", [])})
         self.envs = snap.envs
         self.group_ids = snap.group_ids
@@ -113,7 +119,7 @@ class RunService(IngestMixin, ViewsMixin):
             if row.state == BUFFERED and row.meta.env_id is not None:
                 self.buffers.setdefault(row.meta.env_id, []).append(row.meta)
             elif row.state == DELIVERED and row.meta.seq in pending_seqs:
-                continue
+                self.pending_metas[row.meta.seq] = row.meta
             else:
                 self.queue.add(row.meta)
         if snap.pending_batch is not None:
@@ -190,8 +196,10 @@ class RunService(IngestMixin, ViewsMixin):
         """The body of ``GET /batch``: a redelivered or new batch, or ``{"batch": null}``."""
         return bytes(self.get_batch_body())
 
-    def get_batch_body(self) -> BatchBody:
-        """``get_batch`` as the pieces of its body (see ``BatchBody``)."""
+    def get_batch_body(self, explicit_ack: bool = False) -> BatchBody:
+        """``get_batch`` as the pieces of its body (see ``BatchBody``). With ``explicit_ack``
+        (or once the run has seen an explicit ack) an unacknowledged batch is delivered again
+        instead of being acknowledged implicitly (see ``delivery``)."""
         t0 = time.perf_counter()
         with self.lock:
             reg = self._require_registration()
@@ -199,27 +207,22 @@ class RunService(IngestMixin, ViewsMixin):
             if not self.started:
                 self.started = True
                 m.meta["started"] = True
+            if self.pending is not None and self.explicit_acks(explicit_ack):
+                self.redeliver = True  # never acked: deliver it again rather than drop it
             if self.pending is not None:
-                blobs, missing = (
-                    self._read_payloads(self.pending.seqs) if self.redeliver else ([], [])
-                )
-                if self.redeliver and not missing:
-                    self.redeliver = False
-                    if m.meta:
-                        self.store.commit(m)
-                    self.metrics.redeliveries.inc()
-                    body = BatchBody.of(self.pending, blobs)
-                    self.metrics.bytes_out.inc(body.nbytes)
-                    return body
-                if missing:  # a payload lost to a power failure: the batch cannot be sent again
-                    logger.error(
-                        "batch %s lost %d payload(s); retiring it",
-                        self.pending.batch_id,
-                        len(missing),
-                    )
-                    self.metrics.corrupt_payloads.inc(len(missing))
-                # implicit ack: the same session asks for more
-                self._ack_into(m, self.pending)
+                if self.redeliver:
+                    blobs, bad = self._verified_payloads(self.pending.seqs)
+                    if not bad:
+                        self.redeliver = False
+                        if m.meta:
+                            self.store.commit(m)
+                        self.metrics.redeliveries.inc()
+                        body = BatchBody.of(self.pending, blobs)
+                        self.metrics.bytes_out.inc(body.nbytes)
+                        return body
+                    self._retire_undeliverable(m, bad)
+                else:  # implicit ack (Atropos): the same session asks for more
+                    self._ack_into(m, self.pending)
             self._drop_stale(m)
             batch_size = int(reg["batch_size"])
             while True:
@@ -245,8 +248,7 @@ class RunService(IngestMixin, ViewsMixin):
             for seq in result.seqs:
                 m.states[seq] = DELIVERED
             self.store.commit(m)
-            for seq in result.seqs:
-                self.queue.remove(seq)
+            self.pending_metas = {seq: self.queue.remove(seq) for seq in result.seqs}
             self.step = record.step
             self.pending = record
             self.redeliver = False
@@ -276,12 +278,14 @@ class RunService(IngestMixin, ViewsMixin):
         for seq in record.seqs:
             m.states[seq] = ACKED
         self.pending = None
+        self.pending_metas = {}
         self.redeliver = False
         self.metrics.acks.inc()
         self._acks_since_prune += 1
         if self._acks_since_prune >= 8:
             self._acks_since_prune = 0
             m.prune_below_seq = self.next_seq - self.settings.history_size
+            self._forget_old_ids(m)
 
     def ack(self, batch_id: str) -> dict[str, Any]:
         with self.lock:
@@ -289,10 +293,15 @@ class RunService(IngestMixin, ViewsMixin):
                 step = self.pending.step
                 m = Mutation()
                 self._ack_into(m, self.pending)
+                self._note_explicit_ack(m)
                 self.store.commit(m)
                 return {"status": "acked", "batch_id": batch_id, "step": step}
             known = self.store.batch_acked(batch_id)
             if known:
+                if not self.ack_mode_explicit:
+                    m = Mutation()
+                    self._note_explicit_ack(m)
+                    self.store.commit(m)
                 return {"status": "acked", "batch_id": batch_id, "already_acked": True}
             if known is None:
                 raise ApiProblem(404, f"unknown batch_id {batch_id!r}")

@@ -54,10 +54,19 @@ class ApiSettings(BaseModel):
         None, ge=0, description="Drop groups whose policy_version < current_step - max_staleness."
     )
     max_body_bytes: int = Field(
-        256 * 1024 * 1024, gt=0, description="Largest request body on the wire."
+        128 * 1024 * 1024,
+        gt=0,
+        description="Largest request body on the wire (a 64 x 32k-token group with logprobs and "
+        "messages is ~72 MiB of JSON; see docs/api.md).",
     )
     max_decompressed_bytes: int = Field(
-        512 * 1024 * 1024, gt=0, description="Largest request body after gzip decompression."
+        128 * 1024 * 1024, gt=0, description="Largest request body after gzip decompression."
+    )
+    offload_min_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=0,
+        description="Bodies at least this large are parsed and validated in a child process, "
+        "off the event loop (other requests keep being answered meanwhile).",
     )
     gzip_min_bytes: int = Field(
         64 * 1024,
@@ -65,6 +74,12 @@ class ApiSettings(BaseModel):
         description="Responses at least this large are gzipped when the client accepts it.",
     )
     gzip_level: int = Field(1, ge=1, le=9, description="gzip level for responses (1 is fastest).")
+    dedup_window: int = Field(
+        100_000,
+        ge=1,
+        description="A retried group_id is recognised among the last N groups received; the rows "
+        "(and ids) of older acknowledged or dropped groups are deleted, so a long run stays bounded.",
+    )
     history_size: int = Field(
         1000, ge=0, description="Delivered/dropped groups kept readable for GET /peek."
     )

@@ -118,6 +118,7 @@ class ViewsMixin:
                 "queued_by_env": self._queued_by_env(),
                 "queued_by_length": dict(self.queue.length_counts),
                 "repaired_fields": dict(getattr(self, "repaired_fields", {})),
+                **self.delivery_status(),
             }
 
     def _queued_by_env(self) -> dict[str, Any]:

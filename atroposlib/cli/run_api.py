@@ -43,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-queued-sequences", type=int, default=None, help="backpressure bound (503 beyond)"
     )
     p.add_argument(
+        "--max-queued-bytes",
+        type=int,
+        default=None,
+        help="backpressure bound on queued payload bytes (503 beyond; default 4 GiB)",
+    )
+    p.add_argument(
         "--retry-after-seconds", type=float, default=None, help="Retry-After sent with 503"
     )
     p.add_argument(
@@ -58,7 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-decompressed-bytes", type=int, default=None, help="largest gunzipped body (413)"
     )
     p.add_argument(
+        "--offload-min-bytes",
+        type=int,
+        default=None,
+        help="parse bodies at least this large in a child process (default 8 MiB)",
+    )
+    p.add_argument(
         "--gzip-min-bytes", type=int, default=None, help="gzip responses at least this large"
+    )
+    p.add_argument(
+        "--gzip-level", type=int, default=None, help="gzip level of responses, 1-9 (default 1)"
+    )
+    p.add_argument(
+        "--dedup-window",
+        type=int,
+        default=None,
+        help="group_ids remembered for idempotency; older acked rows are deleted (default 100000)",
     )
     p.add_argument(
         "--history-size", type=int, default=None, help="delivered groups kept for GET /peek"
@@ -88,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(start_mode=None)
     return p
+
+
+def _is_loopback_host(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -128,6 +153,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if not settings.api_token and not _is_loopback_host(settings.host):
+        print(
+            f"run-api: warning: listening on {settings.host} without --api-token: anyone who can "
+            "reach this port can read and reset the run",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"run-api: {start_line}", flush=True)
     print(
         f"run-api: serving on http://{settings.host}:{settings.port} "

@@ -150,6 +150,17 @@ class BaseEnvConfig(BaseModel):
         description="Directory of the on-disk spool for groups the API cannot take yet (serve); "
         "default: ./spool/<env name>.",
     )
+    spool_max_groups: int = Field(
+        default=1024,
+        ge=1,
+        description="Most unsent groups the spool holds; when full, finished groups wait and "
+        "generation pauses until the API takes some (serve).",
+    )
+    spool_max_bytes: int = Field(
+        default=1 << 30,
+        ge=1,
+        description="Most bytes of unsent groups the spool holds (default 1 GiB); as spool_max_groups.",
+    )
 
 
 __all__ = ["BaseEnvConfig", "EvalHandlingEnum"]

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from atroposlib.api.client import AsyncTrajectoryClient
 from atroposlib.envs.atropos_hooks import overrides
+from atroposlib.envs.backpressure import SpoolSender, held_room, offpolicy_budget
 from atroposlib.envs.config import EvalHandlingEnum
 from atroposlib.envs.failures import FailureTracker
 from atroposlib.envs.metrics_logger import make_metrics_logger
@@ -87,7 +88,11 @@ class ServeRunner:
         self.progress = ProgressLine(self.cfg.progress_interval)
         self.drop_filter = FirstOfEachDrop()
         name = self.cfg.wandb_name or env.name or type(env).__name__
-        self.spool = Spool(self.cfg.spool_dir or Path("spool") / name)
+        self.spool = Spool(
+            self.cfg.spool_dir or Path("spool") / name,
+            max_groups=self.cfg.spool_max_groups,
+            max_bytes=self.cfg.spool_max_bytes,
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -222,7 +227,11 @@ class ServeRunner:
             if cfg.eval_handling == EvalHandlingEnum.LIMIT_TRAIN:
                 limit = int(limit * cfg.eval_limit_ratio)
         queue, max_gs = st.get("queue_size", 0), max(st.get("max_group_size", cfg.group_size), 1)
-        room = cfg.max_batches_offpolicy * self.env.derived_batch_size // cfg.group_size - queue
+        # what the spool holds counts too: against a full API it stops growing at the budget
+        budget = offpolicy_budget(
+            cfg.max_batches_offpolicy, self.env.derived_batch_size, cfg.group_size
+        )
+        room = held_room(budget, queue, self.spool.unsent)
         if cfg.max_batches_offpolicy <= 0:
             room = limit
         target = min(limit, room)
@@ -238,7 +247,7 @@ class ServeRunner:
                 if max_gs >= cfg.group_size
                 else st.get("self_queue_size", 0)
             )
-            target = max(target, min(limit, wanted_groups - own_queue))
+            target = max(target, min(limit, wanted_groups - own_queue - self.spool.unsent))
         return max(0, target)
 
     async def _fill(self, target: int) -> None:
@@ -320,39 +329,7 @@ class ServeRunner:
 
     # --- sending -----------------------------------------------------------------------------
     async def _sender(self) -> None:
-        delay = 0.2
-        while True:
-            nxt = self.spool.peek()
-            if nxt is None:
-                self.wake.clear()
-                try:
-                    await asyncio.wait_for(self.wake.wait(), timeout=0.5)
-                except asyncio.TimeoutError:
-                    pass
-                continue
-            offset, group = nxt
-            try:
-                await self.client.post_scored_data(group)
-            except APIUnavailable:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            except APIError as e:
-                if 400 <= e.status_code < 500 and e.status_code not in (408, 409, 429):
-                    self.counts["rejected"] += 1
-                    logger.error(
-                        "the API rejected a group for good (%s); kept in %s",
-                        e,
-                        self.spool.rejected_path,
-                    )
-                    self.spool.reject(offset, group, str(e))
-                else:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                continue
-            self.spool.ack(offset)
-            self.counts["groups_sent"] += 1
-            delay = 0.2
+        await SpoolSender(self.spool, self.client, self.wake, self.counts).run()
 
     async def _shutdown(self, sender: asyncio.Task) -> None:
         tasks = [e["task"] for e in self.running.values()]

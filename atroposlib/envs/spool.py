@@ -3,25 +3,45 @@
 ``groups.jsonl`` is append-only (one group per line, fsynced); ``sent.offset`` records how far the
 sender got (written atomically). ``peek()`` returns the oldest unsent group, ``ack()`` moves past it;
 when everything is sent the file is truncated. A restarted env resends what a crash left unsent, in
-order; the API drops duplicates by ``group_id``. One process at a time owns a spool (a file lock). Groups the API rejects for good (4xx) are moved to
-``rejected.jsonl`` next to it (kept, counted, logged) so they never block the queue.
+order; the API drops duplicates by ``group_id``. One process at a time owns a spool (a file lock).
+Groups the API rejects for good (a 4xx about their content) are moved to ``rejected.jsonl`` next to
+it (kept with the reason, counted, logged) so they never block the queue;
+``python -m atroposlib.envs.spool resend DIR`` puts them back once the cause is fixed.
+
+The spool is bounded (``max_groups`` unsent groups, ``max_bytes`` of them): ``SpoolSink.put``
+waits while it is full, so a worker that finished a group holds it instead of growing the spool,
+and the env stops generating (the runner also counts spooled groups against its off-policy budget,
+see ``backpressure``).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import fcntl
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import orjson
 
-from atroposlib.errors import ConfigError
+from atroposlib.errors import AtroposError, ConfigError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_GROUPS = 1024
+DEFAULT_MAX_BYTES = 1 << 30
 
 
 class Spool:
-    def __init__(self, directory: Union[str, Path]) -> None:
+    def __init__(
+        self,
+        directory: Union[str, Path],
+        max_groups: int = DEFAULT_MAX_GROUPS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = open(self.dir / ".lock", "w")
@@ -41,12 +61,34 @@ class Spool:
         self.appended = 0
         self.acked = 0
         self.rejected = 0
+        self.max_groups, self.max_bytes = max_groups, max_bytes
+        # unsent groups and their bytes, kept in memory (counted once here, then updated)
+        self.unsent, self.unsent_bytes = self._count_unsent()
+
+    def _count_unsent(self) -> tuple[int, int]:
+        n = size = 0
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            for line in f:
+                if line.endswith(b"\n"):
+                    n += 1
+                    size += len(line)
+        return n, size
+
+    def full(self) -> bool:
+        """At or over the bound (the first group always fits, however large)."""
+        return self.unsent > 0 and (
+            self.unsent >= self.max_groups or self.unsent_bytes >= self.max_bytes
+        )
 
     def append(self, group: dict[str, Any]) -> None:
-        self._f.write(orjson.dumps(group, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        line = orjson.dumps(group, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        self._f.write(line)
         self._f.flush()
         os.fsync(self._f.fileno())
         self.appended += 1
+        self.unsent += 1
+        self.unsent_bytes += len(line)
 
     def peek(self) -> Optional[tuple[int, dict[str, Any]]]:
         """(offset after the line, group) of the oldest unsent group, or None."""
@@ -58,6 +100,8 @@ class Spool:
         return self.offset + len(line), orjson.loads(line)
 
     def ack(self, next_offset: int) -> None:
+        self.unsent = max(0, self.unsent - 1)
+        self.unsent_bytes = max(0, self.unsent_bytes - (next_offset - self.offset))
         self.offset = next_offset
         self.acked += 1
         if self.offset >= os.path.getsize(self.path):
@@ -79,10 +123,22 @@ class Spool:
         self.acked -= 1
 
     def pending(self) -> int:
-        """Number of unsent groups (reads the file; for status and tests)."""
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            return sum(1 for line in f if line.endswith(b"\n"))
+        """Number of unsent groups."""
+        return self.unsent
+
+    def resend_rejected(self) -> int:
+        """Append every group of ``rejected.jsonl`` to the spool again (the API drops any it
+        already has by ``group_id``) and empty it; returns how many."""
+        if not self.rejected_path.exists():
+            return 0
+        n = 0
+        with open(self.rejected_path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    self.append(orjson.loads(line)["group"])
+                    n += 1
+        self.rejected_path.unlink()
+        return n
 
     def close(self) -> None:
         if not self._f.closed:
@@ -92,14 +148,64 @@ class Spool:
 
 
 class SpoolSink:
-    """``env.group_sink`` in serve mode: groups go to the durable spool, the sender takes them from there."""
+    """``env.group_sink`` in serve mode: groups go to the durable spool, the sender takes them from
+    there. While the spool is full, ``put`` waits (said once, on one line, until it drains)."""
 
-    def __init__(self, spool: Spool, wake: asyncio.Event) -> None:
-        self.spool, self.wake = spool, wake
+    def __init__(self, spool: Spool, wake: asyncio.Event, poll_seconds: float = 0.2) -> None:
+        self.spool, self.wake, self.poll_seconds = spool, wake, poll_seconds
+        self.waiting = 0
+        self.full_since: Optional[float] = None
 
     async def put(self, group: dict[str, Any]) -> None:
-        self.spool.append(group)
+        s = self.spool
+        if s.full():
+            self.waiting += 1
+            loop = asyncio.get_running_loop()
+            if self.full_since is None:
+                self.full_since = loop.time()
+                logger.warning(
+                    "spool %s is full (%d groups / %d bytes unsent; limits %d / %d): finished "
+                    "groups wait and generation pauses until the API takes groups",
+                    s.dir,
+                    s.unsent,
+                    s.unsent_bytes,
+                    s.max_groups,
+                    s.max_bytes,
+                )
+            try:
+                while s.full():
+                    await asyncio.sleep(self.poll_seconds)
+            finally:
+                self.waiting -= 1
+            if self.full_since is not None and not self.waiting:
+                logger.warning("spool has room again after %.1fs", loop.time() - self.full_since)
+                self.full_since = None
+        s.append(group)
         self.wake.set()
 
 
-__all__ = ["Spool", "SpoolSink"]
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m atroposlib.envs.spool resend DIR``: requeue the groups the API rejected."""
+    p = argparse.ArgumentParser(prog="python -m atroposlib.envs.spool")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("resend", help="put the groups of DIR/rejected.jsonl back into the spool")
+    r.add_argument("dir")
+    args = p.parse_args(argv)
+    try:
+        spool = Spool(args.dir)
+    except AtroposError as e:
+        print(f"spool: error: {e}", file=sys.stderr)
+        return 1
+    try:
+        n = spool.resend_rejected()
+    finally:
+        spool.close()
+    print(f"{n} rejected group(s) put back into {spool.path}; the env sends them on its next start")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_GROUPS", "Spool", "SpoolSink", "main"]

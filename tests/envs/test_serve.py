@@ -127,8 +127,13 @@ def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tm
                 "a group finished during the outage",
                 proc,
             )
-            spooled = (tmp_path / "spool" / "groups.jsonl").read_text().count("\n")
-            assert spooled >= 1
+            # the group is written to sent.jsonl just before it is spooled: wait for the spool too
+            wait_until(
+                lambda: (tmp_path / "spool" / "groups.jsonl").read_text().count("\n") >= 1,
+                30,
+                "the group to be spooled",
+                proc,
+            )
             time.sleep(2.0)
             api2 = run_api("--resume", data_dir=api.data_dir, port=api.port)
             rc = proc.wait(120)

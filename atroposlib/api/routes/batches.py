@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
+from atroposlib.api.delivery import ACK_MODE_HEADER
 from atroposlib.api.deps import get_service, parse_model
 from atroposlib.api.http import PartsResponse, json_response
 from atroposlib.api.service import RunService
@@ -24,7 +25,8 @@ GROUP_BYTES_HEADER = "X-Batch-Group-Bytes"
 
 @router.get("/batch")
 async def get_batch(request: Request, svc: RunService = Depends(get_service)):
-    body = await run_in_threadpool(svc.get_batch_body)
+    explicit = request.headers.get(ACK_MODE_HEADER, "").strip().lower() == "explicit"
+    body = await run_in_threadpool(svc.get_batch_body, explicit)
     settings = request.app.state.settings
     if body.nbytes >= settings.gzip_min_bytes and "gzip" in request.headers.get(
         "accept-encoding", ""

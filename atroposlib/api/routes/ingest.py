@@ -9,6 +9,7 @@ the rules and messages are ``ScoredData``'s.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import orjson
@@ -17,8 +18,15 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
 from atroposlib.api.deps import get_service
-from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
+from atroposlib.api.http import (
+    ApiProblem,
+    json_response,
+    parse_json_exact,
+    read_body,
+    validation_problem,
+)
 from atroposlib.api.intake import IncomingGroup
+from atroposlib.api.offload import read_with_null_keys, receive_to_file
 from atroposlib.api.repair import note_repairs, repair_group
 from atroposlib.api.service import RunService
 from atroposlib.type_definitions import ScoredData
@@ -44,6 +52,11 @@ LEGACY_KEYS = (
 
 def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> IncomingGroup:
     """Validate one group and produce its stored form (see module docstring)."""
+    return _build(data, raw, where)[0]
+
+
+def _build(data: Any, raw: Optional[bytes], where: str) -> tuple[IncomingGroup, Optional[list]]:
+    """``build_group`` and, when the stored blob is ``raw`` plus null keys, those keys' names."""
     if not isinstance(data, dict):
         raise ApiProblem(
             422, f"invalid request: {where or 'body'}: a scored group must be a JSON object"
@@ -59,17 +72,16 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
         raw = None
     missing = [k for k in LEGACY_KEYS if k not in data]
     if raw is not None:
-        raw = raw.rstrip()
-        if missing:  # one copy: the object without its closing brace, then the null keys
-            nulls = b",".join(b'"' + k.encode() + b'":null' for k in missing)
-            raw = b"".join((memoryview(raw)[:-1], b",", nulls, b"}"))
-        blob = raw
+        blob = with_null_keys(raw, missing)
     else:
         for k in missing:
             data[k] = None
-        blob = orjson.dumps(data)
+        try:
+            blob = orjson.dumps(data)
+        except orjson.JSONEncodeError as e:  # e.g. nested deeper than any client can read
+            raise ApiProblem(422, f"invalid request: {where or 'body'}: {e}") from None
     tokens = data["tokens"]
-    return IncomingGroup(
+    group = IncomingGroup(
         blob=blob,
         n=len(tokens),
         env_id=data.get("env_id"),
@@ -77,18 +89,44 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
         max_len=max(len(t) for t in tokens),
         group_id=data.get("group_id"),
     )
+    return group, (missing if raw is not None else None)
 
 
-def _ingest_list(svc: RunService, body: bytes):
-    data = parse_json(body)
+def with_null_keys(raw: bytes, missing: list[str]) -> bytes:
+    """The received JSON object with Atropos's absent keys appended as nulls (one copy)."""
+    raw = raw.rstrip()
+    if not missing:
+        return raw
+    nulls = b",".join(b'"' + k.encode() + b'":null' for k in missing)
+    return b"".join((memoryview(raw)[:-1], b",", nulls, b"}"))
+
+
+def _group_job(body: bytes) -> tuple:
+    """Parse, repair (``api.repair``) and validate one group (in the offload child for large
+    bodies). When the stored blob is the body itself, only its metadata comes back: the server
+    still holds the bytes. The last element is the list of optional fields the repair dropped."""
+    data, exact = parse_json_exact(body)
+    dropped = repair_group(data)
+    g, missing = _build(data, body if exact and not dropped else None, "")
+    if missing is not None:
+        return ("exact", (g.n, g.env_id, g.policy_version, g.max_len, g.group_id), missing, dropped)
+    return ("group", g, dropped)
+
+
+def _list_job(body: bytes) -> tuple[list[IncomingGroup], list[list[str]]]:
+    data, _ = parse_json_exact(body)  # groups are re-serialized one by one anyway
     if not isinstance(data, list):
         raise ApiProblem(422, "invalid request: body must be a JSON list of scored groups")
-    repaired = [repair_group(g) for g in data]
-    groups: list[IncomingGroup] = [build_group(g, where=f"[{i}]") for i, g in enumerate(data)]
-    for i, dropped in enumerate(repaired):
-        note_repairs(svc, dropped, where=f"[{i}]")
+    dropped = [repair_group(g) for g in data]
+    return [build_group(g, where=f"[{i}]") for i, g in enumerate(data)], dropped
+
+
+def _ingest_list(svc: RunService, body: bytes, parsed: Optional[tuple] = None):
+    groups, dropped = _list_job(body) if parsed is None else parsed
+    for i, names in enumerate(dropped):
+        note_repairs(svc, names, where=f"[{i}]")
     answers = svc.ingest(groups) if groups else []
-    out = {"status": "received", "groups_processed": len(data)}
+    out = {"status": "received", "groups_processed": len(groups)}
     dups = sum(1 for a in answers if a.get("duplicate"))
     if dups:
         out["duplicates"] = dups
@@ -97,19 +135,54 @@ def _ingest_list(svc: RunService, body: bytes):
 
 @router.post("/scored_data")
 async def scored_data(request: Request, svc: RunService = Depends(get_service)):
+    settings = request.app.state.settings
+    declared = request.headers.get("content-length", "")
+    if (
+        declared.isdigit()
+        and settings.offload_min_bytes <= int(declared) <= settings.max_body_bytes
+        and not request.headers.get("content-encoding", "").strip()
+    ):
+        group = await _large_group(request, settings, svc)
+        return json_response(request, (await run_in_threadpool(svc.ingest, [group]))[0])
     body = await read_body(request)
-    # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout (~3 ms
-    # for a 1 MB group), so a worker thread would not keep the loop responsive meanwhile and only
-    # adds GIL hand-offs (measured slower). The store's write and commit run in a worker thread.
-    data = parse_json(body)
-    dropped = repair_group(data)
-    group = build_group(data, raw=None if dropped else body)
-    note_repairs(svc, dropped)
+    if len(body) >= settings.offload_min_bytes:  # see atroposlib.api.offload
+        out = await request.app.state.offload.run(_group_job, body)
+        if out[0] == "exact":
+            blob = await run_in_threadpool(with_null_keys, body, out[2])
+            group = IncomingGroup(blob, *out[1])
+        else:
+            group = out[1]
+        note_repairs(svc, out[-1])
+    else:
+        # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout
+        # (~3 ms for a 1 MB group), so a worker thread would not keep the loop responsive and
+        # only adds GIL hand-offs (measured slower). The store's write and commit run in a thread.
+        data, exact = parse_json_exact(body)  # not exact: repaired, stored re-serialized
+        dropped = repair_group(data)
+        group = build_group(data, raw=body if exact and not dropped else None)
+        note_repairs(svc, dropped)
     answers = await run_in_threadpool(svc.ingest, [group])
     return json_response(request, answers[0])
+
+
+async def _large_group(request: Request, settings: Any, svc: RunService) -> IncomingGroup:
+    """A large uncompressed body: streamed to a file, parsed in the offload child, read back."""
+    path = await receive_to_file(request, settings.max_body_bytes)
+    try:
+        out = await request.app.state.offload.run_on_file(_group_job, path)
+        note_repairs(svc, out[-1])
+        if out[0] == "exact":
+            blob = await run_in_threadpool(read_with_null_keys, path, out[2])
+            return IncomingGroup(blob, *out[1])
+        return out[1]
+    finally:
+        os.unlink(path)
 
 
 @router.post("/scored_data_list")
 async def scored_data_list(request: Request, svc: RunService = Depends(get_service)):
     body = await read_body(request)
-    return json_response(request, await run_in_threadpool(_ingest_list, svc, body))
+    parsed = None
+    if len(body) >= request.app.state.settings.offload_min_bytes:
+        parsed = await request.app.state.offload.run(_list_job, body)
+    return json_response(request, await run_in_threadpool(_ingest_list, svc, body, parsed))

@@ -49,6 +49,7 @@ class Mutation:
     new_batch: Optional[BatchRecord] = None
     acked_batch: Optional[str] = None
     prune_below_seq: Optional[int] = None
+    forget_below_seq: Optional[int] = None  # delete acked/dropped rows below this seq
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Snapshot:
     envs: list[dict[str, Any]] = field(default_factory=list)
     live_groups: list[GroupRow] = field(default_factory=list)
     pending_batch: Optional[BatchRecord] = None
-    group_ids: set[str] = field(default_factory=set)
+    group_ids: dict[str, int] = field(default_factory=dict)  # group_id -> seq, in seq order
     max_seq: int = 0
     max_order: int = 0
 

@@ -32,7 +32,7 @@ class MemoryStore(Store):
         self._blobs: dict[int, bytes] = {}
         self._batches: dict[str, BatchRecord] = {}
         self._acked: dict[str, bool] = {}
-        self._group_ids: set = set()
+        self._group_ids: dict[str, int] = {}
 
     def load(self) -> Snapshot:
         pending = list(self._batches.values())
@@ -44,7 +44,7 @@ class MemoryStore(Store):
                 key=lambda r: (r.meta.order, r.meta.seq),
             ),
             pending_batch=pending[-1] if pending else None,
-            group_ids=set(self._group_ids),
+            group_ids=dict(sorted(self._group_ids.items(), key=lambda kv: kv[1])),
             max_seq=max(self._rows, default=0),
             max_order=max((r.meta.order for r in self._rows.values()), default=0),
         )
@@ -57,7 +57,7 @@ class MemoryStore(Store):
             self._rows[row.meta.seq] = row
             self._blobs[row.meta.seq] = blob
             if row.meta.group_id is not None:
-                self._group_ids.add(row.meta.group_id)
+                self._group_ids[row.meta.group_id] = row.meta.seq
         for seq, state in m.states.items():
             self._rows[seq].state = state
         for seq, order in m.orders.items():
@@ -68,6 +68,14 @@ class MemoryStore(Store):
         if m.acked_batch is not None:
             self._acked[m.acked_batch] = True
             self._batches.pop(m.acked_batch, None)  # the id stays known as acknowledged
+        if m.forget_below_seq is not None:
+            for seq in [s for s in self._rows if s < m.forget_below_seq]:
+                row = self._rows[seq]
+                if row.state in (ACKED, DROPPED):
+                    del self._rows[seq]
+                    self._blobs.pop(seq, None)
+                    if self._group_ids.get(row.meta.group_id) == seq:
+                        del self._group_ids[row.meta.group_id]
         if m.prune_below_seq is not None:
             for seq in [s for s in self._blobs if s < m.prune_below_seq]:
                 if self._rows[seq].state in (ACKED, DROPPED):

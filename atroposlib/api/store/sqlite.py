@@ -136,9 +136,9 @@ class SqliteStore(Store):
             seq, state, env_id, env_name, n, pv, max_len, nbytes, gid, received_at, order = row
             meta = GroupMeta(seq, n, env_id, pv, max_len, nbytes, gid, received_at, order)
             snap.live_groups.append(GroupRow(meta, state, env_name))
-        snap.group_ids = {
-            g for (g,) in db.execute("SELECT group_id FROM groups WHERE group_id IS NOT NULL")
-        }
+        snap.group_ids = dict(
+            db.execute("SELECT group_id, seq FROM groups WHERE group_id IS NOT NULL ORDER BY seq")
+        )
         snap.max_seq, snap.max_order = db.execute(
             "SELECT COALESCE(MAX(seq), 0), COALESCE(MAX(qorder), 0) FROM groups"
         ).fetchone()
@@ -251,6 +251,11 @@ class SqliteStore(Store):
                 )
             if m.acked_batch is not None:
                 db.execute("UPDATE batches SET acked = 1 WHERE batch_id = ?", (m.acked_batch,))
+            if m.forget_below_seq is not None:
+                db.execute(
+                    "DELETE FROM groups WHERE seq < ? AND state IN (?, ?)",
+                    (m.forget_below_seq, ACKED, DROPPED),
+                )
             if m.prune_below_seq is not None:
                 for state in (ACKED, DROPPED):
                     db.execute(

@@ -1,0 +1,81 @@
+"""Smaller edges of the API: token id range, deep nesting, 405 + Allow, every setting as a flag,
+the warning for an open non-loopback bind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from api_helpers import group, registration
+
+from atroposlib.api.settings import ApiSettings
+from atroposlib.cli.run_api import build_parser
+from atroposlib.utils.net import free_port
+
+
+def test_token_ids_out_of_int64_or_negative_are_refused(client):
+    client.post("/register", json=registration(batch_size=4))
+    for bad in (-1, 2**63):
+        g = group(2)
+        g["tokens"][1][3] = bad
+        r = client.post("/scored_data", json=g)
+        assert r.status_code == 422, r.text
+        assert f"tokens[1][3] is {bad}" in r.json()["error"]
+    g = group(2)
+    g["tokens"][0][0] = 2**63 - 1
+    assert client.post("/scored_data", json=g).status_code == 200
+
+
+def test_deep_nesting_is_a_422_not_a_500(client):
+    for depth in (300, 5000):
+        r = client.post("/scored_data", content=b"[" * depth + b"]" * depth)
+        assert r.status_code == 422, (depth, r.text)
+    g = group(2)
+    nested: list = []
+    for _ in range(400):  # nested inside an extra key: parsed, but deeper than a client reads
+        nested = [nested]
+    g["custom"] = nested
+    r = client.post("/scored_data_list", json=[g])
+    assert r.status_code in (200, 422) and r.status_code != 500
+
+
+def test_405_names_the_allowed_methods(client):
+    r = client.delete("/batch")
+    assert r.status_code == 405 and r.headers["allow"] == "GET"
+    r = client.get("/scored_data")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+def test_every_setting_has_a_flag():
+    flags = {a.dest for a in build_parser()._actions}
+    missing = set(ApiSettings.model_fields) - flags
+    assert not missing, f"settings without a run-api flag: {sorted(missing)}"
+    args = build_parser().parse_args(["--max-queued-bytes", "1234", "--gzip-level", "5"])
+    s = ApiSettings.from_env(**vars(args))
+    assert s.max_queued_bytes == 1234 and s.gzip_level == 5
+
+
+def test_open_non_loopback_bind_warns(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "atroposlib.cli.run_api",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--store",
+            "memory",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert "warning: listening on 0.0.0.0 without --api-token" in line
