@@ -8,6 +8,7 @@ were accepted by Atropos. Here the group is accepted too, the malformed optional
 from __future__ import annotations
 
 import httpx
+import pytest
 
 REGISTER = {
     "wandb_group": "messages_test",
@@ -21,8 +22,13 @@ REGISTER = {
 }
 
 
-def test_odd_optional_fields_are_accepted_dropped_and_counted(run_api):
-    api = run_api("--store", "sqlite")
+@pytest.mark.parametrize(
+    "offload", [[], ["--offload-min-bytes", "0"]], ids=["on-the-loop", "offloaded"]
+)
+def test_odd_optional_fields_are_accepted_dropped_and_counted(run_api, offload):
+    """Both ingest paths repair: small bodies on the event loop, large ones in the offload child
+    (``--offload-min-bytes 0`` sends every body there)."""
+    api = run_api("--store", "sqlite", *offload)
     h = httpx.Client(base_url=api.url, timeout=10)
     assert h.post("/register", json=REGISTER).status_code == 200
     empty_messages = {"tokens": [[4, 5, 6]], "masks": [[1, 1, 1]], "scores": [1.0], "messages": []}
