@@ -118,6 +118,7 @@ class Soak:
             "sqlite",
             "--log-level",
             "warning",
+            "--resume",  # a restart after kill -9 continues the run (crash recovery)
         ]
         log = open(self.work / "api.log", "ab")
         self.api = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -56,7 +56,7 @@ def _store_bad_payload_like_an_older_version(data_dir):
 def test_undeliverable_payload_is_quarantined_not_redelivered_forever(run_api, tmp_path):
     data = tmp_path / "old-run"
     _store_bad_payload_like_an_older_version(data)
-    api = run_api("--store", "sqlite", data_dir=data)
+    api = run_api("--store", "sqlite", "--resume", data_dir=data)
     with TrajectoryClient(api.url, retries=3) as c:
         # the first answer cannot be parsed; the client asks again, the API checks the batch,
         # quarantines the bad group and forms a new batch from the others

@@ -38,6 +38,8 @@ class Engine:
             "127.0.0.1",
             "--port",
             str(self.port),
+            "--served-model-name",
+            "tiny",
             "--torch-threads",
             "1",
             "--log-level",
@@ -88,6 +90,8 @@ def test_serve_survives_kill_9_of_one_of_two_inference_servers(run_api, tiny_mod
         api.url,
         "--openai.base_url",
         f"{a.url}/v1,{b.url}/v1",
+        "--openai.model_name",
+        "tiny",  # the engine answers 404 for any other name, as vLLM does
         "--openai.health_check_interval",
         "0.5",
         "--env.tokenizer_name",
