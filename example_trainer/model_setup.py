@@ -75,7 +75,11 @@ def enable_gradient_checkpointing(model: Any) -> None:
             f"gradient_checkpointing: {type(model).__name__} does not support it; "
             "pass --no-gradient-checkpointing"
         )
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # its name from transformers 5.x
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if getattr(model, "config", None) is not None:
         model.config.use_cache = False  # a KV cache is useless in training and conflicts with it
 
