@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -24,6 +25,8 @@ from atroposlib.errors import ConfigError, ModelLoadError
 from atroposlib.utils.hf_compat import dtype_kwargs
 from example_trainer.distributed import DistInfo, shard_model
 from example_trainer.precision import Precision
+
+log = logging.getLogger("atropos-grpo")
 
 
 def resolve_device(name: str, env: Optional[Mapping[str, str]] = None) -> torch.device:
@@ -98,4 +101,5 @@ def load_reference(
         ref.config.use_cache = False
     if info.enabled and parallel == "fsdp":
         shard_model(ref, info, device)
+        log.info("reference model sharded with FSDP2 over %d ranks", info.world_size)
     return ref

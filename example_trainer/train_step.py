@@ -67,14 +67,15 @@ def _dummy_pass(
     pad_id: int,
     autocast: contextlib.AbstractContextManager,
 ) -> None:
+    # the collectives in the order of a real micro-batch: policy forward, reference forward, backward
     dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
     with autocast:
+        zero = model(input_ids=dummy).logits.float().sum() * 0.0
         if ref_model is not None:
             with torch.no_grad():
                 ref_model(input_ids=dummy)
             if hasattr(ref_model, "reshard"):
                 ref_model.reshard()
-        zero = model(input_ids=dummy).logits.float().sum() * 0.0
     zero.backward()
 
 
@@ -159,7 +160,9 @@ def _micro_batch_loss(
     kl_value = distill_value = 0.0
     if cfg.kl_coef > 0:
         computed = (
-            _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens) if ref_model else None
+            _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens)
+            if ref_model is not None
+            else None
         )
         ref = mb.ref_logprobs if mb.ref_logprobs is not None else computed
         kl = kl_k3(lp, ref, mb.mask, weights)
