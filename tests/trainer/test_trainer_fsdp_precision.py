@@ -52,6 +52,7 @@ def _rows(save):
     return {r["step"]: r for r in rows}
 
 
+@pytest.mark.slow  # four trainer runs, two of them under torchrun (~60 s on a loaded 2-core machine)
 def test_fsdp_with_checkpointing_sharded_reference_and_bf16_policy_matches_one_process(
     run_api, tiny_model, tmp_path
 ):
