@@ -16,9 +16,15 @@ The algorithm, one optimizer step per API batch:
    Variants: GSPO (sequence-level ratio), CISPO (clipped, detached IS weight). Optional k3 KL to a
    reference model (off by default) and a top-k distillation term when the batch carries a teacher's
    ``distill_token_ids/distill_logprobs``.
-4. Gradient accumulation over length-sorted micro-batches (each normalised by the *whole* batch's
-   token count, so accumulation and data parallelism do not change the objective), grad-norm clipping,
-   AdamW step, learning-rate schedule.
+   The KL and distillation terms take the policy term's per-token weights, so all three are aggregated
+   alike (token, sequence or constant). Logits are divided by the sampling temperature when the server
+   reports logprobs at it (``--temperature``, or each group's ``generation_params``).
+4. Forward/backward (``train_step.py``) over length-sorted micro-batches of a token budget sized from
+   ``seq_len`` (each normalised by the *whole* batch's token count, so accumulation and data
+   parallelism do not change the objective); log-probabilities of the sampled tokens come from the
+   output embedding in chunks, never as ``[tokens, vocab]`` logits (``logprobs.py``); gradient
+   checkpointing on GPU; bf16 compute over fp32 master weights and optimizer state (``precision.py``:
+   autocast, or FSDP2's ``MixedPrecisionPolicy``); then grad-norm clipping, AdamW step, schedule.
 5. Every ``vllm_restart_interval`` steps rank 0 publishes the weights to the inference servers
    (``weight_refresh.py``: restart | reload | lora | none); every ``checkpoint_interval`` steps it writes
    a resumable checkpoint (model, optimizer, scheduler, RNG, step); then it acknowledges the batch
@@ -26,6 +32,9 @@ The algorithm, one optimizer step per API batch:
    step's metrics row (``metrics.jsonl``, wandb if enabled) is written before both. ``--resume``
    continues from the checkpoint and registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
    retrained. With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
+
+Set-up (``model_setup.py``): one GPU per ``torchrun`` rank (``cuda:LOCAL_RANK``), the policy loaded in
+the master dtype, the frozen KL reference in the compute dtype and sharded like the policy.
 
 Run: ``atropos-grpo --model-name DIR --api-url http://127.0.0.1:8000 ...`` (``--help`` lists every field of
 ``TrainingConfig``), or ``torchrun --nproc-per-node 2 -m example_trainer.grpo ...``.

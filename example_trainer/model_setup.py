@@ -83,8 +83,6 @@ def enable_gradient_checkpointing(model: Any) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    if getattr(model, "config", None) is not None:
-        model.config.use_cache = False  # a KV cache is useless in training and conflicts with it
 
 
 def load_reference(
@@ -97,8 +95,6 @@ def load_reference(
     """The frozen reference model for the KL term, in the compute dtype, sharded like the policy."""
     ref, _ = load_policy(path, precision.compute, device)
     ref.eval().requires_grad_(False)
-    if getattr(ref, "config", None) is not None:
-        ref.config.use_cache = False
     if info.enabled and parallel == "fsdp":
         shard_model(ref, info, device)
         log.info("reference model sharded with FSDP2 over %d ranks", info.world_size)

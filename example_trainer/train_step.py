@@ -37,6 +37,11 @@ from example_trainer.losses import (
 from example_trainer.precision import autocast_context, resolve_precision
 
 
+def _inputs(mb: MicroBatch) -> dict[str, torch.Tensor | bool]:
+    # no KV cache: it would hold every layer's keys and values alive through the backward
+    return {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask, "use_cache": False}
+
+
 def forward_logprobs(
     model: torch.nn.Module, mb: MicroBatch, ids: torch.Tensor, chunk_tokens: int
 ) -> torch.Tensor:
@@ -45,8 +50,8 @@ def forward_logprobs(
     if chunk_tokens > 0:
         with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as swapped:
             if swapped:
-                return model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-    logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+                return model(**_inputs(mb)).logits
+    logits = model(**_inputs(mb)).logits
     return full_vocab_logprobs(logits, ids, mb.inv_temperature)
 
 
@@ -70,10 +75,10 @@ def _dummy_pass(
     # the collectives in the order of a real micro-batch: policy forward, reference forward, backward
     dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
     with autocast:
-        zero = model(input_ids=dummy).logits.float().sum() * 0.0
+        zero = model(input_ids=dummy, use_cache=False).logits.float().sum() * 0.0
         if ref_model is not None:
             with torch.no_grad():
-                ref_model(input_ids=dummy)
+                ref_model(input_ids=dummy, use_cache=False)
             if hasattr(ref_model, "reshard"):
                 ref_model.reshard()
     zero.backward()
