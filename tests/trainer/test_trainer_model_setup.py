@@ -81,9 +81,9 @@ def _step_memory(checkpointing: bool) -> float:
         "path": "new",
         "checkpointing": checkpointing,
         "chunk": 1024,
-        "tokens": 4096,
+        "tokens": 2048,
         "seq_len": 512,
-        "layers": 4,
+        "layers": 8,
         "hidden": 256,
         "intermediate": 1024,
         "heads": 4,
@@ -101,7 +101,7 @@ def _step_memory(checkpointing: bool) -> float:
 
 def test_gradient_checkpointing_needs_less_activation_memory():
     plain, checkpointed = _step_memory(False), _step_memory(True)
-    # 4 layers x 4096 tokens: ~100 MiB of activations per layer without it
+    # 8 layers x 2048 tokens: ~55 MiB of activations per layer without it (measured ~470 vs ~200)
     assert checkpointed < 0.6 * plain, (plain, checkpointed)
 
 
