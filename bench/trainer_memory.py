@@ -13,7 +13,7 @@ the step needed *above* what model, gradients and optimizer state already hold: 
 
 * ``full``: the old path: full-vocabulary logits and fp32 log-softmax (``--logprob-chunk-tokens 0``),
   no gradient checkpointing;
-* ``new``: chunked sampled-token log-probabilities (1024 positions at a time) and gradient
+* ``new``: chunked sampled-token log-probabilities (the default 512 positions at a time) and gradient
   checkpointing.
 
 On CPU the full path only runs at 4k tokens by default (at 16k it needs ~4x as much, beyond this kind of
@@ -103,7 +103,9 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         model_name="bench",
         seq_len=spec["seq_len"],
         micro_batch_tokens=10**9,  # the whole micro-batch in one forward: what is measured
-        logprob_chunk_tokens=spec.get("chunk", 1024 if new else 0),
+        logprob_chunk_tokens=spec.get(
+            "chunk", TrainingConfig.model_fields["logprob_chunk_tokens"].default if new else 0
+        ),
         dtype=spec["dtype"],
         lr=1e-6,
     )

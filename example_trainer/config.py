@@ -191,7 +191,7 @@ class TrainingConfig(BaseModel):
         "off on CPU).",
     )
     logprob_chunk_tokens: int = Field(
-        1024,
+        512,
         ge=0,
         description="Compute token log-probabilities from the output embedding this many positions at "
         "a time, never materialising [tokens, vocab] logits (0 = the full-vocabulary path).",

@@ -5,12 +5,13 @@ only needs ``log softmax(logits / temperature)`` at a few ids per position (the 
 teacher's top-k for distillation), yet the plain path keeps ``[T, V]`` logits plus fp32 copies of them
 for backward: for V = 151,936 that is ~0.6 MB per token per copy.
 
-``ChunkedLogprobs`` (an autograd function) computes, chunk by chunk of ``chunk_tokens`` positions,
-``z = hidden_c @ W.T`` in the compute dtype, ``lse = logsumexp(z / T)`` in fp32 and the gathered
-``z[id] / T - lse``; it saves only ``hidden``, ``W`` (the parameter itself), the ids and ``lse``. Its
-backward recomputes one chunk's logits at a time:
+``ChunkedLogprobs`` (an autograd function) computes, chunk by chunk of ``chunk_tokens`` positions
+(default 512), ``z = hidden_c @ W.T`` in the compute dtype, ``lse = logsumexp(z / T)`` in fp32 and the
+gathered ``z[id] / T - lse``; it saves only ``hidden``, ``W`` (the parameter itself), the ids and
+``lse``. Its backward recomputes one chunk's logits at a time:
 ``dL/dz = (scatter(g, ids) - sum(g) * softmax(z / T)) / T``, then ``dhidden = dz @ W`` and
-``dW += dz.T @ hidden``. Peak extra memory is one chunk's ``[chunk_tokens, V]``, independent of T.
+``dW += dz.T @ hidden`` (in place). Peak extra memory: one fp32 ``[chunk_tokens, V]`` buffer plus
+``W``'s gradient, independent of the number of tokens.
 
 ``sampled_token_head(model, ids, ...)`` swaps the forward of the model's output embedding for this
 computation *inside* the model's own forward: the model returns ``[B, T, K]`` log-probabilities in
@@ -59,8 +60,11 @@ class ChunkedLogprobs(torch.autograd.Function):
                 e = min(s + chunk_tokens, n)
                 z = torch.nn.functional.linear(hidden[s:e].to(cdt), w, b).float()
                 z.mul_(inv_temp[s:e, None])
-                lse[s:e] = torch.logsumexp(z, dim=-1)
-                out[s:e] = z.gather(-1, ids[s:e]) - lse[s:e, None]
+                picked = z.gather(-1, ids[s:e])
+                # logsumexp in z's own buffer (one [chunk, V] fp32 tensor alive at a time)
+                top = z.amax(dim=-1, keepdim=True)
+                lse[s:e] = z.sub_(top).exp_().sum(-1).log_().add_(top[:, 0])
+                out[s:e] = picked - lse[s:e, None]
                 del z
         ctx.save_for_backward(hidden, weight, bias, ids, inv_temp, lse)
         ctx.chunk_tokens = chunk_tokens
@@ -100,7 +104,10 @@ class ChunkedLogprobs(torch.autograd.Function):
                 if grad_h is not None:
                     grad_h[s:e] = (dzc @ w).to(hidden.dtype)
                 if grad_w is not None:
-                    grad_w += (dzc.t() @ h).float()
+                    if dzc.dtype == torch.float32:
+                        grad_w.addmm_(dzc.t(), h)  # accumulated in place, no [V, H] temporary
+                    else:
+                        grad_w += dzc.t() @ h
                 if grad_b is not None:
                     grad_b += dz.sum(0)
                 del z, p, dz, dzc
@@ -116,7 +123,7 @@ def chunked_logprobs(
     *,
     bias: Optional[torch.Tensor] = None,
     inv_temperature: Optional[torch.Tensor] = None,
-    chunk_tokens: int = 1024,
+    chunk_tokens: int = 512,
 ) -> torch.Tensor:
     """``hidden [..., H]``, ``ids [..., K]`` (negative ids read as 0), optional ``inv_temperature [...]``
     (1 / temperature per position); returns fp32 ``[..., K]`` log-probabilities."""
