@@ -73,6 +73,7 @@ from example_trainer.distributed import (
 )
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
+    check_device,
     enable_gradient_checkpointing,
     load_policy,
     load_reference,
@@ -149,6 +150,7 @@ def train(cfg: TrainingConfig) -> int:
     from atroposlib.api.client import TrajectoryClient
 
     device = resolve_device(cfg.device)
+    check_device(device)
     info = init_distributed(device)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)

@@ -52,6 +52,16 @@ def resolve_device(name: str, env: Optional[Mapping[str, str]] = None) -> torch.
     return dev
 
 
+def check_device(device: torch.device) -> None:
+    """Refuse, with one line, a CUDA device this machine does not have."""
+    if device.type != "cuda":
+        return
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device: {device} requested but torch.cuda.is_available() is False")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"device: {device} requested; {torch.cuda.device_count()} GPU(s) visible")
+
+
 def load_policy(path: str, dtype: torch.dtype, device: torch.device) -> tuple[Any, Any]:
     """Load a causal LM in ``dtype`` onto ``device`` and its tokenizer from a HF folder or id."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

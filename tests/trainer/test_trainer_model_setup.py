@@ -122,3 +122,20 @@ def test_micro_batch_budget_is_sized_from_seq_len():
     cfg = TrainingConfig(model_name="m", seq_len=2048)
     micro = split_micro_batches(flat.sequences, max_tokens=cfg.resolved_micro_batch_tokens())
     assert [len(m) for m in micro] == [8, 8, 8, 8]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_trainer_refuses_cuda_on_a_machine_without_it_in_one_line(tiny_model, tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "example_trainer.grpo", "--model-name", str(tiny_model),
+            "--device", "cuda", "--save-path", str(tmp_path / "out"),
+        ],
+        capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        "atropos-grpo: error: device: cuda:0 requested but torch.cuda.is_available() is False"
+    )
+    assert "Traceback" not in proc.stderr
