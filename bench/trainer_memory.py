@@ -17,8 +17,8 @@ the step needed *above* what model, gradients and optimizer state already hold: 
   checkpointing.
 
 On CPU the full path only runs at 4k tokens by default (at 16k it needs ~4x as much, beyond this kind of
-machine) and a new-path configuration whose predicted peak (linear from the smaller ones) exceeds
-``--cpu-peak-limit-gib`` is skipped with a line saying so. The last line reads
+machine) and a new-path configuration whose predicted peak (extrapolated linearly from the two largest
+measured ones) exceeds ``--cpu-peak-limit-gib`` (default 8) is skipped with a line saying so. The last line reads
 ``4k tokens: full-vocab path X MiB, new path Y MiB, ratio R``.
 
 Usage: python bench/trainer_memory.py [--tokens 4096,16384,32768] [--layers 2] [--device cpu|cuda]
@@ -231,9 +231,10 @@ def main(argv: list[str] | None = None) -> int:
                 done = sorted(
                     (t, r) for (pp, t), r in results.items() if pp == "new" and "error" not in r
                 )
-                if done:
-                    t0, r0 = done[-1]
-                    predicted = r0["held_mib"] + r0["step_mib"] * tokens / t0
+                if len(done) >= 2:  # extrapolate the last two measured sizes linearly
+                    (ta, ra), (tb, rb) = done[-2], done[-1]
+                    slope = (rb["step_mib"] - ra["step_mib"]) / (tb - ta)
+                    predicted = rb["held_mib"] + rb["step_mib"] + slope * (tokens - tb)
                     if predicted > args.cpu_peak_limit_gib * 1024:
                         print(
                             f"{_label(tokens):>7} {path:>5}   skipped on CPU: predicted peak "
