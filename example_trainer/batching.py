@@ -8,11 +8,13 @@ dropped and counted); ``split_micro_batches`` sorts them by length and cuts them
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 
+from atroposlib.errors import SchemaError
 from atroposlib.type_definitions import MASK_IGNORE
 
 from .losses import group_advantages, shuffled_scores
@@ -30,6 +32,7 @@ class Sequence:
     ref_logprobs: Optional[list[float]] = None
     distill_ids: Optional[list[list[int]]] = None
     distill_logprobs: Optional[list[list[float]]] = None
+    temperature: float = 1.0  # the trainer divides this sequence's logits by it
 
 
 @dataclass
@@ -53,8 +56,13 @@ def flatten_batch(
     seq_len: int,
     advantage_mode: str = "grpo",
     shuffle_generator: Optional[torch.Generator] = None,
+    temperature: float = 1.0,
+    temperature_from_groups: bool = False,
 ) -> FlatBatch:
-    """Flatten groups into sequences; ``shuffle_generator`` set = the shuffled-reward control."""
+    """Flatten groups into sequences; ``shuffle_generator`` set = the shuffled-reward control.
+
+    Each sequence's logit temperature is ``temperature``, or (``temperature_from_groups``) its group's
+    ``generation_params["temperature"]`` when the group carries one."""
     out = FlatBatch(sequences=[])
     for g in groups:
         if g.get("reward_status") == "unavailable":
@@ -64,6 +72,7 @@ def flatten_batch(
         out.group_scores.append(sum(scores) / max(len(scores), 1))
         if g.get("policy_version") is not None:
             out.policy_versions.append(int(g["policy_version"]))
+        temp = group_temperature(g, temperature) if temperature_from_groups else temperature
         env_adv = g.get("advantages")
         if env_adv is not None:
             out.advantages_from_env += 1
@@ -88,9 +97,30 @@ def flatten_batch(
                     ref_logprobs=_row(g, "ref_logprobs", i, n),
                     distill_ids=_row(g, "distill_token_ids", i, n),
                     distill_logprobs=_row(g, "distill_logprobs", i, n),
+                    temperature=temp,
                 )
             )
     return out
+
+
+def group_temperature(group: dict[str, Any], default: float) -> float:
+    """The sampling temperature a group's ``generation_params`` records (``default`` if none).
+
+    Temperature 0 (greedy) has no tempered distribution: such groups are read at temperature 1."""
+    params = group.get("generation_params") or {}
+    value = params.get("temperature") if isinstance(params, dict) else None
+    if value is None:
+        return default
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not math.isfinite(t) or t < 0:
+        raise SchemaError(
+            f"group {group.get('group_id')!r}: generation_params.temperature must be a number >= 0, "
+            f"got {value!r}"
+        )
+    return t if t > 0 else 1.0
 
 
 def split_micro_batches(
@@ -126,6 +156,7 @@ class MicroBatch:
     ref_logprobs: Optional[torch.Tensor]
     distill_ids: Optional[torch.Tensor]  # [B, T, K]
     distill_logprobs: Optional[torch.Tensor]
+    inv_temperature: Optional[torch.Tensor] = None  # [B, T] 1 / temperature; None = all 1
 
     def to(self, device: torch.device) -> MicroBatch:
         def mv(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -172,6 +203,9 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
             ],
             dtype=torch.float32,
         )
+    inv_temp = None
+    if any(s.temperature != 1.0 for s in seqs):
+        inv_temp = torch.tensor([[1.0 / s.temperature] * width for s in seqs], dtype=torch.float32)
     return MicroBatch(
         input_ids=_pad_rows(inputs, width, pad_id, torch.long),
         attention_mask=_pad_rows(attn, width, 0, torch.long),
@@ -182,4 +216,5 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
         ref_logprobs=opt("ref_logprobs", 0.0),
         distill_ids=distill_ids,
         distill_logprobs=distill_lps,
+        inv_temperature=inv_temp,
     )

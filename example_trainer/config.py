@@ -54,17 +54,20 @@ class TrainingConfig(BaseModel):
     gradient_accumulation_steps: int = Field(
         1, gt=0, description="Micro-batches per optimizer step (the batch is split into this many)."
     )
-    micro_batch_tokens: int = Field(
-        0,
+    micro_batch_tokens: Optional[int] = Field(
+        None,
         ge=0,
-        description="If > 0, split the batch into length-sorted micro-batches of at most this many "
-        "padded tokens (overrides gradient_accumulation_steps).",
+        description="Split the batch into length-sorted micro-batches of at most this many padded "
+        "tokens (overrides gradient_accumulation_steps); 0 = off; unset = sized from seq_len "
+        "(seq_len x max(1, 16384 // seq_len)) unless gradient_accumulation_steps > 1.",
     )
     device: str = Field(
         "auto", description="'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available)."
     )
-    dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="Training dtype (bfloat16 only makes sense on GPU)."
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="Compute dtype: bfloat16 = bf16 autocast / FSDP mixed precision over fp32 master "
+        "weights and optimizer state; auto = bfloat16 on a GPU that supports it, else float32.",
     )
     torch_threads: int = Field(
         0, ge=0, description="torch.set_num_threads on CPU (0 = torch default)."
@@ -196,6 +199,36 @@ class TrainingConfig(BaseModel):
         "ddp", description="Under torchrun: DDP or FSDP2 (gloo on CPU, NCCL on GPU)."
     )
 
+    # --- memory, precision and logits (GPU) -------------------------------------------------
+    gradient_checkpointing: Optional[bool] = Field(
+        None,
+        description="Recompute each decoder layer's activations in backward (unset = on for CUDA, "
+        "off on CPU).",
+    )
+    logprob_chunk_tokens: int = Field(
+        512,
+        ge=0,
+        description="Compute token log-probabilities from the output embedding this many positions at "
+        "a time, never materialising [tokens, vocab] logits (0 = the full-vocabulary path).",
+    )
+    pure_bf16: bool = Field(
+        False,
+        description="Opt-in: bf16 weights and optimizer state with no fp32 master copy (half the "
+        "memory; small updates such as lr 1e-6 are lost to rounding). Needs dtype bfloat16.",
+    )
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        description="Divide the trainer's logits by this temperature: set it to the sampling "
+        "temperature when the inference server reports logprobs at that temperature (SGLang); "
+        "keep 1 for servers reporting raw logprobs (vLLM's default, the CPU engine).",
+    )
+    temperature_from_groups: bool = Field(
+        False,
+        description="Use each group's generation_params.temperature (when present) instead of "
+        "temperature.",
+    )
+
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
         if len(self.adam_betas) != 2:
@@ -204,7 +237,17 @@ class TrainingConfig(BaseModel):
             raise ValueError(
                 "eps_low must be < 1 (the lower clip bound 1 - eps_low must stay positive)"
             )
+        if self.pure_bf16 and self.dtype != "bfloat16":
+            raise ValueError("pure_bf16 needs dtype bfloat16")
         return self
+
+    def resolved_micro_batch_tokens(self) -> int:
+        """The token budget per micro-batch (0 = split by gradient_accumulation_steps instead)."""
+        if self.micro_batch_tokens is not None:
+            return self.micro_batch_tokens
+        if self.gradient_accumulation_steps > 1:
+            return 0
+        return self.seq_len * max(1, 16384 // self.seq_len)
 
     def resolved_inference_urls(self) -> list[str]:
         return list(self.inference_urls) or [f"http://127.0.0.1:{self.vllm_port}"]

@@ -7,9 +7,10 @@ Without ``torchrun`` (WORLD_SIZE unset) everything here is a no-op on a single p
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
@@ -38,8 +39,8 @@ def init_distributed(device: torch.device) -> DistInfo:
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.type == "cuda":
-        torch.cuda.set_device(local)
+    if device.type == "cuda":  # resolve_device gave this rank cuda:LOCAL_RANK
+        torch.cuda.set_device(device)
     return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local)
 
 
@@ -74,29 +75,49 @@ def all_reduce_sums(
 
 
 def wrap_model(
-    model: torch.nn.Module, info: DistInfo, parallel: str, device: torch.device
+    model: torch.nn.Module,
+    info: DistInfo,
+    parallel: str,
+    device: torch.device,
+    mp_policy: Optional[Any] = None,
 ) -> torch.nn.Module:
-    """DDP or FSDP2 ``fully_shard`` (each decoder layer, then the root) over a 1-D mesh of all ranks, on
-    CPU with gloo or on GPUs with NCCL; unchanged on one process.
+    """DDP or FSDP2 ``shard_model`` on CPU with gloo or on GPUs with NCCL; unchanged on one process.
 
     FSDP2 keeps the module's class (parameters become sharded DTensors), averages gradients over ranks
-    like DDP, and has no ``no_sync``: gradients are reduce-scattered after every micro-batch."""
+    like DDP, and has no ``no_sync``: gradients are reduce-scattered after every micro-batch.
+    ``mp_policy``: FSDP2's ``MixedPrecisionPolicy`` (bf16 compute over the fp32 shards)."""
     if not info.enabled:
         return model
     if parallel == "fsdp":
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-
-        mesh = init_device_mesh(device.type, (info.world_size,))
-        layers = getattr(getattr(model, "model", model), "layers", [])
-        for layer in layers:
-            fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        return model
+        return shard_model(model, info, device, mp_policy)
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ids = [info.local_rank] if device.type == "cuda" else None
-    return DDP(model, device_ids=ids)
+    ids = [device.index if device.index is not None else info.local_rank]
+    return DDP(model, device_ids=ids if device.type == "cuda" else None)
+
+
+@functools.cache
+def _mesh(device_type: str, world_size: int) -> Any:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device_type, (world_size,))
+
+
+def shard_model(
+    model: torch.nn.Module, info: DistInfo, device: torch.device, mp_policy: Optional[Any] = None
+) -> torch.nn.Module:
+    """FSDP2 ``fully_shard`` of each decoder layer, then the root, over a 1-D mesh of all ranks."""
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = _mesh(device.type, info.world_size)
+    kwargs: dict[str, Any] = {"mesh": mesh}
+    if mp_policy is not None:
+        kwargs["mp_policy"] = mp_policy
+    layers = getattr(getattr(model, "model", model), "layers", [])
+    for layer in layers:
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    return model
 
 
 def full_model_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -16,9 +16,15 @@ The algorithm, one optimizer step per API batch:
    Variants: GSPO (sequence-level ratio), CISPO (clipped, detached IS weight). Optional k3 KL to a
    reference model (off by default) and a top-k distillation term when the batch carries a teacher's
    ``distill_token_ids/distill_logprobs``.
-4. Gradient accumulation over length-sorted micro-batches (each normalised by the *whole* batch's
-   token count, so accumulation and data parallelism do not change the objective), grad-norm clipping,
-   AdamW step, learning-rate schedule.
+   The KL and distillation terms take the policy term's per-token weights, so all three are aggregated
+   alike (token, sequence or constant). Logits are divided by the sampling temperature when the server
+   reports logprobs at it (``--temperature``, or each group's ``generation_params``).
+4. Forward/backward (``train_step.py``) over length-sorted micro-batches of a token budget sized from
+   ``seq_len`` (each normalised by the *whole* batch's token count, so accumulation and data
+   parallelism do not change the objective); log-probabilities of the sampled tokens come from the
+   output embedding in chunks, never as ``[tokens, vocab]`` logits (``logprobs.py``); gradient
+   checkpointing on GPU; bf16 compute over fp32 master weights and optimizer state (``precision.py``:
+   autocast, or FSDP2's ``MixedPrecisionPolicy``); then grad-norm clipping, AdamW step, schedule.
 5. Every ``vllm_restart_interval`` steps rank 0 publishes the weights to the inference servers
    (``weight_refresh.py``: restart | reload | lora | none); every ``checkpoint_interval`` steps it writes
    a resumable checkpoint (model, optimizer, scheduler, RNG, step); then it acknowledges the batch
@@ -26,6 +32,9 @@ The algorithm, one optimizer step per API batch:
    step's metrics row (``metrics.jsonl``, wandb if enabled) is written before both. ``--resume``
    continues from the checkpoint and registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
    retrained. With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
+
+Set-up (``model_setup.py``): one GPU per ``torchrun`` rank (``cuda:LOCAL_RANK``), the policy loaded in
+the master dtype, the frozen KL reference in the compute dtype and sharded like the policy.
 
 Run: ``atropos-grpo --model-name DIR --api-url http://127.0.0.1:8000 ...`` (``--help`` lists every field of
 ``TrainingConfig``), or ``torchrun --nproc-per-node 2 -m example_trainer.grpo ...``.
@@ -45,14 +54,13 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from atroposlib.errors import APIUnavailable, AtroposError, ModelLoadError
+from atroposlib.errors import APIUnavailable, AtroposError
 from atroposlib.type_definitions import Registration
-from example_trainer.batching import FlatBatch, collate, flatten_batch, split_micro_batches
+from example_trainer.batching import flatten_batch
 from example_trainer.checkpoint import load_latest, save_checkpoint, set_rng_state
 from example_trainer.config import TrainingConfig, parse_config
 from example_trainer.distributed import (
     DistInfo,
-    all_reduce_sums,
     barrier,
     broadcast_object,
     full_model_state_dict,
@@ -63,15 +71,17 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
-from example_trainer.losses import (
-    distill_loss,
-    kl_k3,
-    normaliser_for,
-    policy_loss,
-    sequence_weights,
-    token_logprobs,
+from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
+from example_trainer.model_setup import (
+    check_device,
+    enable_gradient_checkpointing,
+    load_policy,
+    load_reference,
+    resolve_device,
+    use_gradient_checkpointing,
 )
-from example_trainer.metrics import MetricsLogger, format_step_line
+from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
+from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
 if TYPE_CHECKING:
@@ -83,30 +93,6 @@ log = logging.getLogger("atropos-grpo")
 # ----------------------------------------------------------------------------------------------
 # Setup
 # ----------------------------------------------------------------------------------------------
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def load_policy(path: str, dtype: str, device: torch.device) -> tuple[Any, Any]:
-    """Load the policy model (on ``device``) and its tokenizer from a HF folder."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (
-        OSError,
-        ValueError,
-    ) as e:  # missing folder, bad hub id, not a causal LM: the user's input
-        lines = str(e).strip().splitlines()
-        reason = lines[0] if lines else type(e).__name__
-        raise ModelLoadError(f"cannot load the model {path!r}: {reason}") from e
-    return model.to(device), tokenizer
-
-
 def make_optimizer(
     model: torch.nn.Module, cfg: TrainingConfig
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
@@ -157,157 +143,6 @@ def wait_for_batch(
 
 
 # ----------------------------------------------------------------------------------------------
-# One optimizer step
-# ----------------------------------------------------------------------------------------------
-def train_step(
-    model: torch.nn.Module,
-    ref_model: Optional[torch.nn.Module],
-    flat: FlatBatch,
-    cfg: TrainingConfig,
-    info: DistInfo,
-    device: torch.device,
-    pad_id: int,
-) -> dict[str, float]:
-    """Forward/backward over every micro-batch of this rank's shard; returns summed statistics."""
-    seqs = flat.sequences
-    n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
-    norm = normaliser_for(cfg.aggregation, n_tokens, len(seqs), cfg.seq_len)
-    # the same global micro-batches on every rank (DDP needs equal counts), each split across ranks
-    micro = split_micro_batches(
-        seqs,
-        num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
-        max_tokens=cfg.micro_batch_tokens * info.world_size,
-    )
-    stats: dict[str, float] = {
-        "loss": 0.0,
-        "kl": 0.0,
-        "distill": 0.0,
-        "tokens": 0.0,
-        "clipped": 0.0,
-        "ratio_sum": 0.0,
-        "abs_delta_sum": 0.0,
-        "mismatch_kl_sum": 0.0,
-        "ratio_max": 0.0,
-        "ratio_min": float("inf"),
-        "seq_tokens": 0.0,
-    }
-    for i, global_mb in enumerate(micro):
-        local = global_mb[info.rank :: info.world_size]
-        sync = i == len(micro) - 1
-        ctx = (
-            model.no_sync()
-            if (info.enabled and not sync and hasattr(model, "no_sync"))
-            else _nullctx()
-        )
-        with ctx:
-            if (
-                not local
-            ):  # keep collective ops in step (DDP all-reduce, FSDP all-gather and reduce-scatter):
-                # a zero loss from a forward of one pad token reaches every parameter through the hooks
-                dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
-                (model(input_ids=dummy).logits.sum() * 0.0).backward()
-                continue
-            mb = collate(local, pad_id=pad_id).to(device)
-            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-            lp = token_logprobs(logits, mb.targets)
-            weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
-            parts = policy_loss(
-                lp,
-                mb.inf_logprobs if cfg.use_inference_logprobs else None,
-                mb.advantages,
-                mb.mask,
-                loss_type=cfg.loss_type,
-                eps_low=cfg.eps_low,
-                eps_high=cfg.eps_high,
-                tis_cap=cfg.tis_cap,
-                weights=weights,
-            )
-            loss = parts.loss_sum
-            if cfg.kl_coef > 0:
-                ref = mb.ref_logprobs
-                if ref is None:
-                    with torch.no_grad():
-                        ref_logits = ref_model(
-                            input_ids=mb.input_ids, attention_mask=mb.attention_mask
-                        ).logits
-                        ref = token_logprobs(ref_logits, mb.targets)
-                kl = kl_k3(lp, ref, mb.mask)
-                loss = loss + cfg.kl_coef * kl
-                stats["kl"] += float(kl.detach())
-            if cfg.distill_coef > 0 and mb.distill_ids is not None:
-                d = distill_loss(logits, mb.distill_ids, mb.distill_logprobs, mb.mask)
-                loss = loss + cfg.distill_coef * d
-                stats["distill"] += float(d.detach())
-            # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
-            (loss * info.world_size / norm).backward()
-            stats["loss"] += float(loss.detach()) / norm
-            stats["seq_tokens"] += float(mb.attention_mask.sum())
-            for k in ("tokens", "clipped", "ratio_sum", "abs_delta_sum", "mismatch_kl_sum"):
-                stats[k] += parts.stats[k]
-            stats["ratio_max"] = max(stats["ratio_max"], parts.stats["ratio_max"])
-            stats["ratio_min"] = min(stats["ratio_min"], parts.stats["ratio_min"])
-    return all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
-
-
-class _nullctx:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
-def step_metrics(
-    step: int,
-    flat: FlatBatch,
-    s: dict[str, float],
-    grad_norm: float,
-    lr: float,
-    step_time: float,
-    wait_time: float,
-) -> dict[str, Any]:
-    tok = max(s["tokens"], 1.0)
-    advs = [a for q in flat.sequences for a, m in zip(q.advantages, q.trained, strict=False) if m]
-    adv_t = torch.tensor(advs) if advs else torch.zeros(1)
-    scores = [q.score for q in flat.sequences]
-    lag = (
-        (step - 1 - sum(flat.policy_versions) / len(flat.policy_versions))
-        if flat.policy_versions
-        else None
-    )
-    return {
-        "step": step,
-        "reward_mean": sum(flat.group_scores) / len(flat.group_scores)
-        if flat.group_scores
-        else None,
-        "reward_std": float(torch.tensor(scores).std(unbiased=False)) if scores else None,
-        "loss": s["loss"],
-        "kl": s["kl"],
-        "distill": s["distill"],
-        "adv_mean": float(adv_t.mean()),
-        "adv_std": float(adv_t.std(unbiased=False)),
-        "adv_abs_mean": float(adv_t.abs().mean()),
-        "clip_frac": s["clipped"] / tok,
-        "ratio_mean": s["ratio_sum"] / tok,
-        "ratio_max": s["ratio_max"],
-        "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,
-        "mismatch_abs_delta": s["abs_delta_sum"] / tok,
-        "mismatch_kl": s["mismatch_kl_sum"] / tok,
-        "grad_norm": grad_norm,
-        "lr": lr,
-        "trained_tokens": int(s["tokens"]),
-        "tokens_per_s": s["seq_tokens"] / max(step_time, 1e-9),
-        "step_time_s": step_time,
-        "batch_wait_s": wait_time,
-        "sequences": len(flat.sequences),
-        "groups": len(flat.group_scores),
-        "masked_groups": flat.masked_groups,
-        "policy_lag": lag,
-        "time": time.time(),
-    }
-
-
-# ----------------------------------------------------------------------------------------------
 # The loop
 # ----------------------------------------------------------------------------------------------
 def train(cfg: TrainingConfig) -> int:
@@ -315,6 +150,7 @@ def train(cfg: TrainingConfig) -> int:
     from atroposlib.api.client import TrajectoryClient
 
     device = resolve_device(cfg.device)
+    check_device(device)
     info = init_distributed(device)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -328,21 +164,29 @@ def train(cfg: TrainingConfig) -> int:
     lora = (
         cfg.weight_refresh == "lora"
     )  # a LoRA checkpoint holds the adapter: load the base, then it
-    model, tokenizer = load_policy(cfg.model_name if lora else start_from, cfg.dtype, device)
+    fsdp = info.enabled and cfg.parallel == "fsdp"
+    precision = resolve_precision(cfg, device, fsdp=fsdp)
+    warn_if_pure(precision)
+    model, tokenizer = load_policy(cfg.model_name if lora else start_from, precision.master, device)
+    checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)
+    if checkpointing:
+        enable_gradient_checkpointing(model)
+    log.info(
+        "device %s, %s, gradient checkpointing %s", device, precision.describe(), checkpointing
+    )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ref_model = None
     if cfg.kl_coef > 0:
-        ref_model, _ = load_policy(cfg.ref_model_name or cfg.model_name, cfg.dtype, device)
-        ref_model.eval().requires_grad_(False)
+        ref_path = cfg.ref_model_name or cfg.model_name
+        ref_model = load_reference(ref_path, precision, device, info, cfg.parallel)
     refresher: WeightRefresh = make_weight_refresh(cfg)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
-    model = wrap_model(model, info, cfg.parallel, device)
+    model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
     optimizer, scheduler = make_optimizer(model, cfg)
     step = 0
     if ckpt is not None:
         step = ckpt.step
-        fsdp = info.enabled and cfg.parallel == "fsdp"
         full_optimizer = ckpt.state.get("optimizer_format") == "full"
         if fsdp and full_optimizer:  # every rank takes its shard of the gathered optimizer state
             load_full_optimizer_state(model, optimizer, ckpt.state["optimizer"])
@@ -399,6 +243,8 @@ def train(cfg: TrainingConfig) -> int:
                 seq_len=cfg.seq_len,
                 advantage_mode=cfg.advantage_mode,
                 shuffle_generator=shuffle_gen,
+                temperature=cfg.temperature,
+                temperature_from_groups=cfg.temperature_from_groups,
             )
             optimizer.zero_grad(set_to_none=True)
             stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)

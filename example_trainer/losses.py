@@ -27,7 +27,8 @@ Losses (``loss_type``), each returning the *sum* over tokens of a per-token obje
 Without inference logprobs the ratio is taken against the detached current policy (on-policy: the
 value is 1 and the gradient is A * grad log pi). The optional KL term is the k3 estimator
 exp(ref - logp) - (ref - logp) - 1, and the optional distillation term is the cross-entropy of the
-policy against the teacher's renormalised top-k distribution at each trained token.
+policy against the teacher's renormalised top-k distribution at each trained token; both take the same
+per-token ``weights`` as the policy term, so under every aggregation the three share one scale.
 """
 
 from __future__ import annotations
@@ -72,9 +73,18 @@ def shuffled_scores(scores: Sequence[float], generator: torch.Generator) -> list
 # ----------------------------------------------------------------------------------------------
 # Per-token log-probabilities
 # ----------------------------------------------------------------------------------------------
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[target] for ``logits [B, T, V]`` and ``targets [B, T]``, computed in float32."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
+def token_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, inv_temperature: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """log softmax(logits / T)[target] for ``logits [B, T, V]`` and ``targets [B, T]``, in float32.
+
+    The full-vocabulary path (fp32 ``[B, T, V]`` copies); the trainer uses the chunked
+    ``example_trainer.logprobs`` path, which gives the same values and gradients.
+    ``inv_temperature [B, T]`` (1 / sampling temperature) scales the logits first."""
+    z = logits.float()
+    if inv_temperature is not None:
+        z = z * inv_temperature.to(z.device, torch.float32).unsqueeze(-1)
+    logp = torch.log_softmax(z, dim=-1)
     return logp.gather(-1, targets.clamp_min(0).unsqueeze(-1)).squeeze(-1)
 
 
@@ -168,10 +178,19 @@ def policy_loss(
     return LossParts(loss_sum=loss_sum, stats=stats)
 
 
-def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum over the mask of the k3 estimator of KL(pi || ref): exp(ref - logp) - (ref - logp) - 1."""
+def kl_k3(
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    weights: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Weighted sum over the mask of the k3 estimator of KL(pi || ref): exp(ref - logp) - (ref - logp) - 1.
+
+    ``weights`` as in ``policy_loss`` (default: the mask; ``sequence_weights`` for sequence aggregation,
+    so that the KL is a per-sequence mean on the same scale as the policy term)."""
+    w = mask if weights is None else weights * mask
     d = (ref_logprobs - logprobs) * mask
-    return ((torch.exp(d) - d - 1) * mask).sum()
+    return ((torch.exp(d) - d - 1) * w).sum()
 
 
 def distill_loss(
@@ -179,20 +198,33 @@ def distill_loss(
     teacher_ids: torch.Tensor,
     teacher_logprobs: torch.Tensor,
     mask: torch.Tensor,
+    weights: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """Sum over masked tokens of -sum_k q_k log pi(id_k), q = softmax(teacher top-k logprobs).
+    """Weighted sum over masked tokens of -sum_k q_k log pi(id_k), q = softmax(teacher top-k logprobs).
 
-    ``teacher_ids``/``teacher_logprobs``: ``[B, T, K]``; entries with id < 0 are padding.
-    """
+    ``logits [B, T, V]``; ``teacher_ids``/``teacher_logprobs``: ``[B, T, K]``; entries with id < 0 are
+    padding. The full-vocabulary form of ``distill_from_logprobs``."""
     logp = torch.log_softmax(logits.float(), dim=-1)
-    valid = teacher_ids >= 0
     student = logp.gather(-1, teacher_ids.clamp_min(0))
+    return distill_from_logprobs(student, teacher_ids, teacher_logprobs, mask, weights)
+
+
+def distill_from_logprobs(
+    student_logprobs: torch.Tensor,
+    teacher_ids: torch.Tensor,
+    teacher_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    weights: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """``distill_loss`` from the student's log-probabilities at the teacher's ids (``[B, T, K]``)."""
+    w = mask if weights is None else weights * mask
+    valid = teacher_ids >= 0
     t_logits = torch.where(
         valid, teacher_logprobs.float(), torch.full_like(teacher_logprobs.float(), -1e9)
     )
     q = torch.softmax(t_logits, dim=-1) * valid
-    per_tok = -(q * student).sum(-1)
-    return (per_tok * mask).sum()
+    per_tok = -(q * student_logprobs).sum(-1)
+    return (per_tok * w).sum()
 
 
 def sequence_weights(mask: torch.Tensor) -> torch.Tensor:

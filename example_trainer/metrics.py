@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from example_trainer.batching import FlatBatch
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +96,56 @@ def format_step_line(m: dict[str, Any], total: int) -> str:
         f"loss {m.get('loss', 0.0):+.4f} tok/s {m.get('tokens_per_s', 0.0):7.0f} "
         f"lag {m.get('policy_lag', float('nan')):.1f} clip {m.get('clip_frac', 0.0):.3f}"
     )
+
+
+def step_metrics(
+    step: int,
+    flat: FlatBatch,
+    s: dict[str, float],
+    grad_norm: float,
+    lr: float,
+    step_time: float,
+    wait_time: float,
+) -> dict[str, Any]:
+    """The row ``metrics.jsonl`` gets for one step (see docs/training.md for each field)."""
+    import torch
+
+    tok = max(s["tokens"], 1.0)
+    advs = [a for q in flat.sequences for a, m in zip(q.advantages, q.trained, strict=False) if m]
+    adv_t = torch.tensor(advs) if advs else torch.zeros(1)
+    scores = [q.score for q in flat.sequences]
+    lag = (
+        (step - 1 - sum(flat.policy_versions) / len(flat.policy_versions))
+        if flat.policy_versions
+        else None
+    )
+    return {
+        "step": step,
+        "reward_mean": sum(flat.group_scores) / len(flat.group_scores)
+        if flat.group_scores
+        else None,
+        "reward_std": float(torch.tensor(scores).std(unbiased=False)) if scores else None,
+        "loss": s["loss"],
+        "kl": s["kl"],
+        "distill": s["distill"],
+        "adv_mean": float(adv_t.mean()),
+        "adv_std": float(adv_t.std(unbiased=False)),
+        "adv_abs_mean": float(adv_t.abs().mean()),
+        "clip_frac": s["clipped"] / tok,
+        "ratio_mean": s["ratio_sum"] / tok,
+        "ratio_max": s["ratio_max"],
+        "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,
+        "mismatch_abs_delta": s["abs_delta_sum"] / tok,
+        "mismatch_kl": s["mismatch_kl_sum"] / tok,
+        "grad_norm": grad_norm,
+        "lr": lr,
+        "trained_tokens": int(s["tokens"]),
+        "tokens_per_s": s["seq_tokens"] / max(step_time, 1e-9),
+        "step_time_s": step_time,
+        "batch_wait_s": wait_time,
+        "sequences": len(flat.sequences),
+        "groups": len(flat.group_scores),
+        "masked_groups": flat.masked_groups,
+        "policy_lag": lag,
+        "time": time.time(),
+    }

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from atroposlib.utils.hf_compat import dtype_kwargs
+
 Pair = tuple[str, str]
 
 
@@ -50,7 +52,7 @@ def sft_warmup(
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, **dtype_kwargs(torch.float32))
     tok = AutoTokenizer.from_pretrained(model_dir)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -74,7 +76,7 @@ def greedy_accuracy(
     """Fraction of ``problems`` (objects with ``.prompt``) whose greedy completion scores 1."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, **dtype_kwargs(torch.float32)).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     problems = list(problems)
     correct = 0.0

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.errors import ModelLoadError
+from atroposlib.utils.hf_compat import dtype_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,9 @@ def load_causal_lm(path: str | Path, dtype: str = "float32") -> Any:
     p = Path(path).expanduser()
     check_model_dir(p)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=getattr(torch, _DTYPES[dtype]))
+        model = AutoModelForCausalLM.from_pretrained(
+            str(p), **dtype_kwargs(getattr(torch, _DTYPES[dtype]))
+        )
     except Exception as e:  # any loader failure is a bad directory from the user's point of view
         log.debug("model load failed", exc_info=True)
         raise ModelLoadError(f"could not load a causal LM from {p}: {type(e).__name__}: {e}") from e

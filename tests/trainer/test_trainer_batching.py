@@ -76,3 +76,23 @@ def test_micro_batches_by_count_and_by_token_budget():
     assert [len(m) for m in split_micro_batches(flat.sequences, num_micro_batches=2)] == [3, 2]
     chunks = split_micro_batches(flat.sequences, max_tokens=8)  # 4 tokens each: two per chunk
     assert [len(m) for m in chunks] == [2, 2, 1]
+
+
+def test_temperature_comes_from_the_flag_or_the_groups_generation_params():
+    from atroposlib.errors import SchemaError
+
+    g = {"tokens": [[1, 2, 3]], "masks": [[-100, 2, 3]], "scores": [1.0]}
+    hot = dict(g, generation_params={"temperature": 0.7})
+    greedy = dict(g, generation_params={"temperature": 0})
+    flat = flatten_batch([g, hot, greedy], seq_len=8, temperature_from_groups=True)
+    assert [s.temperature for s in flat.sequences] == [1.0, 0.7, 1.0]
+    assert [s.temperature for s in flatten_batch([hot], seq_len=8).sequences] == [1.0]
+    assert [s.temperature for s in flatten_batch([g], seq_len=8, temperature=0.5).sequences] == [
+        0.5
+    ]
+    mb = collate(flatten_batch([g, hot], seq_len=8, temperature_from_groups=True).sequences)
+    assert mb.inv_temperature[:, 0].tolist() == pytest.approx([1.0, 1 / 0.7])
+    assert collate(flatten_batch([g], seq_len=8).sequences).inv_temperature is None
+    bad = dict(g, group_id="g7", generation_params={"temperature": "hot"})
+    with pytest.raises(SchemaError, match="group 'g7': generation_params.temperature"):
+        flatten_batch([bad], seq_len=8, temperature_from_groups=True)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from example_trainer.losses import (
+    distill_from_logprobs,
     distill_loss,
     group_advantages,
     kl_k3,
@@ -191,3 +192,39 @@ def test_distillation_cross_entropy_on_teacher_top_k_with_padding():
     v = distill_loss(logits, ids, lps, torch.ones(1, 1))
     assert v.item() == pytest.approx(math.log(3), rel=1e-5)
     assert distill_loss(logits, ids, lps, torch.zeros(1, 1)).item() == 0.0
+
+
+def test_sequence_aggregation_kl_is_a_per_sequence_mean_like_the_policy_term():
+    # seq 0: one trained token with ref - logp = ln 2 ; seq 1: three trained tokens, d = 0, 0, ln 2
+    # k3(ln 2) = 2 - ln 2 - 1 = 1 - ln 2 ; per-sequence means: (1 - ln 2) and (1 - ln 2) / 3
+    lp = torch.log(torch.tensor([[0.25, 0.5, 0.5], [0.5, 0.5, 0.25]], dtype=torch.float64))
+    ref = torch.log(torch.tensor([[0.5, 0.9, 0.9], [0.5, 0.5, 0.5]], dtype=torch.float64))
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
+    k3 = 1 - math.log(2)
+    seq = kl_k3(lp, ref, mask, sequence_weights(mask)) / normaliser_for("sequence", 4, 2, 3)
+    assert seq.item() == pytest.approx((k3 + k3 / 3) / 2)
+    tok = kl_k3(lp, ref, mask) / normaliser_for("token", 4, 2, 3)
+    assert tok.item() == pytest.approx(2 * k3 / 4)
+    # the policy term of the same batch at the same weights: on-policy, A = 1 -> -(1 + 1) / 2
+    pol = policy_loss(lp, None, torch.ones_like(lp), mask, weights=sequence_weights(mask))
+    assert (pol.loss_sum / 2).item() == pytest.approx(-1.0)
+
+
+def test_sequence_aggregation_distillation_is_a_per_sequence_mean():
+    # teacher top-2 with equal logprobs -> q = (1/2, 1/2); student log pi at the ids: ln 1/2, ln 1/4
+    # per token: -(ln(1/2) + ln(1/4)) / 2 = 1.5 ln 2 ; seq 0 has 1 token, seq 1 has 3 tokens
+    student = torch.log(torch.tensor([0.5, 0.25])).expand(2, 3, 2)
+    ids = torch.tensor([5, 6]).expand(2, 3, 2)
+    teacher = torch.full((2, 3, 2), -0.7)
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    per_tok = 1.5 * math.log(2)
+    seq = distill_from_logprobs(student, ids, teacher, mask, sequence_weights(mask))
+    assert seq.item() == pytest.approx(2 * per_tok, rel=1e-6)  # two sequences, mean 1.5 ln 2 each
+    assert distill_from_logprobs(student, ids, teacher, mask).item() == pytest.approx(
+        4 * per_tok, rel=1e-6
+    )
+    logits = torch.full((2, 3, 10), -30.0)  # the full-vocab form agrees: ids 5/6 at 1/2, 1/4
+    logits[..., 5], logits[..., 6] = math.log(0.5), math.log(0.25)
+    logits[..., 0] = math.log(0.25)
+    full = distill_loss(logits, ids, teacher, mask, sequence_weights(mask))
+    assert full.item() == pytest.approx(2 * per_tok, rel=1e-5)

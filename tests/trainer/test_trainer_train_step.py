@@ -65,3 +65,53 @@ def test_every_variant_trains_with_kl_and_distillation(policy, loss_type, aggreg
     stats, grad = _grads(policy, cfg, groups)
     assert all(math.isfinite(v) for v in stats.values())
     assert stats["kl"] > 0 and stats["distill"] > 0 and grad.abs().sum() > 0
+
+
+def _model_logprobs(policy, tokens, temperature=1.0):
+    """log pi(token_t | prefix) for t >= 1 by a plain forward: what a server reports."""
+    with torch.no_grad():
+        logits = policy(input_ids=torch.tensor([tokens])).logits[0, :-1].float()
+        lp = torch.log_softmax(logits / temperature, -1).gather(
+            -1, torch.tensor(tokens[1:])[:, None]
+        )
+    return [0.0] + lp[:, 0].tolist()
+
+
+def test_logits_are_divided_by_the_sampling_temperature(policy):
+    # a server reporting logprobs at temperature 0.7 (SGLang's default), computed independently here
+    groups = scripted_groups(2, seed=13)
+    for g in groups:
+        g["generation_params"] = {"temperature": 0.7}
+        g["inference_logprobs"] = [_model_logprobs(policy, t, 0.7) for t in g["tokens"]]
+    from_groups = TrainingConfig(model_name="m", seq_len=32, temperature_from_groups=True)
+    flag = TrainingConfig(model_name="m", seq_len=32, temperature=0.7)
+    ignored = TrainingConfig(model_name="m", seq_len=32)
+    for cfg in (from_groups, flag):
+        flat = flatten_batch(
+            groups,
+            seq_len=32,
+            temperature=cfg.temperature,
+            temperature_from_groups=cfg.temperature_from_groups,
+        )
+        stats = train_step(policy, None, flat, cfg, DistInfo(), torch.device("cpu"), pad_id=0)
+        assert stats["abs_delta_sum"] / stats["tokens"] < 1e-4
+        assert stats["ratio_sum"] / stats["tokens"] == pytest.approx(1.0, abs=1e-4)
+    flat = flatten_batch(groups, seq_len=32)
+    stats = train_step(policy, None, flat, ignored, DistInfo(), torch.device("cpu"), pad_id=0)
+    # the wrong ratio the old trainer used (this random model is near-uniform, so the gap is small)
+    assert stats["abs_delta_sum"] / stats["tokens"] > 0.01
+
+
+def test_sequence_aggregation_kl_in_a_step_is_the_mean_of_per_sequence_means(policy):
+    groups = scripted_groups(2, seed=14)
+    for g in groups:
+        g["ref_logprobs"] = [[-3.0] * len(t) for t in g["tokens"]]
+    cfg = TrainingConfig(model_name="m", seq_len=32, aggregation="sequence", kl_coef=1.0)
+    flat = flatten_batch(groups, seq_len=32)
+    stats = train_step(policy, None, flat, cfg, DistInfo(), torch.device("cpu"), pad_id=0)
+    means = []
+    for s in flat.sequences:
+        lp = torch.tensor(_model_logprobs(policy, s.tokens))
+        d = (-3.0 - lp)[1:][torch.tensor(s.trained[1:])]
+        means.append(float((torch.exp(d) - d - 1).mean()))
+    assert stats["kl"] == pytest.approx(sum(means) / len(means), rel=1e-4)

@@ -1,0 +1,182 @@
+"""One optimizer step's forward/backward: micro-batches, log-probabilities, losses, gradient sums.
+
+For each length-sorted micro-batch of this rank's share of the batch (a padded-token budget sized from
+``seq_len`` by default, see ``TrainingConfig.resolved_micro_batch_tokens``):
+
+1. forward under the precision recipe (``precision.py``: bf16 autocast over fp32 weights, FSDP2's
+   mixed-precision policy, or plain fp32), the model's output embedding swapped for the chunked
+   sampled-token head (``logprobs.py``), so no ``[tokens, vocab]`` logits exist; the logits are divided
+   by each sequence's temperature (``--temperature`` or the group's ``generation_params``);
+2. the policy loss (``losses.py``) plus the optional k3 KL to a reference model (its own chunked forward,
+   no gradient) and the top-k distillation term, all with the same per-token weights, so each is
+   aggregated the same way (token, sequence or constant);
+3. backward of ``loss * world_size / normaliser(whole batch)`` outside autocast.
+
+A rank whose share of a micro-batch is empty runs a zero-loss forward/backward of one pad token (and a
+reference forward), so every rank joins the same DDP/FSDP collectives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Optional
+
+import torch
+
+from example_trainer.batching import FlatBatch, MicroBatch, collate, split_micro_batches
+from example_trainer.config import TrainingConfig
+from example_trainer.distributed import DistInfo, all_reduce_sums
+from example_trainer.logprobs import full_vocab_logprobs, sampled_token_head
+from example_trainer.losses import (
+    distill_from_logprobs,
+    kl_k3,
+    normaliser_for,
+    policy_loss,
+    sequence_weights,
+)
+from example_trainer.precision import autocast_context, resolve_precision
+
+
+def _inputs(mb: MicroBatch) -> dict[str, torch.Tensor | bool]:
+    # no KV cache: it would hold every layer's keys and values alive through the backward
+    return {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask, "use_cache": False}
+
+
+def forward_logprobs(
+    model: torch.nn.Module, mb: MicroBatch, ids: torch.Tensor, chunk_tokens: int
+) -> torch.Tensor:
+    """``[B, T, K]`` fp32 log-probabilities of ``ids`` (chunked head when ``chunk_tokens`` > 0 and the
+    model allows it, else the full-vocabulary path)."""
+    if chunk_tokens > 0:
+        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as swapped:
+            if swapped:
+                return model(**_inputs(mb)).logits
+    logits = model(**_inputs(mb)).logits
+    return full_vocab_logprobs(logits, ids, mb.inv_temperature)
+
+
+def _reference_logprobs(
+    ref_model: torch.nn.Module, mb: MicroBatch, chunk_tokens: int
+) -> torch.Tensor:
+    with torch.no_grad():
+        out = forward_logprobs(ref_model, mb, mb.targets.unsqueeze(-1), chunk_tokens)[..., 0]
+    if hasattr(ref_model, "reshard"):  # FSDP2 keeps a root's gathered weights until a backward
+        ref_model.reshard()
+    return out
+
+
+def _dummy_pass(
+    model: torch.nn.Module,
+    ref_model: Optional[torch.nn.Module],
+    device: torch.device,
+    pad_id: int,
+    autocast: contextlib.AbstractContextManager,
+) -> None:
+    # the collectives in the order of a real micro-batch: policy forward, reference forward, backward
+    dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
+    with autocast:
+        zero = model(input_ids=dummy, use_cache=False).logits.float().sum() * 0.0
+        if ref_model is not None:
+            with torch.no_grad():
+                ref_model(input_ids=dummy, use_cache=False)
+            if hasattr(ref_model, "reshard"):
+                ref_model.reshard()
+    zero.backward()
+
+
+def train_step(
+    model: torch.nn.Module,
+    ref_model: Optional[torch.nn.Module],
+    flat: FlatBatch,
+    cfg: TrainingConfig,
+    info: DistInfo,
+    device: torch.device,
+    pad_id: int,
+) -> dict[str, float]:
+    """Forward/backward over every micro-batch of this rank's shard; returns summed statistics."""
+    precision = resolve_precision(cfg, device, fsdp=info.enabled and cfg.parallel == "fsdp")
+    seqs = flat.sequences
+    n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
+    norm = normaliser_for(cfg.aggregation, n_tokens, len(seqs), cfg.seq_len)
+    use_ref = ref_model is not None and cfg.kl_coef > 0
+    # the same global micro-batches on every rank (DDP needs equal counts), each split across ranks
+    micro = split_micro_batches(
+        seqs,
+        num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
+        max_tokens=cfg.resolved_micro_batch_tokens() * info.world_size,
+    )
+    stats: dict[str, float] = dict.fromkeys(
+        ("loss", "kl", "distill", "tokens", "clipped", "ratio_sum", "abs_delta_sum"), 0.0
+    )
+    stats.update(mismatch_kl_sum=0.0, ratio_max=0.0, ratio_min=float("inf"), seq_tokens=0.0)
+    for i, global_mb in enumerate(micro):
+        local = global_mb[info.rank :: info.world_size]
+        sync = i == len(micro) - 1
+        no_sync = info.enabled and not sync and hasattr(model, "no_sync")
+        with model.no_sync() if no_sync else contextlib.nullcontext():
+            if not local:
+                ref = ref_model if use_ref else None
+                _dummy_pass(model, ref, device, pad_id, autocast_context(precision, device))
+                continue
+            mb = collate(local, pad_id=pad_id).to(device)
+            with autocast_context(precision, device):
+                loss, parts_stats, kl, distill = _micro_batch_loss(model, ref_model, mb, cfg)
+            # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
+            (loss * info.world_size / norm).backward()
+        stats["loss"] += float(loss.detach()) / norm
+        stats["kl"] += kl / norm
+        stats["distill"] += distill / norm
+        stats["seq_tokens"] += float(mb.attention_mask.sum())
+        for k in ("tokens", "clipped", "ratio_sum", "abs_delta_sum", "mismatch_kl_sum"):
+            stats[k] += parts_stats[k]
+        stats["ratio_max"] = max(stats["ratio_max"], parts_stats["ratio_max"])
+        stats["ratio_min"] = min(stats["ratio_min"], parts_stats["ratio_min"])
+    return all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
+
+
+def _micro_batch_loss(
+    model: torch.nn.Module,
+    ref_model: Optional[torch.nn.Module],
+    mb: MicroBatch,
+    cfg: TrainingConfig,
+) -> tuple[torch.Tensor, dict[str, float], float, float]:
+    """Summed loss of one micro-batch, the policy statistics, and the summed KL / distill values."""
+    distill = cfg.distill_coef > 0 and mb.distill_ids is not None
+    ids = mb.targets.unsqueeze(-1)
+    if distill:
+        ids = torch.cat(
+            [ids, mb.distill_ids], dim=-1
+        )  # one pass for the token and the teacher's top-k
+    lps = forward_logprobs(model, mb, ids, cfg.logprob_chunk_tokens)
+    lp = lps[..., 0]
+    weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
+    parts = policy_loss(
+        lp,
+        mb.inf_logprobs if cfg.use_inference_logprobs else None,
+        mb.advantages,
+        mb.mask,
+        loss_type=cfg.loss_type,
+        eps_low=cfg.eps_low,
+        eps_high=cfg.eps_high,
+        tis_cap=cfg.tis_cap,
+        weights=weights,
+    )
+    loss = parts.loss_sum
+    kl_value = distill_value = 0.0
+    if cfg.kl_coef > 0:
+        computed = (
+            _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens)
+            if ref_model is not None
+            else None
+        )
+        ref = mb.ref_logprobs if mb.ref_logprobs is not None else computed
+        kl = kl_k3(lp, ref, mb.mask, weights)
+        loss = loss + cfg.kl_coef * kl
+        kl_value = float(kl.detach())
+    if distill:
+        d = distill_from_logprobs(
+            lps[..., 1:], mb.distill_ids, mb.distill_logprobs, mb.mask, weights
+        )
+        loss = loss + cfg.distill_coef * d
+        distill_value = float(d.detach())
+    return loss, parts.stats, kl_value, distill_value

@@ -1,0 +1,97 @@
+"""The chunked sampled-token log-probabilities equal the full-vocabulary path in value and gradient."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from example_trainer.batching import collate, flatten_batch
+from example_trainer.logprobs import chunked_logprobs, full_vocab_logprobs, sampled_token_head
+from example_trainer.train_step import forward_logprobs
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunked_equals_full_vocab_in_value_and_gradient(temperature):
+    g = torch.Generator().manual_seed(0)
+    n, h, v, k = 2 * 37, 16, 101, 3  # 37 positions per row: the chunk of 5 does not divide them
+    hidden = torch.randn(2, 37, h, generator=g, requires_grad=True)
+    weight = torch.randn(v, h, generator=g, requires_grad=True)
+    bias = torch.randn(v, generator=g, requires_grad=True)
+    ids = torch.randint(0, v, (2, 37, k), generator=g)
+    inv_t = torch.full((2, 37), 1.0 / temperature)
+    upstream = torch.randn(2, 37, k, generator=g)
+    leaves = (hidden, weight, bias)
+
+    out = chunked_logprobs(hidden, weight, ids, bias=bias, inv_temperature=inv_t, chunk_tokens=5)
+    (out * upstream).sum().backward()
+    grads = [x.grad.clone() for x in leaves]
+    for x in leaves:
+        x.grad = None
+    logits = torch.nn.functional.linear(hidden, weight, bias)
+    ref = full_vocab_logprobs(logits, ids, inv_t)
+    (ref * upstream).sum().backward()
+
+    assert out.shape == (2, 37, k) and out.dtype == torch.float32 and n == out.shape[0] * 37
+    assert torch.allclose(out, ref, atol=1e-5)
+    for got, x in zip(grads, leaves, strict=True):
+        assert torch.allclose(got, x.grad, atol=1e-4, rtol=1e-4)
+    # the temperature matters: without it the values differ
+    if temperature != 1.0:
+        plain = chunked_logprobs(hidden, weight, ids, bias=bias, chunk_tokens=5)
+        assert not torch.allclose(plain, out, atol=1e-2)
+
+
+def _micro_batch(temperature: float = 1.0):
+    from _trainer_helpers import scripted_groups
+
+    flat = flatten_batch(scripted_groups(2, seed=3), seq_len=32, temperature=temperature)
+    return collate(flat.sequences, pad_id=0)
+
+
+@pytest.fixture()
+def policy(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_model_forward_through_the_chunked_head_matches_the_full_logits(policy, temperature):
+    mb = _micro_batch(temperature)
+    ids = torch.stack([mb.targets, (mb.targets + 7) % 300], dim=-1)  # sampled token + another id
+    weights = torch.randn(ids.shape, generator=torch.Generator().manual_seed(1))
+
+    def run(chunk: int):
+        policy.zero_grad(set_to_none=True)
+        lp = forward_logprobs(policy, mb, ids, chunk)
+        (lp * weights * mb.mask.unsqueeze(-1)).sum().backward()
+        return lp.detach(), [p.grad.clone() for p in policy.parameters()]
+
+    lp_chunk, g_chunk = run(4)
+    lp_full, g_full = run(0)
+    assert lp_chunk.shape == ids.shape
+    assert torch.allclose(lp_chunk, lp_full, atol=1e-5)
+    for a, b in zip(g_chunk, g_full, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    # the independent computation: log_softmax of the model's own logits / T
+    with torch.no_grad():
+        logits = policy(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    direct = torch.log_softmax(logits / temperature, -1).gather(-1, ids)
+    assert torch.allclose(lp_chunk, direct, atol=1e-5)
+
+
+def test_head_is_restored_and_bf16_autocast_stays_close(policy):
+    mb = _micro_batch()
+    ids = mb.targets.unsqueeze(-1)
+    with sampled_token_head(policy, ids, None, 8) as swapped:
+        assert swapped
+        assert policy(input_ids=mb.input_ids).logits.shape == ids.shape
+    vocab = policy.config.vocab_size
+    assert policy(input_ids=mb.input_ids).logits.shape[-1] == vocab  # the plain head is back
+    assert "forward" not in vars(policy.get_output_embeddings())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        lp_chunk = forward_logprobs(policy, mb, ids, 8)
+        lp_full = forward_logprobs(policy, mb, ids, 0)
+    assert lp_chunk.dtype == torch.float32
+    assert torch.allclose(lp_chunk, lp_full, atol=5e-2)
