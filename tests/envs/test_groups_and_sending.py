@@ -26,7 +26,12 @@ def _env(tokenizer=None, **cfg):
     """The attributes prepare_groups reads from an env (a whole BaseEnv needs servers and an API)."""
     config = BaseEnvConfig(group_size=2, **cfg)
     return SimpleNamespace(
-        config=config, max_token_len=-1, curr_step=5, env_id=3, tokenizer=tokenizer
+        config=config,
+        max_token_len=-1,
+        curr_step=5,
+        env_id=3,
+        tokenizer=tokenizer,
+        process_mode=False,
     )
 
 
