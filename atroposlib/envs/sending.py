@@ -22,6 +22,7 @@ import orjson
 
 from atroposlib.envs.groups import check_group
 from atroposlib.errors import SchemaError
+from atroposlib.type_definitions import per_sequence_fields
 
 if TYPE_CHECKING:  # context.py names GroupSink from here
     from atroposlib.envs.context import EnvRuntime
@@ -33,15 +34,7 @@ current_policy_version: contextvars.ContextVar[Optional[int]] = contextvars.Cont
 )
 """Set by the runner when a worker starts: the trainer step the item is generated under."""
 
-_OPTIONAL_ROWS = (
-    "advantages",
-    "ref_logprobs",
-    "messages",
-    "inference_logprobs",
-    "overrides",
-    "distill_token_ids",
-    "distill_logprobs",
-)
+_OPTIONAL_ROWS = per_sequence_fields()  # Atropos's builder may leave these as empty lists
 
 
 class GroupSink(Protocol):
