@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 from atroposlib.envs import checkpoint
 from atroposlib.envs.atropos_hooks import AtroposHooks
 from atroposlib.envs.config import BaseEnvConfig, EvalHandlingEnum
-from atroposlib.envs.context import OnContext, RunContext, context_of
+from atroposlib.envs.context import MetricsSink, OnContext, RunContext, context_of
 from atroposlib.envs.groups import GroupBuilder, group_from_items
 from atroposlib.envs.metrics_logger import NullMetricsLogger
 from atroposlib.envs.sending import GroupSink, JsonlGroupWriter, NullSink, prepare_groups
@@ -66,7 +66,7 @@ class BaseEnv(AtroposHooks):
     n_groups_to_process: Optional[int] = OnContext()  # type: ignore[assignment]
     group_size_to_process: Optional[int] = OnContext()  # type: ignore[assignment]
     group_sink: GroupSink = OnContext()  # type: ignore[assignment]
-    metrics_logger: NullMetricsLogger = OnContext()  # type: ignore[assignment]
+    metrics_logger: MetricsSink = OnContext()  # type: ignore[assignment]
     drop_counts: Counter = OnContext()  # type: ignore[assignment]
 
     def __init__(

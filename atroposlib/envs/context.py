@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
+from atroposlib.envs.metrics_logger import NullMetricsLogger
+
 if TYPE_CHECKING:
     from atroposlib.envs.config import BaseEnvConfig
     from atroposlib.envs.sending import GroupSink, JsonlGroupWriter
@@ -37,19 +39,6 @@ class MetricsSink(Protocol):
     def table(self, columns: list[str], rows: list[tuple]) -> Any: ...
 
     def finish(self) -> None: ...
-
-
-class NoMetrics:
-    """Metrics go nowhere (the default until a runtime installs a logger)."""
-
-    def log(self, metrics: dict[str, Any], step: Optional[int] = None) -> None:
-        return None
-
-    def table(self, columns: list[str], rows: list[tuple]) -> Any:
-        return None
-
-    def finish(self) -> None:
-        return None
 
 
 @dataclass
@@ -94,7 +83,7 @@ class RunContext:
     n_groups_to_process: Optional[int] = None
     group_size_to_process: Optional[int] = None
     group_sink: Optional[GroupSink] = None
-    metrics_logger: MetricsSink = field(default_factory=NoMetrics)
+    metrics_logger: MetricsSink = field(default_factory=NullMetricsLogger)
     metrics: MetricBuffers = field(default_factory=MetricBuffers)
     drop_counts: Counter = field(default_factory=Counter)
     eval_logged: bool = False
@@ -194,7 +183,6 @@ __all__ = [
     "EnvRuntime",
     "MetricBuffers",
     "MetricsSink",
-    "NoMetrics",
     "OnContext",
     "RunContext",
     "context_of",
