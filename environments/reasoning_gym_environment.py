@@ -17,20 +17,20 @@ from typing import Any, Optional
 
 import reasoning_gym
 from envkit.chat import chat, system_prompt
-from envkit.rollouts import drain_metrics, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
 from envkit.text_tasks import extract_answer_tag
 from pydantic import Field
 from reasoning_gym.composite import DatasetSpec
 from reasoning_gym.factory import DATASETS
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = "Give your final answer, and nothing else, inside <answer></answer> tags."
 
 
-class ReasoningGymConfig(BaseEnvConfig):
+class ReasoningGymConfig(SamplingConfig):
     task: str = Field(
         default="basic_arithmetic", description="reasoning-gym task name, or a comma list."
     )
@@ -44,7 +44,6 @@ class ReasoningGymConfig(BaseEnvConfig):
     seed: int = Field(
         default=0, description="Seed of the training problems; evaluation uses seed + 1."
     )
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 def build_dataset(task: str, task_config: dict[str, Any], size: int, seed: int):
@@ -90,7 +89,6 @@ class ReasoningGymEnv(BaseEnv):
         self.test = build_dataset(cfg.task, cfg.task_config, cfg.eval_size, cfg.seed + 1)
         self.system = system_prompt(ANSWER_FORMAT, thinking=cfg.thinking_mode)
         self.iter = 0
-        self.percent_correct_buffer: list[float] = []
 
     async def get_next_item(self) -> Item:
         entry = self.train[self.iter % len(self.train)]
@@ -109,7 +107,7 @@ class ReasoningGymEnv(BaseEnv):
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score = self.score(self.train, answer, item)
-            self.percent_correct_buffer.append(score)
+            self.add_metric("train/mean_score", score)
             group.add_node(
                 node, score, messages=messages + [{"role": "assistant", "content": answer}]
             )
@@ -125,12 +123,6 @@ class ReasoningGymEnv(BaseEnv):
         await self.evaluate_log(
             {"eval/mean_score": mean}, task_name=f"reasoning_gym/{self.config.task}"
         )
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = drain_metrics(
-            self, wandb_metrics, {"train/mean_score": self.percent_correct_buffer}
-        )
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,12 @@ from envkit.judge import (
     parse_score,
     single_judge_prompt,
 )
-from envkit.rollouts import sample_group
+from envkit.rollouts import SamplingConfig, sample_group
 from pydantic import Field
 
 from atroposlib.envs.base import (
     APIServerConfig,
     BaseEnv,
-    BaseEnvConfig,
     ScoredDataGroup,
     ServerManager,
 )
@@ -49,7 +48,7 @@ from atroposlib.type_definitions import Item
 logger = logging.getLogger(__name__)
 
 
-class RLAIFConfig(BaseEnvConfig):
+class RLAIFConfig(SamplingConfig):
     judge_base_url: Optional[str] = Field(
         default=None, pattern=r"^https?://", description="Judge server URL (None: the policy)."
     )
@@ -119,6 +118,7 @@ class RLAIFEnv(BaseEnv):
         )
         self.iter = 0
         self.judge_failures = 0
+        self.set_metric("train/judge_failures", 0)
 
     async def get_next_item(self) -> Item:
         prompt = self.prompts[self.iter % len(self.prompts)]
@@ -170,6 +170,7 @@ class RLAIFEnv(BaseEnv):
         scores = await self.judge_group(item["prompt"], answers)
         unavailable = scores is None
         self.judge_failures += unavailable
+        self.set_metric("train/judge_failures", self.judge_failures)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores or [0.0] * len(answers), strict=True):
             group.add_node(
@@ -179,11 +180,6 @@ class RLAIFEnv(BaseEnv):
                 messages=messages + [{"role": "assistant", "content": answer}],
             )
         return group.build(), []
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        await super().wandb_log(
-            {**(wandb_metrics or {}), "train/judge_failures": self.judge_failures}
-        )
 
 
 if __name__ == "__main__":

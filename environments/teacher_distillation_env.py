@@ -105,6 +105,7 @@ class TeacherDistillationEnv(GSM8kEnv):
         )
         self.token_ids = text_to_id(self.tokenizer)
         self.teacher_failures = 0
+        self.set_metric("train/teacher_failures", 0)
         self.method = cfg.teacher_method
         if self.method == "auto":
             try:
@@ -186,6 +187,7 @@ class TeacherDistillationEnv(GSM8kEnv):
                 InferenceError
             ) as exc:  # the group stays valid for RL; it just carries no teacher signal
                 self.teacher_failures += 1
+                self.set_metric("train/teacher_failures", self.teacher_failures)
                 logger.warning(
                     "teacher failed (%s); sending the group without distillation arrays", exc
                 )
@@ -193,11 +195,6 @@ class TeacherDistillationEnv(GSM8kEnv):
             group["distill_token_ids"] = [f[0] for f in fetched]
             group["distill_logprobs"] = [f[1] for f in fetched]
         return trajectories
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        await super().wandb_log(
-            {**(wandb_metrics or {}), "train/teacher_failures": self.teacher_failures}
-        )
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ class MultiTurnToolEnv(BaseEnv):
         self.system = hermes_system_prompt(list(TOOLBOX.values()))
         require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
         self.malformed = 0
+        self.set_metric("train/malformed_tool_calls", 0)
 
     async def get_next_item(self) -> Item:
         return multi_turn_task(self.rng)
@@ -92,6 +93,7 @@ class MultiTurnToolEnv(BaseEnv):
                 parsed = parse_tool_calls(reply)
                 if parsed.errors:
                     self.malformed += len(parsed.errors)
+                    self.set_metric("train/malformed_tool_calls", self.malformed)
                     note = "malformed tool call: " + "; ".join(parsed.errors)
                     break
                 if not parsed.calls:
@@ -119,11 +121,6 @@ class MultiTurnToolEnv(BaseEnv):
             "messages": messages + [{"role": "grader", "content": note}],
         }
         return scored, []
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        await super().wandb_log(
-            {**(wandb_metrics or {}), "train/malformed_tool_calls": self.malformed}
-        )
 
 
 def _close(text: str, expected: float) -> bool:

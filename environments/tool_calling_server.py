@@ -21,7 +21,7 @@ import random
 from typing import Optional
 
 from envkit.chat import chat, require_room
-from envkit.rollouts import sample_group
+from envkit.rollouts import SamplingConfig, sample_group
 from envkit.tool_calls import (
     TOOLBOX,
     compare_tool_calls,
@@ -31,18 +31,17 @@ from envkit.tool_calls import (
 )
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
 
-class ToolCallingConfig(BaseEnvConfig):
+class ToolCallingConfig(SamplingConfig):
     tools: list[str] = Field(
         default_factory=lambda: list(TOOLBOX),
         description="Tools offered (and asked for); fewer tools = a shorter prompt.",
     )
     seed: int = Field(default=0, description="Seed of the task generator.")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 class ToolCallingEnv(BaseEnv):
@@ -76,8 +75,8 @@ class ToolCallingEnv(BaseEnv):
         self.rng = random.Random(self.config.seed)
         self.system = hermes_system_prompt([TOOLBOX[name] for name in self.config.tools])
         require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
-        self.scores_buffer: list[float] = []
         self.malformed = 0
+        self.set_metric("train/malformed_tool_calls", 0)
 
     async def get_next_item(self) -> Item:
         return single_turn_task(self.rng, self.config.tools)
@@ -92,7 +91,8 @@ class ToolCallingEnv(BaseEnv):
             parsed = parse_tool_calls(answer)
             score, reason = compare_tool_calls(parsed, item["reference"])
             self.malformed += len(parsed.errors)
-            self.scores_buffer.append(score)
+            self.set_metric("train/malformed_tool_calls", self.malformed)
+            self.add_metric("train/mean_score", score)
             group.add_node(
                 node,
                 score,
@@ -100,14 +100,6 @@ class ToolCallingEnv(BaseEnv):
                 + [{"role": "assistant", "content": answer}, {"role": "grader", "content": reason}],
             )
         return group.build(), []
-
-    async def wandb_log(self, wandb_metrics: Optional[dict] = None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.scores_buffer:
-            metrics["train/mean_score"] = sum(self.scores_buffer) / len(self.scores_buffer)
-        metrics["train/malformed_tool_calls"] = self.malformed
-        self.scores_buffer = []
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

@@ -28,15 +28,17 @@ def overrides(env: Any, name: str) -> bool:
 
 
 def apply_info(env: Any, batch_size: int, max_token_len: int) -> None:
-    """What ``/info`` tells an env: the trainer's batch size and token limit (-1: not set)."""
+    """What ``/info`` tells an env: the trainer's batch size and token limit (-1: not set). They go
+    to the env's run context (``env.context``), not into its config."""
     cfg = env.config
     if batch_size != -1:
-        cfg.batch_size = batch_size
+        env.context.batch_size = batch_size
     if max_token_len != -1:
         env.max_token_len = max_token_len
-    if cfg.batch_size != -1 and cfg.group_size > cfg.batch_size:
+    effective = env.context.effective_batch_size(cfg)
+    if effective != -1 and cfg.group_size > effective:
         raise ConfigError(
-            f"group_size ({cfg.group_size}) must not exceed the trainer's batch_size ({cfg.batch_size})"
+            f"group_size ({cfg.group_size}) must not exceed the trainer's batch_size ({effective})"
         )
 
 
@@ -61,11 +63,11 @@ class AtroposHooks:
 
     async def add_train_workers(self) -> None:
         """Start as many new items as the off-policy and eval limits allow (the runner's rule)."""
-        runner = getattr(self, "_runner", None)
-        if runner is None:
+        fill = self.context.fill_workers  # type: ignore[attr-defined]
+        if fill is None:
             logger.warning("add_train_workers() called outside the serve runner; nothing started")
             return
-        await runner._fill(runner._target_in_flight())
+        await fill()
 
 
 __all__ = ["AtroposHooks", "apply_info", "overrides"]

@@ -30,6 +30,7 @@ from typing import Any, Optional, Union
 from atroposlib.envs import checkpoint
 from atroposlib.envs.atropos_hooks import AtroposHooks
 from atroposlib.envs.config import BaseEnvConfig, EvalHandlingEnum
+from atroposlib.envs.context import MetricsSink, OnContext, RunContext, context_of
 from atroposlib.envs.groups import GroupBuilder, group_from_items
 from atroposlib.envs.metrics_logger import NullMetricsLogger
 from atroposlib.envs.sending import GroupSink, JsonlGroupWriter, NullSink, prepare_groups
@@ -52,6 +53,22 @@ class BaseEnv(AtroposHooks):
     env_config_cls: type = BaseEnvConfig
     server_cls: Optional[type] = None
 
+    context: RunContext
+    # Atropos's attribute names for run-time state: properties onto ``self.context``
+    env_id: Optional[int] = OnContext()  # type: ignore[assignment]
+    curr_step: int = OnContext()  # type: ignore[assignment]
+    status_dict: dict[str, Any] = OnContext()  # type: ignore[assignment]
+    max_token_len: int = OnContext()  # type: ignore[assignment]
+    wandb_prepend: Optional[str] = OnContext()  # type: ignore[assignment]
+    checkpoint_dir: str = OnContext()  # type: ignore[assignment]
+    checkpoint_interval: int = OnContext()  # type: ignore[assignment]
+    process_mode: bool = OnContext()  # type: ignore[assignment]
+    n_groups_to_process: Optional[int] = OnContext()  # type: ignore[assignment]
+    group_size_to_process: Optional[int] = OnContext()  # type: ignore[assignment]
+    group_sink: GroupSink = OnContext()  # type: ignore[assignment]
+    metrics_logger: MetricsSink = OnContext()  # type: ignore[assignment]
+    drop_counts: Counter = OnContext()  # type: ignore[assignment]
+
     def __init__(
         self,
         config: BaseEnvConfig,
@@ -69,13 +86,9 @@ class BaseEnv(AtroposHooks):
         )
         self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
         self.tokenizer = load_tokenizer(config.tokenizer_name)
-        self.curr_step = 0
-        self.max_token_len = -1
-        self.env_id: Optional[int] = None
-        self.status_dict: dict[str, Any] = {}
-        self.wandb_prepend: Optional[str] = None
-        self.checkpoint_dir = ""
-        self.checkpoint_interval = -1
+        # what the runtime assigns at run time lives here, not in the config (see context.py)
+        ctx = context_of(self)
+        ctx.metrics_logger, ctx.group_sink = NullMetricsLogger(), NullSink()
         self.backlog: list[Item] = []
         self.workers: set = (
             set()
@@ -85,13 +98,10 @@ class BaseEnv(AtroposHooks):
         self.rollouts_for_wandb: list[list[tuple[str, float]]] = []
         self.completion_lengths: list[int] = []
         self.items_sent_this_step = 0
-        self.drop_counts: Counter = Counter()
-        self.metrics_logger: NullMetricsLogger = NullMetricsLogger()
-        self.group_sink: GroupSink = NullSink()
         self.jsonl_writer: Optional[JsonlGroupWriter] = None
         if config.data_path_to_save_groups is not None:
             self.jsonl_writer = JsonlGroupWriter(config.data_path_to_save_groups)
-            config.data_path_to_save_groups = str(self.jsonl_writer.path)
+            self.context.groups_path = str(self.jsonl_writer.path)
         n_servers = len(self.server.servers)
         self.max_num_workers = (
             config.max_num_workers
@@ -108,12 +118,23 @@ class BaseEnv(AtroposHooks):
     @property
     def derived_batch_size(self) -> int:
         """This env's share of a batch given the API's unallocated fraction and min_batch_allocation."""
-        if not self.status_dict or self.config.batch_size == -1:
-            return self.config.batch_size
+        batch_size = self.context.effective_batch_size(self.config)
+        if not self.status_dict or batch_size == -1:
+            return batch_size
         fraction = float(self.status_dict.get("unallocated_fraction", 1.0))
         if self.config.min_batch_allocation is not None:
             fraction += self.config.min_batch_allocation
-        return int(self.config.batch_size * fraction)
+        return int(batch_size * fraction)
+
+    # --- metrics ---------------------------------------------------------------------------
+    def add_metric(self, name: str, value: float) -> None:
+        """Report one value of ``name``; the next ``wandb_log`` logs the mean of the values since
+        the last one (e.g. ``self.add_metric("train/percent_correct", 1.0)`` per rollout)."""
+        self.context.metrics.add(name, value)
+
+    def set_metric(self, name: str, value: Any) -> None:
+        """Set a value (a counter, a gauge) that every following ``wandb_log`` logs as it is."""
+        self.context.metrics.gauges[name] = value
 
     # --- hooks -----------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -202,7 +223,10 @@ class BaseEnv(AtroposHooks):
 
     async def wandb_log(self, wandb_metrics: Optional[dict[str, Any]] = None) -> None:
         """Log metrics (envs add theirs and call super())."""
-        metrics = dict(wandb_metrics or {})
+        metrics = self.context.metrics.drain()
+        metrics.update(dict(self.eval_metrics))  # what evaluate() left (Atropos's convention)
+        self.eval_metrics = []
+        metrics.update(wandb_metrics or {})
         if self.completion_lengths:
             metrics["train/completion_lengths"] = sum(self.completion_lengths) / len(
                 self.completion_lengths

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from atroposlib.envs.context import EnvRuntime, context_of
 from atroposlib.envs.failures import one_line
 from atroposlib.errors import AtroposError, RunFailed
 
@@ -56,7 +57,7 @@ def format_table(task: str, metrics: dict[str, Any], seconds: Optional[float] = 
     return "\n".join(lines)
 
 
-def _model_name(env: Any) -> Optional[str]:
+def _model_name(env: EnvRuntime) -> Optional[str]:
     servers = list(getattr(env.server, "servers", []))
     served = next((s.served_model for s in servers if getattr(s, "served_model", None)), None)
     if served:
@@ -67,7 +68,7 @@ def _model_name(env: Any) -> Optional[str]:
     return name
 
 
-def _max_new_tokens(env: Any) -> Any:
+def _max_new_tokens(env: EnvRuntime) -> Any:
     used: set[int] = set()
     for s in getattr(env.server, "servers", []):
         used |= set(getattr(s, "eval_max_tokens", set()))
@@ -77,7 +78,7 @@ def _max_new_tokens(env: Any) -> Any:
 
 
 def write_eval_results(
-    env: Any,
+    env: EnvRuntime,
     metrics: dict[str, Any],
     *,
     task_name: Optional[str] = None,
@@ -93,7 +94,7 @@ def write_eval_results(
     start = start_time or end
     if verbose:
         print(format_table(task, metrics, end - start), flush=True)
-    env._eval_logged = True
+    context_of(env).eval_logged = True
     if env.config.data_dir_to_save_evals is None:
         logger.warning("data_dir_to_save_evals is not set; evaluation results are not saved")
         return None
@@ -117,13 +118,13 @@ def write_eval_results(
     return out / "metrics.json"
 
 
-def _defines_evaluate(env: Any) -> bool:
+def _defines_evaluate(env: EnvRuntime) -> bool:
     from atroposlib.envs.base import BaseEnv
 
     return getattr(type(env), "evaluate", None) is not BaseEnv.evaluate
 
 
-async def _progress(env: Any, start: float, every: float) -> None:
+async def _progress(env: EnvRuntime, start: float, every: float) -> None:
     """Every ``every`` seconds: how long, and how many inference requests were answered."""
     while True:
         await asyncio.sleep(every)
@@ -138,10 +139,10 @@ async def _progress(env: Any, start: float, every: float) -> None:
         )
 
 
-async def run_evaluate(env: Any) -> None:
+async def run_evaluate(env: EnvRuntime) -> None:
     """Set the env up, run its ``evaluate()``, make sure results were written; ``RunFailed`` when
     there is no evaluation, it raised, or it reported nothing."""
-    env._eval_logged = False
+    context_of(env).eval_logged = False
     name = type(env).__name__
     if not _defines_evaluate(env):
         await env.server.close()
@@ -160,7 +161,7 @@ async def run_evaluate(env: Any) -> None:
         except Exception as e:  # noqa: BLE001 - one line for the user; the traceback at DEBUG
             logger.debug("evaluate() raised", exc_info=True)
             raise RunFailed(f"{name}.evaluate() failed: {one_line(e)}") from None
-        if not env._eval_logged:
+        if not context_of(env).eval_logged:
             metrics = {k: v for k, v in (env.eval_metrics or [])}
             if not metrics:
                 raise RunFailed(

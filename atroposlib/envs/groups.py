@@ -17,17 +17,14 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from atroposlib.errors import SchemaError
-from atroposlib.type_definitions import ScoredDataGroup, ScoredDataItem, validate_group
-
-_PER_SEQUENCE = (
-    "messages",
-    "inference_logprobs",
-    "advantages",
-    "ref_logprobs",
-    "overrides",
-    "distill_token_ids",
-    "distill_logprobs",
+from atroposlib.type_definitions import (
+    ScoredDataGroup,
+    ScoredDataItem,
+    per_sequence_fields,
+    validate_group,
 )
+
+_PER_SEQUENCE = per_sequence_fields()  # optional one-per-sequence fields, from the wire schema
 
 
 class GroupBuilder:

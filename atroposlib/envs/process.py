@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from atroposlib.envs.context import EnvRuntime
 from atroposlib.envs.failures import FailureTracker
 from atroposlib.envs.metrics_logger import make_metrics_logger
 from atroposlib.errors import RunFailed
@@ -29,7 +30,9 @@ logger = logging.getLogger(__name__)
 
 
 class ProcessRunner:
-    def __init__(self, env: Any, n_groups: Optional[int] = None, progress: bool = True) -> None:
+    def __init__(
+        self, env: EnvRuntime, n_groups: Optional[int] = None, progress: bool = True
+    ) -> None:
         self.env = env
         self.n_groups = n_groups if n_groups is not None else env.config.total_steps
         self.progress = progress
@@ -55,9 +58,10 @@ class ProcessRunner:
         if env.jsonl_writer is None:
             raise ValueError("process needs --env.data_path_to_save_groups")
         self._install_signals()
-        env.process_mode = True  # Atropos names, read by some envs
-        env.n_groups_to_process = self.n_groups
-        env.group_size_to_process = env.config.group_size
+        ctx = env.context  # Atropos's names for these are properties onto it (read by some envs)
+        ctx.process_mode = True
+        ctx.n_groups_to_process = self.n_groups
+        ctx.group_size_to_process = env.config.group_size
         env.metrics_logger = make_metrics_logger(
             env.config.use_wandb,
             project="atropos-process",

@@ -16,7 +16,10 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # the runner imports this module
+    from atroposlib.envs.runner import ServeRunner
 
 logger = logging.getLogger(__name__)
 DROP_LOGGER = "atroposlib.envs.sending"
@@ -85,7 +88,7 @@ class ProgressLine:
         self.interval = interval
         self._last = time.monotonic()
 
-    def maybe_log(self, runner: Any, force: bool = False) -> Optional[str]:
+    def maybe_log(self, runner: ServeRunner, force: bool = False) -> Optional[str]:
         if self.interval <= 0 and not force:
             return None
         now = time.monotonic()
@@ -101,7 +104,7 @@ class ProgressLine:
             spooled=runner.spool.pending(),
             queue=env.status_dict.get("queue_size"),
             step=env.curr_step,
-            total_steps=runner.cfg.total_steps,
+            total_steps=runner.env.context.effective_total_steps(runner.cfg),
         )
         logger.info(text)
         return text

@@ -87,7 +87,7 @@ def _apply(runner: ServeRunner, req: RegisterEnv, resp: object) -> None:
     if cfg.total_steps == -1:
         if not resp.num_steps:
             raise ConfigError("total_steps is -1 and the trainer did not set num_steps")
-        cfg.total_steps = resp.num_steps
+        env.context.total_steps = resp.num_steps  # run-time value: the config stays as loaded
     if env.curr_step > 0:
         env.load_checkpoint()
     logger.info(
@@ -95,7 +95,7 @@ def _apply(runner: ServeRunner, req: RegisterEnv, resp: object) -> None:
         env.env_id,
         env.wandb_prepend,
         env.curr_step,
-        cfg.total_steps,
+        env.context.effective_total_steps(cfg),
     )
 
 

@@ -32,6 +32,7 @@ from atroposlib.api.client import AsyncTrajectoryClient
 from atroposlib.envs.atropos_hooks import overrides
 from atroposlib.envs.backpressure import SpoolSender, held_room, offpolicy_budget
 from atroposlib.envs.config import EvalHandlingEnum
+from atroposlib.envs.context import EnvRuntime
 from atroposlib.envs.failures import FailureTracker
 from atroposlib.envs.metrics_logger import make_metrics_logger
 from atroposlib.envs.progress import FirstOfEachDrop, ProgressLine
@@ -47,10 +48,10 @@ MAX_ITEM_ATTEMPTS = 3
 
 class ServeRunner:
     def __init__(
-        self, env: Any, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0
+        self, env: EnvRuntime, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0
     ) -> None:
         self.env = env
-        env._runner = self  # Atropos hooks on the env (add_train_workers) reach the pool here
+        env.context.fill_workers = self._fill_to_target  # what the base add_train_workers does
         self.cfg = env.config
         self.tick_seconds = tick_seconds
         self.shutdown_grace = shutdown_grace
@@ -197,20 +198,25 @@ class ServeRunner:
                 await self.env.env_step_checks()
             await self._step_checks(status.current_step)
             if self._done(status.current_step, status.queue_size):
-                logger.info("reached total_steps=%s; finishing", self.cfg.total_steps)
+                logger.info(
+                    "reached total_steps=%s; finishing",
+                    self.env.context.effective_total_steps(self.cfg),
+                )
                 return
             if overrides(self.env, "add_train_workers"):
                 await self.env.add_train_workers()
             else:
-                await self._fill(self._target_in_flight())
+                await self._fill_to_target()
             self._reap_timeouts()
             self.progress.maybe_log(self)
             self.slot_free.clear()
             await self._sleep_or_stop(self.tick_seconds, also=self.slot_free)
 
     def _done(self, step: int, queue_size: int) -> bool:
-        bs = max(self.cfg.batch_size, 1)
-        return step + (queue_size * self.cfg.group_size) // bs >= self.cfg.total_steps
+        ctx = self.env.context
+        bs = max(ctx.effective_batch_size(self.cfg), 1)
+        total = ctx.effective_total_steps(self.cfg)
+        return step + (queue_size * self.cfg.group_size) // bs >= total
 
     # --- scheduling --------------------------------------------------------------------------
     def _eval_running(self) -> bool:
@@ -235,10 +241,11 @@ class ServeRunner:
         if cfg.max_batches_offpolicy <= 0:
             room = limit
         target = min(limit, room)
-        if cfg.min_batch_allocation is not None and cfg.batch_size > 0:
+        batch_size = self.env.context.effective_batch_size(cfg)
+        if cfg.min_batch_allocation is not None and batch_size > 0:
             wanted_groups = math.ceil(
                 cfg.min_batch_allocation
-                * cfg.batch_size
+                * batch_size
                 * max(cfg.max_batches_offpolicy, 1)
                 / cfg.group_size
             )
@@ -249,6 +256,9 @@ class ServeRunner:
             )
             target = max(target, min(limit, wanted_groups - own_queue - self.spool.unsent))
         return max(0, target)
+
+    async def _fill_to_target(self) -> None:
+        await self._fill(self._target_in_flight())
 
     async def _fill(self, target: int) -> None:
         env = self.env

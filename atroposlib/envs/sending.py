@@ -16,12 +16,16 @@ import os
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
 import orjson
 
 from atroposlib.envs.groups import check_group
 from atroposlib.errors import SchemaError
+from atroposlib.type_definitions import per_sequence_fields
+
+if TYPE_CHECKING:  # context.py names GroupSink from here
+    from atroposlib.envs.context import EnvRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -30,15 +34,7 @@ current_policy_version: contextvars.ContextVar[Optional[int]] = contextvars.Cont
 )
 """Set by the runner when a worker starts: the trainer step the item is generated under."""
 
-_OPTIONAL_ROWS = (
-    "advantages",
-    "ref_logprobs",
-    "messages",
-    "inference_logprobs",
-    "overrides",
-    "distill_token_ids",
-    "distill_logprobs",
-)
+_OPTIONAL_ROWS = per_sequence_fields()  # Atropos's builder may leave these as empty lists
 
 
 class GroupSink(Protocol):
@@ -106,7 +102,7 @@ def normalize_group(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare_groups(
-    env: Any,
+    env: EnvRuntime,
     scored_data: Any,
     abort_on_any_max_length_exceeded: bool = True,
     drops: Optional[Counter] = None,
@@ -146,7 +142,7 @@ def prepare_groups(
                 group["scores"][0],
             )
             continue
-        max_len = getattr(env, "max_token_len", -1) or -1
+        max_len = env.max_token_len or -1
         if (
             abort_on_any_max_length_exceeded
             and max_len > 0
@@ -162,13 +158,13 @@ def prepare_groups(
             group["messages"] = [
                 [{"role": "text", "content": env.tokenizer.decode(t)}] for t in group["tokens"]
             ]
-        if not getattr(env, "process_mode", False):  # `process` trains nothing: no policy version
+        if not env.process_mode:  # `process` trains nothing: no policy version
             version = current_policy_version.get()
             group.setdefault(
                 "policy_version", version if version is not None else max(0, int(env.curr_step))
             )
         group.setdefault("group_id", uuid.uuid4().hex)
-        if getattr(env, "env_id", None) is not None:
+        if env.env_id is not None:
             group["env_id"] = env.env_id
         try:
             check_group(group)

@@ -7,17 +7,57 @@
 ``sample_group`` goes through ``managed_server`` so each node carries the exact token ids, masks and
 logprobs the trainer needs; the completion budget keeps prompt + answer within ``max_token_length``.
 Scoring and building the group stay in each env: that is what differs between them.
+
+What these helpers need of an env is typed (``SamplingEnv``): its config must declare
+``temperature``; an env config that samples inherits ``SamplingConfig`` (a ``BaseEnvConfig`` with
+``temperature``) and may redeclare the field with its own default or description.
+
+Metrics: envs report with ``self.add_metric(name, value)`` (``BaseEnv``; the base ``wandb_log`` logs
+the means and what ``evaluate`` left in ``eval_metrics``). ``drain_metrics`` stays for env files
+that keep their own buffers and override ``wandb_log``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
+from pydantic import Field
+
+from atroposlib.envs.config import BaseEnvConfig
 from envkit.chat import completion_budget
 
 
-async def sample_group(env: Any, messages: Sequence[dict[str, Any]]) -> tuple[list[str], list[Any]]:
+class SamplingConfig(BaseEnvConfig):
+    """``BaseEnvConfig`` plus the sampling temperature ``sample_group`` uses."""
+
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+
+
+class SamplingSettings(Protocol):
+    """The config fields ``sample_group`` / ``greedy_answer`` read."""
+
+    group_size: int
+    temperature: float
+    max_token_length: int
+
+
+class SamplingEnv(Protocol):
+    """What ``sample_group`` / ``greedy_answer`` use of an env (a ``BaseEnv`` whose config samples)."""
+
+    @property
+    def config(self) -> SamplingSettings: ...
+
+    @property
+    def server(self) -> Any: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+
+async def sample_group(
+    env: SamplingEnv, messages: Sequence[dict[str, Any]]
+) -> tuple[list[str], list[Any]]:
     """``env.config.group_size`` answers to ``messages`` at ``env.config.temperature``, with their tracked
     nodes (same order). A missing answer text is ''."""
     async with env.server.managed_server(tokenizer=env.tokenizer) as managed:
@@ -31,7 +71,7 @@ async def sample_group(env: Any, messages: Sequence[dict[str, Any]]) -> tuple[li
     return [choice.message.content or "" for choice in completion.choices], nodes
 
 
-async def greedy_answer(env: Any, messages: Sequence[dict[str, Any]]) -> str:
+async def greedy_answer(env: SamplingEnv, messages: Sequence[dict[str, Any]]) -> str:
     """One temperature-0 answer for evaluation (the servers' eval limits apply: ``split="eval"``)."""
     completion = await env.server.chat_completion(
         messages=messages,
@@ -58,4 +98,11 @@ def drain_metrics(
     return metrics
 
 
-__all__ = ["drain_metrics", "greedy_answer", "sample_group"]
+__all__ = [
+    "SamplingConfig",
+    "SamplingEnv",
+    "SamplingSettings",
+    "drain_metrics",
+    "greedy_answer",
+    "sample_group",
+]

@@ -26,7 +26,12 @@ def _env(tokenizer=None, **cfg):
     """The attributes prepare_groups reads from an env (a whole BaseEnv needs servers and an API)."""
     config = BaseEnvConfig(group_size=2, **cfg)
     return SimpleNamespace(
-        config=config, max_token_len=-1, curr_step=5, env_id=3, tokenizer=tokenizer
+        config=config,
+        max_token_len=-1,
+        curr_step=5,
+        env_id=3,
+        tokenizer=tokenizer,
+        process_mode=False,
     )
 
 
@@ -159,3 +164,19 @@ def test_spool_is_ordered_durable_and_sets_rejects_aside(tmp_path):
     assert '"reason":"422 bad"' in (tmp_path / "rejected.jsonl").read_text()
     s2.append({"i": 3})
     assert s2.peek()[1] == {"i": 3}
+
+
+def test_per_sequence_fields_come_from_the_schema_and_both_sides_use_them():
+    from atroposlib.envs import groups, sending
+    from atroposlib.envs.sending import normalize_group
+    from atroposlib.type_definitions import per_sequence_fields
+
+    fields = per_sequence_fields()
+    assert {"advantages", "messages", "inference_logprobs", "distill_logprobs"} <= set(fields)
+    assert not {"tokens", "masks", "scores", "images", "group_overrides"} & set(fields)
+    assert set(fields) <= set(ScoredDataGroup.__annotations__)
+    assert groups._PER_SEQUENCE == sending._OPTIONAL_ROWS == fields
+    base = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [1.0, 0.0]}
+    for name in fields:  # Atropos's builder leaves empty lists; every one of them is dropped
+        assert name not in normalize_group({**base, name: []})
+    assert set(GroupBuilder().optional) == set(fields)
