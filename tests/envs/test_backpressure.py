@@ -19,8 +19,8 @@ import pytest
 from atroposlib.api.client import AsyncTrajectoryClient, TrajectoryClient
 from atroposlib.envs.backpressure import SpoolSender, offpolicy_budget
 from atroposlib.envs.spool import Spool, SpoolSink
-from atroposlib.envs.testing import FakeOpenAIServer
 from atroposlib.errors import APIError, APIUnavailable
+from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import Registration
 from tests.envs.conftest import answer_responder
 from tests.envs.helpers import REPO_ROOT, start_env, wait_until
@@ -165,7 +165,13 @@ def test_a_refused_token_holds_groups_and_sends_them_when_it_is_accepted_again(
             api.kill()
             # the API comes back with another token: every request is a 401
             wrong = run_api(
-                "--store", "sqlite", "--api-token", "other", "--resume", data_dir=api.data_dir, port=api.port
+                "--store",
+                "sqlite",
+                "--api-token",
+                "other",
+                "--resume",
+                data_dir=api.data_dir,
+                port=api.port,
             )
             gate.set()  # the in-flight items finish and are refused
             wait_until(lambda: _unsent(spool_dir) >= 1, 60, "groups refused with 401", proc)
@@ -173,7 +179,13 @@ def test_a_refused_token_holds_groups_and_sends_them_when_it_is_accepted_again(
             assert _unsent(spool_dir) >= 1 and not (spool_dir / "rejected.jsonl").exists()
             wrong.kill()
             right = run_api(
-                "--store", "sqlite", "--api-token", "right", "--resume", data_dir=api.data_dir, port=api.port
+                "--store",
+                "sqlite",
+                "--api-token",
+                "right",
+                "--resume",
+                data_dir=api.data_dir,
+                port=api.port,
             )
             wait_until(lambda: _unsent(spool_dir) == 0, 60, "the spool to drain", proc)
             proc.send_signal(signal.SIGTERM)
