@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
-from atroposlib.api.batch_body import ACK_MODE_HEADER
 from atroposlib.api.packing import GroupMeta
 from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import DROPPED, QUEUED, Mutation
+from atroposlib.api.wire import ACK_MODE_HEADER
 
 logger = logging.getLogger("atroposlib.api")
 

@@ -18,8 +18,6 @@ import uuid
 from collections import Counter
 from typing import Any, Optional
 
-import orjson
-
 from atroposlib.api.delivery import DeliveryMixin
 from atroposlib.api.env_registry import EnvRegistry
 from atroposlib.api.http import ApiProblem
@@ -39,39 +37,10 @@ from atroposlib.api.store.base import (
     Store,
 )
 from atroposlib.api.views import EMPTY_EXAMPLE, ViewsMixin
+from atroposlib.api.wire import BatchBody
 from atroposlib.type_definitions import RegisterEnv, Registration
 
 logger = logging.getLogger("atroposlib.api")
-
-
-class BatchBody:
-    """The JSON of a ``GET /batch`` answer as the pieces it is made of, so that it can be sent
-    without first copying every stored payload into one buffer.
-
-    ``parts`` concatenated are the body; ``group_bytes`` are the sizes of the groups' JSON objects,
-    which follow ``{"batch":[`` in order, separated by commas (empty when ``batch`` is null).
-    """
-
-    __slots__ = ("parts", "group_bytes", "nbytes")
-
-    def __init__(self, parts: list[bytes], group_bytes: list[int]) -> None:
-        self.parts = parts
-        self.group_bytes = group_bytes
-        self.nbytes = sum(len(p) for p in parts)
-
-    @classmethod
-    def of(cls, record: BatchRecord, blobs: list[bytes]) -> BatchBody:
-        tail = orjson.dumps({"batch_id": record.batch_id, "step": record.step})
-        parts: list[bytes] = [b'{"batch":[']
-        for i, blob in enumerate(blobs):
-            if i:
-                parts.append(b",")
-            parts.append(blob)
-        parts.append(b"]," + tail[1:])
-        return cls(parts, [len(b) for b in blobs])
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
 
 
 class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
@@ -212,7 +181,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                         if m.meta:
                             self.store.commit(m)
                         self.metrics.redeliveries.inc()
-                        body = BatchBody.of(self.pending, blobs)
+                        body = BatchBody.of(self.pending.batch_id, self.pending.step, blobs)
                         self.metrics.bytes_out.inc(body.nbytes)
                         return body
                     self._retire_undeliverable(m, bad)
@@ -227,8 +196,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                     if m.meta or m.states or m.acked_batch:
                         self.store.commit(m)
                     self._update_gauges()
-                    empty = orjson.dumps({"batch": None, "batch_id": None, "step": self.step})
-                    return BatchBody([empty], [])
+                    return BatchBody.empty(self.step)
                 blobs, missing = self._read_payloads(result.seqs)
                 if not missing:
                     break
@@ -250,7 +218,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             self.metrics.batches_out.inc()
             self.metrics.groups_out.inc(len(result.seqs))
             self._update_gauges()
-            body = BatchBody.of(record, blobs)
+            body = BatchBody.of(record.batch_id, record.step, blobs)
             self.metrics.bytes_out.inc(body.nbytes)
         self.metrics.batch_latency.observe(time.perf_counter() - t0)
         return body

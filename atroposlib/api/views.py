@@ -16,18 +16,13 @@ import orjson
 
 from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import ACKED, DELIVERED
+from atroposlib.type_definitions import ATROPOS_GROUP_KEYS
 
 MIN_ENV_WEIGHT = 0.01
+# Atropos's /latest_example before any group: every Atropos group key but the overrides and env_id,
+# as empty lists.
 EMPTY_EXAMPLE = {
-    "tokens": [],
-    "masks": [],
-    "scores": [],
-    "advantages": [],
-    "ref_logprobs": [],
-    "generation_params": [],
-    "inference_logprobs": [],
-    "messages": [],
-    "images": [],
+    k: [] for k in ATROPOS_GROUP_KEYS if k not in ("overrides", "group_overrides", "env_id")
 }
 
 
