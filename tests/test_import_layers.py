@@ -103,9 +103,9 @@ def test_forbidden_import_is_detected(tmp_path):
 TOOL_MODULES = [
     "atroposlib.envs.base",
     "atroposlib.envs.runner",
-    "atroposlib.frontend.report",
-    "atroposlib.frontend.viewer",
-    "atroposlib.frontend.datagen",
+    "atroposlib.report.html",
+    "atroposlib.viewer.app",
+    "atroposlib.datagen.export",
     "atroposlib.cli.view_run",
     "atroposlib.cli.sft",
     "atroposlib.cli.dpo",
