@@ -405,6 +405,8 @@ __all__ = [
     "StatusEnv",
     "UUID",
     "WandbInfo",
+    "ATROPOS_GROUP_KEYS",
+    "GROUP_KEYS",
     "number",
     "validate_group",
 ]
@@ -424,3 +426,9 @@ def per_sequence_fields() -> tuple[str, ...]:
 
 
 __all__ += ["per_sequence_fields"]
+
+# The group's key lists, derived from ``ScoredDataGroup`` (its declaration order) for the API side.
+GROUP_KEYS: tuple[str, ...] = tuple(ScoredDataGroup.__annotations__)
+# Atropos 0.4's keys, which its API put in every queued group (None when absent): the schema's keys
+# up to ``env_id``; those after it are later optional extensions, stored only when sent.
+ATROPOS_GROUP_KEYS: tuple[str, ...] = GROUP_KEYS[: GROUP_KEYS.index("env_id") + 1]

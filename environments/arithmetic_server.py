@@ -21,7 +21,7 @@ from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.type_definitions import Item
-from example_trainer.arithmetic_task import Problem, make_problem, score_completion
+from atroposlib.utils.arithmetic_task import Problem, make_problem, score_completion
 
 
 class ArithmeticEnvConfig(BaseEnvConfig):

@@ -43,7 +43,7 @@ def plot_curve(rows: list[dict[str, Any]], out_path: Path, title: str) -> Path:
 
 def write_rollouts(early: list[dict[str, Any]], late: list[dict[str, Any]], out_path: Path) -> Path:
     """One HTML page: groups sampled early in the run, then groups sampled at the end."""
-    from atroposlib.frontend.report import write_html_report
+    from atroposlib.report.html import write_html_report
 
     groups = []
     for label, gs in (("early in the run", early), ("late in the run", late)):

@@ -2,7 +2,8 @@
 
 The API must not depend on the env runtime, the inference engine or the trainer; the inference engine
 must not depend on the env runtime, the API or the trainer (both are checked on every ``import`` and
-``from ... import`` statement, lazy ones included). The tools and the env runtime load without torch.
+``from ... import`` statement, lazy ones included). No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
+the trainer. The tools and the env runtime load without torch.
 """
 
 from __future__ import annotations
@@ -46,6 +47,51 @@ def test_package_does_not_import_upper_layers(package, forbidden):
     assert not bad, bad
 
 
+# The only runtime module allowed to name the test doubles: the re-export under their old path.
+TEST_DOUBLE_ALIASES = {"atroposlib/envs/testing.py"}
+
+
+def test_no_production_module_imports_the_test_doubles():
+    files = [
+        f
+        for f in sorted(PKG.rglob("*.py"))
+        if not f.is_relative_to(PKG / "testing")
+        and str(f.relative_to(PKG.parent)) not in TEST_DOUBLE_ALIASES
+    ]
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        for m in sorted(_imported_modules(f))
+        if m == "atroposlib.testing" or m.startswith("atroposlib.testing.")
+    ]
+    assert not bad, bad
+
+
+def test_the_doubles_do_not_import_their_old_alias():
+    """``envs/testing.py`` re-exports ``atroposlib.testing``; importing it back would be a cycle."""
+    files = sorted((PKG / "testing").rglob("*.py"))
+    assert files
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        for m in sorted(_imported_modules(f))
+        if m.startswith("atroposlib.envs.testing")
+    ]
+    assert not bad, bad
+
+
+def test_environments_never_import_the_trainer():
+    files = sorted((PKG.parent / "environments").rglob("*.py"))
+    assert files
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        for m in sorted(_imported_modules(f))
+        if m == "example_trainer" or m.startswith("example_trainer.")
+    ]
+    assert not bad, bad
+
+
 def test_forbidden_import_is_detected(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
@@ -57,9 +103,9 @@ def test_forbidden_import_is_detected(tmp_path):
 TOOL_MODULES = [
     "atroposlib.envs.base",
     "atroposlib.envs.runner",
-    "atroposlib.frontend.report",
-    "atroposlib.frontend.viewer",
-    "atroposlib.frontend.datagen",
+    "atroposlib.report.html",
+    "atroposlib.viewer.app",
+    "atroposlib.datagen.export",
     "atroposlib.cli.view_run",
     "atroposlib.cli.sft",
     "atroposlib.cli.dpo",

@@ -26,7 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from atroposlib.api.batch_body import ACK_MODE_HEADER, load_batch_body
+from atroposlib.api.wire import ACK_MODE_HEADER, load_batch_body
 from atroposlib.errors import APIError, APIUnavailable, AuthError
 from atroposlib.type_definitions import (
     BatchAck,

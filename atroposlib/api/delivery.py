@@ -20,9 +20,10 @@ from typing import Any
 
 import orjson
 
-from atroposlib.api.batch_body import ACK_MODE_HEADER
 from atroposlib.api.packing import GroupMeta
+from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import DROPPED, QUEUED, Mutation
+from atroposlib.api.wire import ACK_MODE_HEADER
 
 logger = logging.getLogger("atroposlib.api")
 
@@ -35,7 +36,7 @@ def payload_is_deliverable(blob: bytes) -> bool:
         return False
 
 
-class DeliveryMixin:
+class DeliveryMixin(RunState):
     """Explicit-ack redelivery and quarantine of undeliverable payloads (see module docstring)."""
 
     def explicit_acks(self, requested: bool) -> bool:

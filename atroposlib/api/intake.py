@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from atroposlib.api.http import ApiProblem
 from atroposlib.api.packing import GroupMeta, pick_exact_subset
+from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import BUFFERED, QUEUED, GroupRow, Mutation
 
 
@@ -31,7 +32,7 @@ class IncomingGroup:
         self.policy_version, self.max_len, self.group_id = policy_version, max_len, group_id
 
 
-class IngestMixin:
+class IngestMixin(RunState):
     """``RunService.ingest`` and its helpers."""
 
     def ingest(self, groups: list[IncomingGroup]) -> list[dict[str, Any]]:
@@ -88,16 +89,12 @@ class IngestMixin:
                     (row, handle if handle is not None else self.store.stage(g.blob))
                 )
                 new_rows[meta.seq] = row
-                env = (
-                    self.envs[g.env_id]
-                    if g.env_id is not None and 0 <= g.env_id < len(self.envs)
-                    else None
-                )
-                if env is not None and g.n < env["group_size"]:
+                env = self.envs.find(g.env_id)  # groups of unregistered envs are kept (Atropos)
+                if env is not None and g.n < env.group_size:
                     row.state = BUFFERED
                     buf = buffers.setdefault(g.env_id, [])
                     buf.append(meta)
-                    for released in self._release_from_buffer(buf, env["group_size"]):
+                    for released in self._release_from_buffer(buf, env.group_size):
                         released.order = order
                         order += 1
                         if released.seq in new_rows:

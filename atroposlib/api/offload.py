@@ -25,6 +25,7 @@ from typing import Any, Optional
 from fastapi.concurrency import run_in_threadpool
 
 from atroposlib.api.http import ApiProblem
+from atroposlib.api.wire import null_members
 
 logger = logging.getLogger("atroposlib.api")
 
@@ -188,7 +189,7 @@ def read_with_null_keys(path: str, missing: list[str]) -> bytes:
             cut = len(tail.rstrip()) - 1  # the closing brace
             f.seek(end - len(tail) + cut)
             f.truncate()
-            f.write(b"," + b",".join(b'"' + k.encode() + b'":null' for k in missing) + b"}")
+            f.write(b"," + null_members(missing) + b"}")
             f.flush()
         f.seek(0)
         return f.read()

@@ -3,7 +3,9 @@
 ``RunService`` keeps the working state in memory (a ``QueueIndex``, the envs, the step) and writes
 every change through the store in one atomic ``Mutation`` *before* the route answers, so a 200 means
 committed. On start it rebuilds itself from ``store.load()``. All methods take one lock. Ingest
-lives in ``intake.IngestMixin``, the read-only views in ``views.ViewsMixin``.
+lives in ``intake.IngestMixin``, the read-only views in ``views.ViewsMixin``, explicit-ack delivery in
+``delivery.DeliveryMixin``; the state they share is declared in ``run_state.RunState`` and the envs
+are an ``env_registry.EnvRegistry`` (typed records, one 404 for an unknown env).
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ import uuid
 from collections import Counter
 from typing import Any, Optional
 
-import orjson
-
 from atroposlib.api.delivery import DeliveryMixin
+from atroposlib.api.env_registry import EnvRegistry
 from atroposlib.api.http import ApiProblem
 from atroposlib.api.intake import IncomingGroup, IngestMixin
 from atroposlib.api.metrics import ApiMetrics
@@ -36,48 +37,23 @@ from atroposlib.api.store.base import (
     Store,
 )
 from atroposlib.api.views import EMPTY_EXAMPLE, ViewsMixin
+from atroposlib.api.wire import BatchBody
 from atroposlib.type_definitions import RegisterEnv, Registration
 
 logger = logging.getLogger("atroposlib.api")
 
 
-class BatchBody:
-    """The JSON of a ``GET /batch`` answer as the pieces it is made of, so that it can be sent
-    without first copying every stored payload into one buffer.
-
-    ``parts`` concatenated are the body; ``group_bytes`` are the sizes of the groups' JSON objects,
-    which follow ``{"batch":[`` in order, separated by commas (empty when ``batch`` is null).
-    """
-
-    __slots__ = ("parts", "group_bytes", "nbytes")
-
-    def __init__(self, parts: list[bytes], group_bytes: list[int]) -> None:
-        self.parts = parts
-        self.group_bytes = group_bytes
-        self.nbytes = sum(len(p) for p in parts)
-
-    @classmethod
-    def of(cls, record: BatchRecord, blobs: list[bytes]) -> BatchBody:
-        tail = orjson.dumps({"batch_id": record.batch_id, "step": record.step})
-        parts: list[bytes] = [b'{"batch":[']
-        for i, blob in enumerate(blobs):
-            if i:
-                parts.append(b",")
-            parts.append(blob)
-        parts.append(b"]," + tail[1:])
-        return cls(parts, [len(b) for b in blobs])
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
-
-
 class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
+    """The run: its state is declared in ``RunState`` (inherited through the mixins), the envs are
+    an ``EnvRegistry`` of typed records."""
+
     def __init__(self, settings: ApiSettings, store: Store, metrics: ApiMetrics) -> None:
         self.settings = settings
         self.store = store
         self.metrics = metrics
         self.lock = threading.RLock()
         self._acks_since_prune = 0
+        self.repaired_fields: Counter = Counter()  # kept across /reset (process-wide counts)
         self._load()
 
     # ------------------------------------------------------------------ state
@@ -85,7 +61,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         self.registration: Optional[dict[str, Any]] = None
         self.step = 0
         self.started = False
-        self.envs: list[dict[str, Any]] = []
+        self.envs = EnvRegistry()
         self.queue = QueueIndex()
         self.buffers: dict[int, list[GroupMeta]] = {}
         self.pending: Optional[BatchRecord] = None
@@ -110,7 +86,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         self.ack_mode_explicit = bool(snap.meta.get("ack_mode_explicit", False))
         self.quarantined = int(snap.meta.get("quarantined", 0))
         self.stale_drops = Counter({(e, b): n for e, b, n in snap.meta.get("stale_drops", [])})
-        self.envs = snap.envs
+        self.envs = EnvRegistry.from_dicts(snap.envs)
         self.group_ids = snap.group_ids
         self.next_seq = snap.max_seq + 1
         self.next_order = snap.max_order + 1
@@ -144,11 +120,6 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
 
     def buffered_sequences(self) -> int:
         return sum(g.n for b in self.buffers.values() for g in b)
-
-    def _env_name(self, env_id: Optional[int]) -> Optional[str]:
-        if env_id is not None and 0 <= env_id < len(self.envs):
-            return self.envs[env_id]["real_name"]
-        return None
 
     # ------------------------------------------------------------------ trainer side
     def register(self, reg: Registration) -> dict[str, Any]:
@@ -185,13 +156,6 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             raise ApiProblem(409, "no trainer has registered yet: POST /register first")
         return self.registration
 
-    def _min_sequences(self, batch_size: int) -> dict[Optional[int], int]:
-        return {
-            e["env_id"]: int(batch_size * e["min_batch_allocation"])
-            for e in self.envs
-            if e["connected"] and e.get("min_batch_allocation") is not None
-        }
-
     def get_batch(self) -> bytes:
         """The body of ``GET /batch``: a redelivered or new batch, or ``{"batch": null}``."""
         return bytes(self.get_batch_body())
@@ -217,7 +181,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                         if m.meta:
                             self.store.commit(m)
                         self.metrics.redeliveries.inc()
-                        body = BatchBody.of(self.pending, blobs)
+                        body = BatchBody.of(self.pending.batch_id, self.pending.step, blobs)
                         self.metrics.bytes_out.inc(body.nbytes)
                         return body
                     self._retire_undeliverable(m, bad)
@@ -232,8 +196,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                     if m.meta or m.states or m.acked_batch:
                         self.store.commit(m)
                     self._update_gauges()
-                    empty = orjson.dumps({"batch": None, "batch_id": None, "step": self.step})
-                    return BatchBody([empty], [])
+                    return BatchBody.empty(self.step)
                 blobs, missing = self._read_payloads(result.seqs)
                 if not missing:
                     break
@@ -255,7 +218,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             self.metrics.batches_out.inc()
             self.metrics.groups_out.inc(len(result.seqs))
             self._update_gauges()
-            body = BatchBody.of(record, blobs)
+            body = BatchBody.of(record.batch_id, record.step, blobs)
             self.metrics.bytes_out.inc(body.nbytes)
         self.metrics.batch_latency.observe(time.perf_counter() - t0)
         return body
@@ -327,25 +290,14 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         with self.lock:
             if not self.started or self.registration is None:
                 return {"status": "wait for trainer to start"}
-            same = sum(1 for e in self.envs if e["desired_name"] == req.desired_name)
-            env = {
-                "env_id": len(self.envs),
-                "max_context_len": req.max_token_length,
-                "weight": req.weight if req.weight is not None else 1.0,
-                "desired_name": req.desired_name,
-                "real_name": f"{req.desired_name}_{same}",
-                "connected": True,
-                "min_batch_allocation": req.min_batch_allocation,
-                "group_size": req.group_size,
-                "registered_at": time.time(),
-            }
-            self.store.commit(Mutation(envs=[env]))
-            self.envs.append(env)
+            env = self.envs.new_record(req)
+            self.store.commit(Mutation(envs=[env.to_dict()]))
+            self.envs.put(env)
             reg = self.registration
             return {
                 "status": "success",
-                "env_id": env["env_id"],
-                "wandb_name": env["real_name"],
+                "env_id": env.env_id,
+                "wandb_name": env.real_name,
                 "checkpoint_dir": reg.get("checkpoint_dir", ""),
                 "starting_step": self.step,
                 "checkpoint_interval": reg.get("save_checkpoint_interval", 0),
@@ -353,20 +305,21 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             }
 
     def disconnect_env(self, env_id: int) -> dict[str, Any]:
+        """Atropos's /disconnect-env. An unknown env is the registry's 404 problem, answered as
+        Atropos did (200 ``{"status": "failure", "error": ...}``): the one endpoint that does not
+        answer 404 for it, because Atropos clients read that body."""
         with self.lock:
-            if not 0 <= env_id < len(self.envs):
-                return {
-                    "status": "failure",
-                    "error": f"unknown env_id {env_id} ({len(self.envs)} registered)",
-                }
-            env = dict(self.envs[env_id], connected=False)
+            try:
+                env = EnvRegistry.disconnected(self.envs.get(env_id))
+            except ApiProblem as unknown:
+                return {"status": "failure", "error": unknown.error}
             # a disconnected env will not complete its mixed-size buffer: queue what it left there
             released = self.buffers.pop(env_id, [])
-            m = Mutation(envs=[env], states={g.seq: QUEUED for g in released})
+            m = Mutation(envs=[env.to_dict()], states={g.seq: QUEUED for g in released})
             for i, meta in enumerate(released):
                 m.orders[meta.seq] = self.next_order + i
             self.store.commit(m)
-            self.envs[env_id] = env
+            self.envs.put(env)
             for meta in released:
                 meta.order = m.orders[meta.seq]
                 self.queue.add(meta)

@@ -14,52 +14,39 @@ from typing import Any, Optional
 
 import orjson
 
-from atroposlib.api.http import ApiProblem
+from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import ACKED, DELIVERED
+from atroposlib.type_definitions import ATROPOS_GROUP_KEYS
 
 MIN_ENV_WEIGHT = 0.01
+# Atropos's /latest_example before any group: every Atropos group key but the overrides and env_id,
+# as empty lists.
 EMPTY_EXAMPLE = {
-    "tokens": [],
-    "masks": [],
-    "scores": [],
-    "advantages": [],
-    "ref_logprobs": [],
-    "generation_params": [],
-    "inference_logprobs": [],
-    "messages": [],
-    "images": [],
+    k: [] for k in ATROPOS_GROUP_KEYS if k not in ("overrides", "group_overrides", "env_id")
 }
 
 
-class ViewsMixin:
+class ViewsMixin(RunState):
     """The read-only endpoints' logic."""
 
     def status_env(self, env_id: int) -> dict[str, Any]:
         """Atropos's /status-env, from the per-env counters (no queue scan)."""
         with self.lock:
-            if not 0 <= env_id < len(self.envs):
-                raise ApiProblem(404, f"unknown env_id {env_id} ({len(self.envs)} registered)")
-            env = self.envs[env_id]
-            connected = [e for e in self.envs if e["connected"]]
-            total = sum(e["max_context_len"] * max(0.0, e["weight"]) for e in connected)
-            weight = env["max_context_len"] * env["weight"] / total if total > 0 else 0.0
+            env = self.envs.get(env_id)  # unknown: the registry's 404
+            connected = self.envs.connected()
+            total = sum(e.max_context_len * max(0.0, e.weight) for e in connected)
+            weight = env.max_context_len * env.weight / total if total > 0 else 0.0
             weight = max(MIN_ENV_WEIGHT, weight)
             total_min = sum(
-                e["min_batch_allocation"]
-                for e in connected
-                if e.get("min_batch_allocation") is not None
+                e.min_batch_allocation for e in connected if e.min_batch_allocation is not None
             )
             q = self.queue
             max_group = q.max_group_size()
             own_sizes = q.env_size_counts.get(env_id, {})
-            env_group = max([env["group_size"], *own_sizes.keys()])
+            env_group = max([env.group_size, *own_sizes.keys()])
             own = q.env_sequences.get(env_id, 0)
             bs = int(self.registration["batch_size"]) if self.registration else 0
-            mins = {
-                e["env_id"]: int(bs * e["min_batch_allocation"])
-                for e in connected
-                if e.get("min_batch_allocation") is not None
-            }
+            mins = self.envs.min_sequences(bs)
             others = 0
             if max_group > 1:
                 for other, seqs in q.env_sequences.items():
@@ -117,7 +104,7 @@ class ViewsMixin:
                 "stale_dropped_by_length": dict(drops_by_bucket),
                 "queued_by_env": self._queued_by_env(),
                 "queued_by_length": dict(self.queue.length_counts),
-                "repaired_fields": dict(getattr(self, "repaired_fields", {})),
+                "repaired_fields": dict(self.repaired_fields),
                 **self.delivery_status(),
             }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from atroposlib.frontend.datagen_cli import run
+from atroposlib.datagen.cli import run
 
 
 def main(argv: Optional[list[str]] = None) -> int:

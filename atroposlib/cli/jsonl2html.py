@@ -10,7 +10,7 @@ from typing import Optional
 
 from atroposlib.errors import AtroposError
 from atroposlib.frontend.groups import LoadStats
-from atroposlib.frontend.report import write_html_report
+from atroposlib.report.html import write_html_report
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -71,7 +71,7 @@ class _DemoSource:
     description = "built-in example groups"
 
     def __init__(self) -> None:
-        from atroposlib.frontend.samples import sample_groups
+        from atroposlib.viewer.samples import sample_groups
 
         self.groups = sample_groups()
         for i, g in enumerate(self.groups):
@@ -88,9 +88,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from atroposlib.frontend.sources import ApiSource, FileSource
     from atroposlib.frontend.tokenizer import make_decoder, make_token_text, optional_tokenizer
-    from atroposlib.frontend.viewer import VIEW_CSS, ViewerState, build_app, launch_theme
+    from atroposlib.viewer.app import VIEW_CSS, ViewerState, build_app, launch_theme
+    from atroposlib.viewer.sources import ApiSource, FileSource
 
     try:
         tok = optional_tokenizer(args.tokenizer)

@@ -4,5 +4,6 @@
 (serve / process / evaluate), ``runner`` (serve loop), ``process``, ``evaluation``, ``sending`` and
 ``groups`` (group building, filtering, validation), ``spool`` (durable outbox), ``metrics_logger``
 (wandb or null), ``checkpoint``, ``server_handling`` (inference backends, routing, token tracking),
-``reward_fns``, ``testing`` / ``fake_server`` (check_env and a real-HTTP fake OpenAI server).
+``reward_fns``. The test doubles (``check_env``, the fake OpenAI server) live in
+``atroposlib.testing``; ``testing`` here only re-exports them under their old path.
 """

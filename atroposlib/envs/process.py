@@ -251,7 +251,7 @@ class ProcessRunner:
     def _write_report(self) -> None:
         path = Path(self.env.jsonl_writer.path)
         try:
-            from atroposlib.frontend.report import write_html_report
+            from atroposlib.report.html import write_html_report
         except ImportError:
             logger.warning("HTML report skipped: atroposlib.frontend.report is not available")
             return

@@ -1,40 +1,23 @@
 """Optional tokenizer for the tools: load it (a local folder or a hub id) and make decoders.
 
-Loading goes through ``transformers.AutoTokenizer`` (no torch needed). A local directory always works
-offline; a hub id works online or from the local cache. Failures become ``ModelLoadError`` with a
-one-line message, so the CLIs can print it without a traceback.
+Loading is the package's one loader (``atroposlib.utils.tokenizer_loading``) with the tools' hint: a
+local directory always works offline; a hub id works online or from the local cache. Failures become
+``ModelLoadError`` with a one-line message, so the CLIs can print it without a traceback.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Optional
 
-from atroposlib.errors import ModelLoadError
+from atroposlib.utils.tokenizer_loading import load_tokenizer as _load_tokenizer
 
-log = logging.getLogger(__name__)
+TOOLS_HINT = "pass --tokenizer a local tokenizer directory (or a hub id when online)"
 
 
 def load_tokenizer(name_or_path: str) -> Any:
-    """``AutoTokenizer.from_pretrained(name_or_path)``; raises ``ModelLoadError`` on failure."""
-    p = Path(name_or_path).expanduser()
-    looks_local = p.exists() or name_or_path.startswith((".", "/", "~"))
-    if looks_local and not p.is_dir():
-        raise ModelLoadError(f"tokenizer directory not found: {name_or_path}")
-    from transformers import AutoTokenizer  # lazy: keeps CLI start-up fast when unused
-
-    if not looks_local:
-        try:  # a cached hub tokenizer loads without any network round trip
-            return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
-        except Exception:  # noqa: BLE001 - not cached: fall through to the online attempt below
-            log.debug("tokenizer %s not in the local cache; trying the hub", name_or_path)
-    try:
-        return AutoTokenizer.from_pretrained(str(p) if looks_local else name_or_path)
-    except Exception as e:  # noqa: BLE001 - every loader failure becomes one clear message
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelLoadError(f"cannot load tokenizer {name_or_path!r}: {first}") from e
+    """The package's loader (``utils.tokenizer_loading``) with the tools' hint."""
+    return _load_tokenizer(name_or_path, hint=TOOLS_HINT)
 
 
 def make_decoder(tok: Any) -> Callable[[list[int]], str]:
@@ -70,4 +53,4 @@ def optional_tokenizer(name_or_path: Optional[str]) -> Optional[Any]:
     return load_tokenizer(name_or_path) if name_or_path else None
 
 
-__all__ = ["load_tokenizer", "make_decoder", "make_token_text", "optional_tokenizer"]
+__all__ = ["TOOLS_HINT", "load_tokenizer", "make_decoder", "make_token_text", "optional_tokenizer"]

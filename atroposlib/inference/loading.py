@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from atroposlib.errors import ModelLoadError
 from atroposlib.utils.hf_compat import dtype_kwargs
+from atroposlib.utils.tokenizer_loading import load_tokenizer as _load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +45,11 @@ def load_causal_lm(path: str | Path, dtype: str = "float32") -> Any:
 
 
 def load_tokenizer(path: str | Path) -> Any:
-    """Load the tokenizer saved next to the model; raise ``ModelLoadError`` if there is none."""
-    from transformers import AutoTokenizer
-
+    """Load the tokenizer saved next to the model (the package's loader, after the model-directory
+    checks); raise ``ModelLoadError`` if there is none."""
     p = Path(path).expanduser()
     check_model_dir(p)
-    try:
-        tok = AutoTokenizer.from_pretrained(str(p))
-    except Exception as e:
-        raise ModelLoadError(f"could not load a tokenizer from {p}: {type(e).__name__}: {e}") from e
-    return tok
+    return _load_tokenizer(p, hint=f"the model directory {p} needs the tokenizer saved with it")
 
 
 @dataclass

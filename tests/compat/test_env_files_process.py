@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from atroposlib.type_definitions import validate_group
 from tests.compat.helpers import process_args, read_groups, run_file
 

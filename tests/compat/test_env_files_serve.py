@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from tests.compat.helpers import read_groups, start_file
 from tests.envs.helpers import FakeTrainer
 

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.envs.server_handling.server_manager import ServerManager
-from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from tests.compat.helpers import run_coro
 
 

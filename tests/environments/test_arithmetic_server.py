@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from atroposlib.envs.testing import check_env
-from example_trainer.arithmetic_task import Problem, all_problems, make_problem, score_completion
+from atroposlib.testing import check_env
+from atroposlib.utils.arithmetic_task import Problem, all_problems, make_problem, score_completion
 
 
 def _sum_of(prompt_text: str) -> int:

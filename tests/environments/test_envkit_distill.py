@@ -10,8 +10,8 @@ from envkit.distill import (
 )
 from transformers import AutoTokenizer
 
-from atroposlib.envs.testing import tiny_tokenizer_dir
 from atroposlib.errors import TokenizerMismatch
+from atroposlib.testing import tiny_tokenizer_dir
 
 
 def test_top_k_helpers():

@@ -3,7 +3,7 @@
 from envkit.data_sources import load_gsm8k, load_math
 from envkit.math_scoring import length_penalised_scores
 
-from atroposlib.envs.testing import check_env
+from atroposlib.testing import check_env
 
 
 def _responder(gold: dict, wrong_every: int = 2, pad: bool = False):

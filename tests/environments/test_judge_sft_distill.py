@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from atroposlib.envs.testing import FakeOpenAIServer, check_env
 from atroposlib.errors import ConfigError, TokenizerMismatch
+from atroposlib.testing import FakeOpenAIServer, check_env
 
 
 def _judge_single(prompt_text: str, body: dict) -> str:
@@ -81,7 +81,7 @@ def test_sft_loader_formats(tmp_path):
     )
     from transformers import AutoTokenizer
 
-    from atroposlib.envs.testing import tiny_tokenizer_dir
+    from atroposlib.testing import tiny_tokenizer_dir
 
     tok = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir()))
     first = groups[0]

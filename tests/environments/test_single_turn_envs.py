@@ -6,8 +6,8 @@ import pytest
 from envkit.data_sources import load_mcqa
 from envkit.mcqa import LETTERS
 
-from atroposlib.envs.testing import check_env
 from atroposlib.errors import ConfigError
+from atroposlib.testing import check_env
 
 
 def test_mcqa_grades_letters_and_explains_rejections():

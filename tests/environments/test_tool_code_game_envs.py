@@ -8,8 +8,8 @@ import threading
 import pytest
 from envkit.humaneval import load_problems
 
-from atroposlib.envs.testing import check_env, tiny_tokenizer_dir
 from atroposlib.errors import ConfigError
+from atroposlib.testing import check_env, tiny_tokenizer_dir
 
 
 def _counter():

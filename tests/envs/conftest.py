@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 
 ANSWERS = ["The answer is 7.", "I think 3", "It is 12", "no idea"]
 

@@ -17,7 +17,7 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig, Rea
 from atroposlib.envs.server_handling.server_harness import ServerHarness, create_chat_completion
 from atroposlib.envs.server_handling.server_manager import ServerManager
 from atroposlib.envs.server_handling.tool_call_translator import ToolCallTranslator
-from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from atroposlib.utils.net import free_port, wait_for_http
 from tests.compat.helpers import run_coro
 

@@ -19,8 +19,8 @@ import pytest
 from atroposlib.api.client import AsyncTrajectoryClient, TrajectoryClient
 from atroposlib.envs.backpressure import SpoolSender, offpolicy_budget
 from atroposlib.envs.spool import Spool, SpoolSink
-from atroposlib.envs.testing import FakeOpenAIServer
 from atroposlib.errors import APIError, APIUnavailable
+from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import Registration
 from tests.envs.conftest import answer_responder
 from tests.envs.helpers import REPO_ROOT, start_env, wait_until

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataItem
-from atroposlib.envs.testing import check_env
 from atroposlib.errors import SchemaError
+from atroposlib.testing import check_env
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from tests.envs.example_env import AdditionEnv
 
@@ -69,3 +69,10 @@ def test_check_env_with_collect_trajectory_and_tokenize_for_trainer():
 def test_check_env_reports_a_broken_group():
     with pytest.raises(SchemaError, match=r"masks\[0\] has"):
         check_env(BrokenEnv, responses=["7"])
+
+
+def test_the_old_import_path_of_the_doubles_still_works():
+    import atroposlib.envs.testing as old
+    import atroposlib.testing as new
+
+    assert old.check_env is new.check_env and old.FakeOpenAIServer is new.FakeOpenAIServer

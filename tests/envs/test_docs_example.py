@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from atroposlib.envs.testing import FakeOpenAIServer
+from atroposlib.testing import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
 

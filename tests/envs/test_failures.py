@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from atroposlib.envs.failures import FailureTracker, cause_of
-from atroposlib.envs.testing import FakeOpenAIServer
 from atroposlib.errors import InferenceRejected, InferenceUnavailable
+from atroposlib.testing import FakeOpenAIServer
 from atroposlib.utils.net import free_port
 from tests.envs.helpers import run_env
 

@@ -11,8 +11,8 @@ from atroposlib.envs.config import BaseEnvConfig
 from atroposlib.envs.groups import GroupBuilder, group_from_items
 from atroposlib.envs.sending import JsonlGroupWriter, current_policy_version, prepare_groups
 from atroposlib.envs.spool import Spool
-from atroposlib.envs.testing import tiny_tokenizer_dir
 from atroposlib.errors import ConfigError, SchemaError
+from atroposlib.testing import tiny_tokenizer_dir
 from atroposlib.type_definitions import ScoredDataGroup
 from atroposlib.utils.tokenizer_loading import load_tokenizer
 

@@ -17,7 +17,7 @@ from atroposlib.envs.server_handling.managed_server import ManagedServer, Sequen
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from atroposlib.type_definitions import Item, number, Message
 from atroposlib.envs.reward_fns.registry import registry
-from atroposlib.envs.testing import check_env, FakeOpenAIServer
+from atroposlib.testing import check_env, FakeOpenAIServer
 import atroposlib.envs.runner, atroposlib.envs.process, atroposlib.envs.cli, atroposlib.envs.evaluation
 import atroposlib
 assert atroposlib.BaseEnv is BaseEnv and atroposlib.BaseEnvConfig is BaseEnvConfig

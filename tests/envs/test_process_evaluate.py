@@ -6,7 +6,7 @@ import json
 import signal
 import time
 
-from atroposlib.envs.testing import FakeOpenAIServer
+from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import validate_group
 from tests.envs.helpers import run_env, start_env, wait_until
 

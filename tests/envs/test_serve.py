@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from atroposlib.api.client import TrajectoryClient
-from atroposlib.envs.testing import FakeOpenAIServer
+from atroposlib.testing import FakeOpenAIServer
 from tests.envs.conftest import answer_responder
 from tests.envs.helpers import FakeTrainer, start_env, wait_until
 

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from atroposlib.envs.testing import FakeOpenAIServer
+from atroposlib.testing import FakeOpenAIServer
 from atroposlib.utils.net import free_port
 from tests.envs.helpers import FakeTrainer, start_env, wait_until
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from atroposlib.envs.fake_server import FakeOpenAIServer, fake_logprob
 from atroposlib.envs.server_handling.server_manager import APIServerConfig, ServerManager
 from atroposlib.errors import InferenceError
+from atroposlib.testing.fake_server import FakeOpenAIServer, fake_logprob
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenizer_loading import load_tokenizer
 from tests.envs.conftest import answer_responder
@@ -251,3 +251,12 @@ def test_thinking_settings_reach_the_servers(fake_server):
     assert first["chat_template_kwargs"] == {"enable_thinking": True}
     assert "chat_template_kwargs" not in second and "skip_reasoning" not in second
     assert third["reasoning_effort"] == "low"
+
+
+def test_testing_mode_uses_the_scripted_in_process_backend():
+    from atroposlib.envs.server_handling.scripted_server import ScriptedServer
+
+    sm = ServerManager([], testing=True)
+    assert [type(s) for s in sm.servers] == [ScriptedServer]
+    chat = asyncio.run(sm.chat_completion(messages=[{"role": "user", "content": "hi"}], n=2))
+    assert [c.message.content for c in chat.choices] == ["This is a scripted test response."] * 2

@@ -10,8 +10,6 @@ import re
 import pytest
 
 from atroposlib.frontend.groups import build_view
-from atroposlib.frontend.report import render_group, write_html_report
-from atroposlib.frontend.samples import make_group
 from atroposlib.frontend.selection import (
     DpoOptions,
     SftOptions,
@@ -19,7 +17,9 @@ from atroposlib.frontend.selection import (
     select_sft,
 )
 from atroposlib.frontend.tokenizer import make_decoder, make_token_text
-from atroposlib.frontend.viewer import render_view
+from atroposlib.report.html import render_group, write_html_report
+from atroposlib.viewer.app import render_view
+from atroposlib.viewer.samples import make_group
 
 PROMPT_END = "<|im_start|>assistant\n"
 

@@ -18,9 +18,9 @@ from atroposlib.frontend.groups import (
     shared_message_prefix,
     unwrap_record,
 )
-from atroposlib.frontend.render import render_markdown, render_token_spans
-from atroposlib.frontend.report import write_html_report
-from atroposlib.frontend.samples import HOSTILE_COMPLETION, sample_groups
+from atroposlib.report.html import write_html_report
+from atroposlib.report.render import render_markdown, render_token_spans
+from atroposlib.viewer.samples import HOSTILE_COMPLETION, sample_groups
 
 
 def byte_decode(ids):
@@ -55,7 +55,7 @@ def test_markdown_escapes_raw_html_and_makes_no_links():
 
 
 def test_very_long_text_is_escaped_plain_text():
-    from atroposlib.frontend.render import MAX_MARKDOWN_CHARS
+    from atroposlib.report.render import MAX_MARKDOWN_CHARS
 
     out = render_markdown("<b>x</b> **y** " * (MAX_MARKDOWN_CHARS // 10))
     assert out.startswith('<pre class="plain">&lt;b&gt;x&lt;/b&gt; **y**')

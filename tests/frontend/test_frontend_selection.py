@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from atroposlib.frontend.datagen import JsonlFeed, run_datagen
+from atroposlib.datagen.export import JsonlFeed, run_datagen
 from atroposlib.frontend.selection import (
     CHAT_TEMPLATE_ROLES,
     RULE_MIN_DIFF,

@@ -9,10 +9,10 @@ import pytest
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.errors import AuthError
-from atroposlib.frontend.samples import sample_groups
-from atroposlib.frontend.sources import ApiSource, FileSource
-from atroposlib.frontend.viewer import ALL_ENVS, ViewerState, env_names, parse_bound, render_view
 from atroposlib.utils.net import free_port
+from atroposlib.viewer.app import ALL_ENVS, ViewerState, env_names, parse_bound, render_view
+from atroposlib.viewer.samples import sample_groups
+from atroposlib.viewer.sources import ApiSource, FileSource
 
 
 def group_titles(html: str) -> list[str]:

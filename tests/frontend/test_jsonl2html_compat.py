@@ -29,3 +29,19 @@ def test_generate_html_and_one_group_card(tmp_path):
     assert "plain" in card and "<b>bold" not in card
     with pytest.raises(FileNotFoundError):
         generate_html(str(tmp_path / "missing.jsonl"))
+
+
+def test_the_old_frontend_paths_are_the_moved_modules():
+    import importlib
+
+    for old, new in [
+        ("report", "atroposlib.report.html"),
+        ("render", "atroposlib.report.render"),
+        ("jsonl2html", "atroposlib.report.jsonl2html"),
+        ("datagen", "atroposlib.datagen.export"),
+        ("datagen_cli", "atroposlib.datagen.cli"),
+        ("viewer", "atroposlib.viewer.app"),
+        ("sources", "atroposlib.viewer.sources"),
+        ("samples", "atroposlib.viewer.samples"),
+    ]:
+        assert importlib.import_module(f"atroposlib.frontend.{old}") is importlib.import_module(new)

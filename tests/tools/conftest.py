@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tools_helpers import write_jsonl
 
-from atroposlib.frontend.samples import sample_groups
+from atroposlib.viewer.samples import sample_groups
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [

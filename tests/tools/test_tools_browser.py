@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from atroposlib.api.client import TrajectoryClient
-from atroposlib.frontend.report import write_html_report
-from atroposlib.frontend.samples import make_group, sample_groups
+from atroposlib.report.html import write_html_report
 from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.viewer.samples import make_group, sample_groups
 
 pytestmark = pytest.mark.browser
 

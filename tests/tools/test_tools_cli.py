@@ -7,9 +7,9 @@ import json
 from tools_helpers import run_cli
 
 from atroposlib.api.client import TrajectoryClient
-from atroposlib.frontend import datagen_cli
-from atroposlib.frontend.samples import sample_groups
+from atroposlib.datagen import cli as datagen_cli
 from atroposlib.type_definitions import Registration
+from atroposlib.viewer.samples import sample_groups
 
 SFT = "atroposlib.cli.sft"
 DPO = "atroposlib.cli.dpo"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from atroposlib.envs.testing import FakeOpenAIServer, tiny_tokenizer_dir
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from atroposlib.utils.advantages import (
     allclose_to_first,
     compute_discounted_returns,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from atroposlib.envs.testing import tiny_tokenizer_dir
+from atroposlib.testing import tiny_tokenizer_dir
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from atroposlib.utils.tokenizer_loading import load_tokenizer
 

@@ -1,7 +1,8 @@
 """The trainer's side of the queue: GET /batch (+ our POST /batch/ack) and GET /latest_example.
 
 ``GET /batch`` is sent from the stored payloads without joining them, and says where each group's
-JSON lies in the body (``X-Batch-Group-Bytes``) so that a client can parse the groups one by one.
+JSON lies in the body (``X-Batch-Group-Bytes``) so that a client can parse the groups one by one
+(the framing is ``api.wire``'s, shared with the client).
 """
 
 from __future__ import annotations
@@ -18,11 +19,6 @@ from atroposlib.type_definitions import BatchAck
 router = APIRouter()
 
 
-# Sizes of the groups' JSON objects in a GET /batch body, comma-separated, in order; the groups
-# follow '{"batch":[' and are separated by single commas. Absent when the body is gzipped.
-GROUP_BYTES_HEADER = "X-Batch-Group-Bytes"
-
-
 @router.get("/batch")
 async def get_batch(request: Request, svc: RunService = Depends(get_service)):
     explicit = request.headers.get(ACK_MODE_HEADER, "").strip().lower() == "explicit"
@@ -32,10 +28,7 @@ async def get_batch(request: Request, svc: RunService = Depends(get_service)):
         "accept-encoding", ""
     ):
         return json_response(request, bytes(body))
-    headers = {}
-    if body.group_bytes:
-        headers[GROUP_BYTES_HEADER] = ",".join(map(str, body.group_bytes))
-    return PartsResponse(body.parts, headers=headers)
+    return PartsResponse(body.parts, headers=body.headers())  # framing: see api.wire
 
 
 @router.post("/batch/ack")

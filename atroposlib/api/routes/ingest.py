@@ -2,7 +2,8 @@
 
 Fast path: the body is parsed once with orjson and validated with ``ScoredData`` in strict mode
 (exact JSON types); for a single group the received bytes themselves become the stored payload,
-with Atropos's absent optional keys appended as nulls. Bodies that need lax coercion (e.g. ``1.0``
+with Atropos's absent optional keys appended as nulls (``api.wire.with_null_keys``; the key list is
+the schema's, ``type_definitions.ATROPOS_GROUP_KEYS``). Bodies that need lax coercion (e.g. ``1.0``
 as a token id) take the slow path: lax validation, then the normalized dump is stored. Either way
 the rules and messages are ``ScoredData``'s.
 """
@@ -29,25 +30,13 @@ from atroposlib.api.intake import IncomingGroup
 from atroposlib.api.offload import read_with_null_keys, receive_to_file
 from atroposlib.api.repair import note_repairs, repair_group
 from atroposlib.api.service import RunService
-from atroposlib.type_definitions import ScoredData
+from atroposlib.api.wire import with_null_keys
+from atroposlib.type_definitions import ATROPOS_GROUP_KEYS, ScoredData
 
 router = APIRouter()
 
 # Keys Atropos 0.4 always put in a queued group (None when absent); trainers may index them directly.
-LEGACY_KEYS = (
-    "tokens",
-    "masks",
-    "scores",
-    "advantages",
-    "ref_logprobs",
-    "messages",
-    "generation_params",
-    "inference_logprobs",
-    "overrides",
-    "group_overrides",
-    "images",
-    "env_id",
-)
+LEGACY_KEYS = ATROPOS_GROUP_KEYS
 
 
 def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> IncomingGroup:
@@ -90,15 +79,6 @@ def _build(data: Any, raw: Optional[bytes], where: str) -> tuple[IncomingGroup, 
         group_id=data.get("group_id"),
     )
     return group, (missing if raw is not None else None)
-
-
-def with_null_keys(raw: bytes, missing: list[str]) -> bytes:
-    """The received JSON object with Atropos's absent keys appended as nulls (one copy)."""
-    raw = raw.rstrip()
-    if not missing:
-        return raw
-    nulls = b",".join(b'"' + k.encode() + b'":null' for k in missing)
-    return b"".join((memoryview(raw)[:-1], b",", nulls, b"}"))
 
 
 def _group_job(body: bytes) -> tuple:

@@ -31,6 +31,7 @@ from atroposlib.envs.server_handling.managed_server import (
     ManagedServer,
     dummy_allowed,
 )
+from atroposlib.envs.server_handling.scripted_server import ScriptedServer
 from atroposlib.envs.server_handling.server_baseline import (
     APIServerConfig,
     ReasoningConfig,
@@ -76,9 +77,7 @@ class ServerManager:
         self.unavailable_wait = unavailable_wait
         self.reasoning: dict[str, Any] = {}
         self._reported_down: set[int] = set()
-        if testing:
-            from atroposlib.envs.testing import ScriptedServer
-
+        if testing:  # --testing: the scripted in-process backend, no HTTP
             self.servers: list[APIServer] = [ScriptedServer()]
             return
         self.reasoning_config = reasoning_config

@@ -30,6 +30,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
 from atroposlib.utils.net import free_port, wait_for_http
 
 Responder = Callable[[str, dict[str, Any]], str]
@@ -53,8 +54,6 @@ class FakeOpenAIServer:
     ) -> None:
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             from transformers import AutoTokenizer
-
-            from atroposlib.envs.testing import tiny_tokenizer_dir
 
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or tiny_tokenizer_dir()))
         self.tokenizer = tokenizer

@@ -1,0 +1,302 @@
+"""Shared command line of ``atropos-sft-gen`` and ``atropos-dpo-gen`` (Atropos's flags, plus ours).
+
+Ours: ``--input FILE`` (offline, from a groups JSONL), ``--keep-roles`` (message roles written with
+``--save-messages``), ``--api-token``, ``--consume`` (alias
+``--as-trainer``: pull batches even though a trainer is registered), ``--reset`` (the only way these
+tools reset the API), ``--idle-timeout``, ``--summary-json`` and ``--no-progress``. User mistakes end
+with a one-line message and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Optional
+
+from atroposlib.datagen.export import (
+    ApiFeed,
+    ApiFeedConfig,
+    JsonlFeed,
+    TrainerAlreadyRegistered,
+    open_output,
+    run_datagen,
+)
+from atroposlib.errors import APIError, APIUnavailable, AtroposError
+from atroposlib.frontend.selection import (
+    CHAT_TEMPLATE_ROLES,
+    DpoOptions,
+    SftOptions,
+    select_dpo,
+    select_sft,
+)
+from atroposlib.frontend.tokenizer import load_tokenizer, make_decoder
+
+DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-8B-Preview"
+
+
+def build_parser(kind: str) -> argparse.ArgumentParser:
+    """The parser of ``atropos-{kind}-gen`` (kind is 'sft' or 'dpo')."""
+    what = "SFT examples" if kind == "sft" else "DPO chosen/rejected pairs"
+    p = argparse.ArgumentParser(
+        prog=f"atropos-{kind}-gen",
+        description=f"Write {what} as JSONL from a trajectory API (as its trainer) or from a groups file.",
+    )
+    p.add_argument("filepath", help=f"Output JSONL file for the {what}.")
+    src = p.add_argument_group("source")
+    src.add_argument(
+        "--input",
+        metavar="GROUPS.jsonl",
+        help="Read groups from this JSONL file (offline) instead of the API.",
+    )
+    src.add_argument(
+        "--api-url", default="http://localhost:8000", help="Base URL of the trajectory API."
+    )
+    src.add_argument(
+        "--api-token", default=None, help="Bearer token of the API (or env ATROPOS_API_TOKEN)."
+    )
+    src.add_argument(
+        "--consume",
+        "--as-trainer",
+        dest="consume",
+        action="store_true",
+        help="Pull batches even though a trainer is already registered (only when it is not running).",
+    )
+    src.add_argument(
+        "--reset",
+        action="store_true",
+        help="Reset the API (wipes its queue and registration) before registering. Never done otherwise.",
+    )
+    src.add_argument(
+        "--group-size", type=int, default=2, help="Sequences per group (for the batch size)."
+    )
+    src.add_argument(
+        "--max-token-len",
+        type=int,
+        default=2048,
+        help="Longest sequence: registered with the API; longer sequences are dropped.",
+    )
+    src.add_argument(
+        "--tasks-per-step",
+        type=int,
+        default=64 if kind == "sft" else 8,
+        help="Groups per batch when registering (batch_size = group_size * tasks_per_step).",
+    )
+    src.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        help="Stop after this many seconds without a batch (default: wait forever).",
+    )
+    src.add_argument(
+        "--poll-interval", type=float, default=1.0, help="Seconds between empty /batch polls."
+    )
+    sel = p.add_argument_group("selection")
+    sel.add_argument(
+        "--tokenizer",
+        default=DEFAULT_TOKENIZER,
+        help="Tokenizer dir or hub id, to decode tokens (not needed with --save-messages).",
+    )
+    sel.add_argument(
+        "--save-messages",
+        action="store_true",
+        help="Save the message lists instead of decoded prefix/completion text.",
+    )
+    sel.add_argument(
+        "--keep-roles",
+        default=",".join(CHAT_TEMPLATE_ROLES),
+        metavar="ROLE,...",
+        help="With --save-messages: only messages with these roles are written (others, such as "
+        "an env's 'grader' notes, are left out and counted). Default: %(default)s.",
+    )
+    if kind == "sft":
+        sel.add_argument(
+            "--save-top-n-per-group",
+            type=int,
+            default=3,
+            help="Keep at most this many best sequences per group.",
+        )
+    else:
+        sel.add_argument(
+            "--save-n-pairs-per-group",
+            type=int,
+            default=3,
+            help="Keep at most this many chosen/rejected pairs per group.",
+        )
+    sel.add_argument(
+        "--num-seqs-to-save", type=int, default=100, help="Stop after writing this many records."
+    )
+    sel.add_argument(
+        "--allow-negative-scores",
+        action="store_true",
+        help="Also keep sequences whose score is <= 0.",
+    )
+    sel.add_argument(
+        "--minimum-score-diff-max-min",
+        type=float,
+        default=0.0 if kind == "sft" else 0.5,
+        help="SFT: score must exceed the group min by more than this; DPO: chosen minus rejected.",
+    )
+    out = p.add_argument_group("output")
+    out.add_argument(
+        "--append-to-previous", action="store_true", help="Append to an existing output file."
+    )
+    out.add_argument("--summary-json", metavar="FILE", help="Also write the summary as JSON here.")
+    out.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
+    out.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Check the tokenizer, the input or the API (read-only) and exit; writes nothing.",
+    )
+    return p
+
+
+def _fail(prog: str, message: str, code: int = 2) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _dry_run(prog: str, args: argparse.Namespace) -> int:
+    """Check what a real run needs without registering, pulling, resetting or writing."""
+    import os
+
+    if not args.save_messages:
+        load_tokenizer(args.tokenizer)
+        print(f"{prog}: tokenizer {args.tokenizer!r} loads")
+    if Path(args.filepath).exists() and not args.append_to_previous:
+        print(f"{prog}: note: {args.filepath} exists; a real run needs --append-to-previous")
+    if args.input:
+        feed = JsonlFeed(args.input)
+        n = sum(1 for _ in feed.batches())
+        print(
+            f"{prog}: {args.input}: {n} groups readable, {sum(feed.stats.skipped.values())} lines unreadable"
+        )
+        return 0
+    from atroposlib.api.client import TrajectoryClient
+
+    with TrajectoryClient(
+        args.api_url,
+        token=args.api_token or os.environ.get("ATROPOS_API_TOKEN"),
+        retries=2,
+        retry_max_seconds=10.0,
+    ) as c:
+        c.health()
+        info, st = c.info(), c.status()
+    trainer = (
+        f"a trainer is registered (batch_size={info.batch_size})"
+        if info.batch_size > 0
+        else "no trainer registered"
+    )
+    print(
+        f"{prog}: {args.api_url} reachable: {trainer}, step {st.current_step}, {st.queue_size} groups queued"
+    )
+    if info.batch_size > 0 and not args.consume:
+        print(f"{prog}: a real run would refuse without --consume (or --reset)")
+    return 0
+
+
+def run(kind: str, argv: Optional[list[str]] = None) -> int:
+    """Parse ``argv`` and run the generator; returns the exit status."""
+    import os
+
+    prog = f"atropos-{kind}-gen"
+    args = build_parser(kind).parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    keep_roles = tuple(r.strip() for r in args.keep_roles.split(","))
+    if not all(keep_roles):
+        return _fail(
+            prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}"
+        )
+    try:
+        if kind == "sft":
+            opts = SftOptions(
+                save_messages=args.save_messages,
+                save_top_n_per_group=args.save_top_n_per_group,
+                allow_negative_scores=args.allow_negative_scores,
+                minimum_score_diff_max_min=args.minimum_score_diff_max_min,
+                max_token_len=args.max_token_len,
+                keep_roles=keep_roles,
+            )
+        else:
+            opts = DpoOptions(
+                save_messages=args.save_messages,
+                save_n_pairs_per_group=args.save_n_pairs_per_group,
+                allow_negative_scores=args.allow_negative_scores,
+                minimum_score_diff_max_min=args.minimum_score_diff_max_min,
+                max_token_len=args.max_token_len,
+                keep_roles=keep_roles,
+            )
+    except ValueError as e:  # pydantic names the field
+        first = str(e).splitlines()
+        return _fail(prog, " ".join(first[1:3]).strip() or str(e))
+    if args.num_seqs_to_save <= 0:
+        return _fail(prog, "--num-seqs-to-save must be > 0")
+    if args.group_size <= 0 or args.tasks_per_step <= 0:
+        return _fail(prog, "--group-size and --tasks-per-step must be > 0")
+    feed = None
+    try:
+        if args.dry_run:
+            return _dry_run(prog, args)
+        out_path, mode = open_output(args.filepath, args.append_to_previous)
+        decode = None if args.save_messages else make_decoder(load_tokenizer(args.tokenizer))
+        select = partial(select_sft if kind == "sft" else select_dpo, opts=opts, decode=decode)
+        if args.input:
+            if args.reset or args.consume:
+                return _fail(prog, "--reset/--consume apply to the API, not to --input files")
+            feed = JsonlFeed(args.input)
+            print(f"reading groups from {args.input}", file=sys.stderr)
+        else:
+            token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
+            feed = ApiFeed(
+                ApiFeedConfig(
+                    api_url=args.api_url,
+                    api_token=token,
+                    group_size=args.group_size,
+                    max_token_len=args.max_token_len,
+                    tasks_per_step=args.tasks_per_step,
+                    num_steps=args.num_seqs_to_save * 2,
+                    consume=args.consume,
+                    reset=args.reset,
+                    poll_interval=args.poll_interval,
+                    idle_timeout=args.idle_timeout,
+                )
+            )
+            print(f"{args.api_url}: {feed.join()}", file=sys.stderr)
+        unit = "seq" if kind == "sft" else "pair"
+        summary = run_datagen(
+            feed,
+            select,
+            out_path,
+            mode,
+            args.num_seqs_to_save,
+            unit=unit,
+            desc=f"Grabbing {kind.upper()} data",
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt:
+        return _fail(prog, "interrupted; records written so far are kept", 130)
+    except TrainerAlreadyRegistered as e:
+        return _fail(prog, str(e), 3)
+    except APIUnavailable as e:
+        return _fail(prog, f"cannot reach the API at {args.api_url}: {e}", 1)
+    except APIError as e:
+        return _fail(prog, str(e), 1)
+    except AtroposError as e:
+        return _fail(prog, str(e))
+    except OSError as e:
+        return _fail(prog, str(e), 1)
+    finally:
+        if feed is not None:
+            feed.close()
+    print(f"{prog}: wrote {out_path}")
+    for line in summary.lines("pairs" if kind == "dpo" else "records"):
+        print(line)
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    return 0
+
+
+__all__ = ["DEFAULT_TOKENIZER", "build_parser", "run"]

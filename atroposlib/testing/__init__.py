@@ -1,0 +1,27 @@
+"""Test doubles for environment authors and this project's tests; production code never imports it.
+
+``check_env`` / ``acheck_env`` (run an env end to end and validate its groups), ``FakeOpenAIServer``
+(a real-HTTP OpenAI/vLLM-compatible fake), ``fake_logprob``, ``tiny_tokenizer_dir`` /
+``build_tiny_tokenizer`` (a tokenizer trained locally). ``tests/test_import_layers.py`` checks that
+no module of the runtime imports this package.
+
+    from atroposlib.testing import check_env
+"""
+
+from atroposlib.envs.server_handling.scripted_server import ScriptedServer
+from atroposlib.errors import SchemaError
+from atroposlib.testing.env_check import acheck_env, check_env
+from atroposlib.testing.fake_server import FakeOpenAIServer, Responder, fake_logprob
+from atroposlib.testing.tiny_tokenizer import build_tiny_tokenizer, tiny_tokenizer_dir
+
+__all__ = [
+    "FakeOpenAIServer",
+    "Responder",
+    "ScriptedServer",
+    "SchemaError",
+    "acheck_env",
+    "build_tiny_tokenizer",
+    "check_env",
+    "fake_logprob",
+    "tiny_tokenizer_dir",
+]
