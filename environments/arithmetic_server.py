@@ -63,7 +63,6 @@ class ArithmeticEnv(BaseEnv):
 
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)
-        self.correct: list[float] = []
 
     async def get_next_item(self) -> Item:
         return make_problem(self.rng, self.config.max_operand)
@@ -89,7 +88,7 @@ class ArithmeticEnv(BaseEnv):
             prompt_len = node.metadata["prompt_length"]
             text = self.tokenizer.decode(node.tokens[prompt_len:], skip_special_tokens=True)
             score = score_completion(text, item)
-            self.correct.append(score)
+            self.add_metric("train/percent_correct", score)
             group.add(
                 node.tokens,
                 node.masked_tokens,
@@ -101,13 +100,6 @@ class ArithmeticEnv(BaseEnv):
                 ],
             )
         return group.build(), []
-
-    async def wandb_log(self, wandb_metrics=None) -> None:
-        metrics = dict(wandb_metrics or {})
-        if self.correct:
-            metrics["train/percent_correct"] = sum(self.correct) / len(self.correct)
-            self.correct = []
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":
