@@ -56,7 +56,7 @@ def note_repairs(svc: Any, dropped: list[str], where: str = "") -> None:
     """Count ``dropped`` on the service (``/status`` ``repaired_fields``); log each field once."""
     if not dropped:
         return
-    counts: Counter = svc.__dict__.setdefault("repaired_fields", Counter())
+    counts: Counter = svc.repaired_fields
     with svc.lock:
         _count(counts, dropped, where)
 
