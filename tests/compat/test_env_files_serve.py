@@ -14,7 +14,7 @@ import pytest
 
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from tests.compat.helpers import read_groups, start_file
-from tests.envs.helpers import FakeTrainer
+from tests.envs.helpers import FakeTrainer, serve_args
 
 
 @pytest.fixture(scope="module")
@@ -23,22 +23,7 @@ def tok_dir() -> Path:
 
 
 def _serve(name: str, api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: str):
-    args = [
-        "serve",
-        "--env.rollout_server_url",
-        api_url,
-        "--openai.base_url",
-        fake_url,
-        "--env.tokenizer_name",
-        str(tok_dir),
-        "--env.data_path_to_save_groups",
-        str(tmp / "sent.jsonl"),
-        "--env.spool_dir",
-        str(tmp / "spool"),
-        "--env.ensure_scores_are_not_same",
-        "false",
-        *extra,
-    ]
+    args = ["serve", *serve_args(api_url, fake_url, tok_dir, tmp, *extra)]
     return start_file(name, *args, log=tmp / "env.log")
 
 

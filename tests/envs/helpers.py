@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -96,3 +97,30 @@ def wait_until(
             raise AssertionError(f"process exited ({proc.returncode}) while waiting for {what}")
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def serve_args(api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: str) -> list[str]:
+    """The flags a test ``serve`` run needs: API and inference URLs, tokenizer, the JSONL of
+    generated groups (``tmp/sent.jsonl``), its own spool (``tmp/spool``), all-equal scores kept."""
+    return [
+        "--env.rollout_server_url",
+        api_url,
+        "--openai.base_url",
+        fake_url,
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.data_path_to_save_groups",
+        str(tmp / "sent.jsonl"),
+        "--env.spool_dir",
+        str(tmp / "spool"),
+        "--env.ensure_scores_are_not_same",
+        "false",
+        *extra,
+    ]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The complete JSON lines of ``path`` ([] while it does not exist)."""
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]

@@ -6,7 +6,6 @@ Real `run-api` processes and real `serve` subprocesses against the fake OpenAI s
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import subprocess
 import sys
@@ -23,15 +22,15 @@ from atroposlib.errors import APIError, APIUnavailable
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import Registration
 from tests.envs.conftest import answer_responder
-from tests.envs.helpers import REPO_ROOT, start_env, wait_until
+from tests.envs.helpers import REPO_ROOT, read_jsonl, serve_args, start_env, wait_until
+
+
+def serve_args_long(*args: str) -> list:
+    """``serve_args`` for a run that must not reach its total steps during the test."""
+    return serve_args(*args, "--env.total_steps", "100000")
+
 
 GROUP = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": [1.0, 0.0]}
-
-
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
 def _unsent(spool_dir: Path) -> int:
@@ -42,26 +41,6 @@ def _unsent(spool_dir: Path) -> int:
     with open(path, "rb") as f:
         f.seek(start)
         return sum(1 for line in f if line.endswith(b"\n"))
-
-
-def _serve_args(api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: str) -> list:
-    return [
-        "--env.rollout_server_url",
-        api_url,
-        "--openai.base_url",
-        fake_url,
-        "--env.tokenizer_name",
-        str(tok_dir),
-        "--env.data_path_to_save_groups",
-        str(tmp / "sent.jsonl"),
-        "--env.spool_dir",
-        str(tmp / "spool"),
-        "--env.ensure_scores_are_not_same",
-        "false",
-        "--env.total_steps",
-        "100000",
-        *extra,
-    ]
 
 
 def test_a_full_api_stops_generation_at_the_offpolicy_budget(
@@ -75,7 +54,7 @@ def test_a_full_api_stops_generation_at_the_offpolicy_budget(
     budget, workers = offpolicy_budget(3, 8, 4), 4
     proc = start_env(
         "serve",
-        *_serve_args(
+        *serve_args_long(
             api.url,
             fake_server.base_url,
             tok_dir,
@@ -89,11 +68,11 @@ def test_a_full_api_stops_generation_at_the_offpolicy_budget(
     )
     generated = tmp_path / "sent.jsonl"
     try:
-        wait_until(lambda: len(_lines(generated)) >= 3, 60, "the queue to fill", proc)
+        wait_until(lambda: len(read_jsonl(generated)) >= 3, 60, "the queue to fill", proc)
         samples = []
         for _ in range(10):  # ~10 s against a full queue (before the fix: hundreds spooled)
             time.sleep(1.0)
-            samples.append((_unsent(tmp_path / "spool"), len(_lines(generated))))
+            samples.append((_unsent(tmp_path / "spool"), len(read_jsonl(generated))))
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     finally:
@@ -155,11 +134,11 @@ def test_a_refused_token_holds_groups_and_sends_them_when_it_is_accepted_again(
     with FakeOpenAIServer(tokenizer=tok_dir, responder=gated) as fake:
         proc = start_env(
             "serve",
-            *_serve_args(api.url, fake.base_url, tok_dir, tmp_path),
+            *serve_args_long(api.url, fake.base_url, tok_dir, tmp_path),
             log=tmp_path / "env.log",
         )
         try:
-            wait_until(lambda: len(_lines(generated)) >= 2, 60, "first groups", proc)
+            wait_until(lambda: len(read_jsonl(generated)) >= 2, 60, "first groups", proc)
             gate.clear()  # hold the next generations in flight
             wait_until(held.is_set, 30, "a generation in flight", proc)
             api.kill()
@@ -200,7 +179,7 @@ def test_a_refused_token_holds_groups_and_sends_them_when_it_is_accepted_again(
     assert not (spool_dir / "rejected.jsonl").exists(), log[-3000:]
     with TrajectoryClient(right.url, token="right") as c:
         received = {p.group["group_id"] for p in c.peek(limit=1000).groups}
-    written = {g["group_id"] for g in _lines(generated)}
+    written = {g["group_id"] for g in read_jsonl(generated)}
     assert written <= received, f"lost {len(written - received)} of {len(written)}"
     assert log.count("the API refuses our token") == 1 and "sending resumed" in log
 
@@ -230,7 +209,7 @@ def test_retry_after_is_honoured_and_content_errors_are_dead_lettered_with_a_res
 
     waits = asyncio.run(go())
     assert waits == [0.0, 7.0, 0.0, 0.0] and spool.pending() == 0
-    rejected = _lines(spool.rejected_path)
+    rejected = read_jsonl(spool.rejected_path)
     assert rejected[0]["group"]["group_id"] == "bad" and rejected[0]["reason"].startswith("422")
     spool.close()
     r = subprocess.run(

@@ -4,7 +4,6 @@ scores nothing as 0 because of the outage, and uses the first server again once 
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.utils.net import free_port, wait_for_http
-from tests.envs.helpers import FakeTrainer, start_env, wait_until
+from tests.envs.helpers import FakeTrainer, read_jsonl, start_env, wait_until
 
 
 class Engine:
@@ -71,12 +70,6 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("failover") / "model", seed=0)
 
 
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
 def test_serve_survives_kill_9_of_one_of_two_inference_servers(run_api, tiny_model, tmp_path):
     a = Engine(tiny_model, free_port(), tmp_path / "a.log").start()
     b = Engine(tiny_model, free_port(), tmp_path / "b.log").start()
@@ -110,15 +103,17 @@ def test_serve_survives_kill_9_of_one_of_two_inference_servers(run_api, tiny_mod
     )
     try:
         wait_until(
-            lambda: len(_lines(generated)) >= 2 and a.requests_served() and b.requests_served(),
+            lambda: len(read_jsonl(generated)) >= 2 and a.requests_served() and b.requests_served(),
             180,
             "groups from both servers",
             proc,
         )
         a.kill9()  # with requests in flight on it
-        at_kill = len(_lines(generated))
+        at_kill = len(read_jsonl(generated))
         b_at_kill = b.requests_served()
-        wait_until(lambda: len(_lines(generated)) >= at_kill + 4, 180, "groups from b alone", proc)
+        wait_until(
+            lambda: len(read_jsonl(generated)) >= at_kill + 4, 180, "groups from b alone", proc
+        )
         assert b.requests_served() > b_at_kill
         a.start()  # back at the same URL
         wait_until(lambda: a.requests_served() >= 2, 120, "the env to use a again", proc)
@@ -132,7 +127,7 @@ def test_serve_survives_kill_9_of_one_of_two_inference_servers(run_api, tiny_mod
         b.kill9()
     log = (tmp_path / "env.log").read_text()
     assert rc == 0, log[-3000:]
-    written = _lines(generated)
+    written = read_jsonl(generated)
     with TrajectoryClient(api.url) as c:
         received = {p.group["group_id"] for p in c.peek(limit=1000).groups}
     assert {g["group_id"] for g in written} <= received, "a group was lost"

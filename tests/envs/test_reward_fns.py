@@ -67,3 +67,23 @@ def test_atropos_style_registry_create_binds_params():
     assert registry.create("r1_format")(["<think>a</think> b"]) == [1.0]
     with pytest.raises(ConfigError, match="unknown reward function"):
         registry.create({"type": "nope"})
+
+
+def test_failing_reward_function_scores_zero_logs_once_then_summarises(caplog):
+    from atroposlib.envs.reward_fns import RewardFunction
+
+    class Broken(RewardFunction):
+        def compute(self, completions, **kwargs):
+            raise ValueError("no answer tag")
+
+    r = Broken(weight=2.0)
+    with caplog.at_level("WARNING", logger="atroposlib.envs.reward_fns.reward_function"):
+        results = [r(["a", "b"]) for _ in range(8)]
+    assert results == [[0.0, 0.0]] * 8 and r.failures == 8
+    records = [rec for rec in caplog.records if "broken" in rec.getMessage()]
+    assert sum(rec.exc_info is not None for rec in records) == 1  # one traceback, the first
+    assert [rec.getMessage().split(" has failed ")[1].split(" ")[0] for rec in records[1:]] == [
+        "2",
+        "4",
+        "8",
+    ]

@@ -11,7 +11,7 @@ from pathlib import Path
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.testing import FakeOpenAIServer
 from tests.envs.conftest import answer_responder
-from tests.envs.helpers import FakeTrainer, start_env, wait_until
+from tests.envs.helpers import FakeTrainer, serve_args, start_env, wait_until
 
 
 def _jsonl_group_ids(path: Path) -> list:
@@ -25,30 +25,12 @@ def _api_groups(url: str) -> list:
         return [p.group for p in c.peek(limit=1000).groups]
 
 
-def _serve_args(api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: str) -> list:
-    return [
-        "--env.rollout_server_url",
-        api_url,
-        "--openai.base_url",
-        fake_url,
-        "--env.tokenizer_name",
-        str(tok_dir),
-        "--env.data_path_to_save_groups",
-        str(tmp / "sent.jsonl"),
-        "--env.spool_dir",
-        str(tmp / "spool"),
-        "--env.ensure_scores_are_not_same",
-        "false",
-        *extra,
-    ]
-
-
 def test_serve_feeds_trainer_and_stamps_groups(run_api, fake_server, tok_dir, tmp_path):
     api = run_api()
     trainer = FakeTrainer(api.url, batch_size=8, num_steps=3)
     proc = start_env(
         "serve",
-        *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "3"),
+        *serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "3"),
         log=tmp_path / "env.log",
     )
     try:
@@ -99,7 +81,7 @@ def test_serve_loses_no_group_when_the_api_dies_for_a_while(run_api, tok_dir, tm
     with FakeOpenAIServer(tokenizer=tok_dir, responder=gated) as fake:
         proc = start_env(
             "serve",
-            *_serve_args(
+            *serve_args(
                 api.url,
                 fake.base_url,
                 tok_dir,
@@ -157,7 +139,7 @@ def test_sigterm_finishes_in_flight_work_disconnects_and_exits_0(
     trainer = FakeTrainer(api.url, batch_size=8, num_steps=1000, pause=0.5)
     proc = start_env(
         "serve",
-        *_serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "1000"),
+        *serve_args(api.url, fake_server.base_url, tok_dir, tmp_path, "--env.total_steps", "1000"),
         log=tmp_path / "env.log",
     )
     trainer.start()

@@ -75,6 +75,33 @@ def test_env_vllm_backend_ids_and_logprobs_match_a_forward_pass(servers, tiny_mo
         assert _close(lp, forward_logprobs(model, PROMPT, out)) < 1e-4
 
 
+def test_get_logprobs_prompt_scores_match_a_forward_pass(servers, tiny_model_dir):
+    """Atropos's ``ServerManager.get_logprobs`` against a real vLLM: one row per prompt token, the
+    prompt token itself among its top-k, with the logprob a forward pass gives it."""
+    import asyncio
+
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+
+    sampler = EnvSampler(servers["plain"].url, str(tiny_model_dir), PROMPT)
+
+    async def go():
+        sm = ServerManager([sampler.config])
+        try:
+            return await sm.get_logprobs(input_ids=PROMPT, top_k=3)
+        finally:
+            await sm.close()
+
+    out = asyncio.run(go())
+    assert out["prompt_tokens"] == PROMPT
+    ids, lps = out["prompt_topk_token_ids"], out["prompt_topk_logprobs"]
+    assert len(ids) == len(lps) == len(PROMPT) and ids[0] == []  # nothing precedes the first token
+    expected = forward_logprobs(_model(tiny_model_dir), PROMPT[:1], PROMPT[1:])
+    for pos, want in enumerate(expected, start=1):
+        assert PROMPT[pos] in ids[pos], (pos, ids[pos])
+        assert abs(lps[pos][ids[pos].index(PROMPT[pos])] - want) < 1e-4
+        assert lps[pos] == sorted(lps[pos], reverse=True) or PROMPT[pos] == ids[pos][-1]
+
+
 def test_chat_with_token_ids(servers, tiny_model_dir):
     import httpx
     from transformers import AutoTokenizer

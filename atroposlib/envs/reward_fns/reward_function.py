@@ -24,6 +24,7 @@ class RewardFunction(ABC):
         self._name = name
         self.config = kwargs
         self.wandb_logger: Any = None
+        self.failures = 0  # calls whose compute() raised (each scored 0.0)
 
     @property
     def name(self) -> str:
@@ -35,11 +36,22 @@ class RewardFunction(ABC):
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
         """``weight * compute(...)``. As in Atropos, a failing reward scores 0.0 for every
-        completion; the failure is logged with its traceback, never silent."""
+        completion. Never silent, never a flood: the first failure is logged with its traceback,
+        then one line at every power of two of the count (``failures``)."""
         try:
             raw = [float(r) for r in self.compute(completions, **kwargs)]
-        except Exception:
-            logger.exception("reward function %s failed; scoring 0.0", self.name)
+        except Exception as e:
+            self.failures += 1
+            if self.failures == 1:
+                logger.exception("reward function %s failed; scoring 0.0", self.name)
+            elif self.failures & (self.failures - 1) == 0:
+                logger.warning(
+                    "reward function %s has failed %d times (scored 0.0 each); latest: %s: %s",
+                    self.name,
+                    self.failures,
+                    type(e).__name__,
+                    e,
+                )
             return [0.0] * len(completions)
         weighted = [r * self.weight for r in raw]
         if self.wandb_logger is not None:
