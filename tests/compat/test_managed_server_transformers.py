@@ -8,7 +8,6 @@ venv with ``transformers<5`` (see docs/coming-from-atropos.md).
 
 from __future__ import annotations
 
-import transformers
 from transformers import AutoTokenizer
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
@@ -43,7 +42,6 @@ def test_text_only_managed_server_tokens(monkeypatch):
         tokenizer=tok, responder=lambda p, b: f"It is {b['choice_index']}"
     ) as fake:
         out, nodes = run_coro(run(fake.base_url))
-    assert transformers.__version__  # the run's version is in the test log header anyway
     assert [c.message.content for c in out.choices] == ["It is 0", "It is 1"]
     assert len(nodes) == 2
     for choice, node in zip(out.choices, nodes, strict=True):

@@ -134,6 +134,48 @@ def test_chat_with_token_ids(servers, tiny_model_dir):
     assert bad.status_code == 404  # what our engine now answers too
 
 
+def test_text_only_managed_server_against_vllm(servers, tiny_model_dir, monkeypatch):
+    """Atropos's managed server over a text-only OpenAI endpoint (server_type openai), served by a
+    real vLLM: the nodes' tokens are the chat template's prompt plus the re-tokenised reply."""
+    import asyncio
+
+    from transformers import AutoTokenizer
+
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+
+    monkeypatch.setenv("ATROPOS_ALLOW_DUMMY_MANAGED_SERVER", "1")
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    messages = [{"role": "user", "content": "What is 2 + 3?"}]
+    prompt_ids = tok(
+        tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+        add_special_tokens=False,
+    )["input_ids"]
+    cfg = APIServerConfig(
+        base_url=servers["plain"].url + "/v1",
+        model_name=str(tiny_model_dir),
+        api_key="x",
+        server_type="openai",
+    )
+
+    async def go():
+        sm = ServerManager([cfg])
+        try:
+            async with sm.managed_server(tokenizer=tok) as managed:
+                out = await managed.chat_completion(messages=messages, n=2, max_tokens=8)
+                return out, managed.get_state()["nodes"]
+        finally:
+            await sm.close()
+
+    out, nodes = asyncio.run(go())
+    assert len(out.choices) == len(nodes) == 2
+    for choice, node in zip(out.choices, nodes, strict=True):
+        assert node.tokens[: len(prompt_ids)] == prompt_ids
+        reply = node.tokens[len(prompt_ids) :]
+        assert reply and tok.decode(reply) == choice.message.content
+        assert node.masked_tokens == [-100] * len(prompt_ids) + reply
+
+
 def _cfg(tmp_path, mode: str, url: str, **kw) -> TrainingConfig:
     return TrainingConfig(
         model_name="m",
