@@ -21,8 +21,8 @@ __version__ = "0.5.0"
 _LAZY = {
     "BaseEnv": "atroposlib.envs.base",
     "BaseEnvConfig": "atroposlib.envs.config",
-    "APIServerConfig": "atroposlib.envs.server_handling.server_manager",
-    "ServerManager": "atroposlib.envs.server_handling.server_manager",
+    "APIServerConfig": "atroposlib.inference_clients.config",
+    "ServerManager": "atroposlib.inference_clients.server_manager",
     "TrajectoryClient": "atroposlib.api.client",
     "AsyncTrajectoryClient": "atroposlib.api.client",
 }

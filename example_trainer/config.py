@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from atroposlib.errors import ConfigError
+from atroposlib.inference_clients.registry import refreshable_server_types
 from atroposlib.utils.yaml_config import load_yaml_mapping
 
 LossType = Literal["grpo", "gspo", "cispo"]
@@ -182,10 +183,11 @@ class TrainingConfig(BaseModel):
     )
 
     # --- which inference server, and how restart mode launches vLLM -------------------------
-    inference_server: Literal["auto", "atropos", "vllm", "sglang"] = Field(
+    inference_server: str = Field(
         "auto",
-        description="reload/lora modes: the protocol the servers speak (atropos: our CPU engine; "
-        "vllm: its dev-mode routes + atroposlib's worker extension; sglang); auto asks each server.",
+        description="reload/lora modes: the server type the servers are, one of auto, "
+        f"{', '.join(refreshable_server_types())} (atropos: our CPU engine; vllm: its dev-mode routes + "
+        "atroposlib's worker extension); auto asks each server.",
     )
     inference_python: Optional[str] = Field(
         None,
@@ -228,6 +230,15 @@ class TrainingConfig(BaseModel):
         description="Use each group's generation_params.temperature (when present) instead of "
         "temperature.",
     )
+
+    @field_validator("inference_server")
+    @classmethod
+    def _known_inference_server(cls, v: str) -> str:
+        """A server type whose backend can take new weights (see inference_clients.registry)."""
+        known = ["auto", *refreshable_server_types()]
+        if v not in known:
+            raise ValueError(f"must be one of {', '.join(known)}, not {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:

@@ -7,11 +7,15 @@
   ``{python} -m atroposlib.cli.serve_model``).
 * ``reload``: save, then load the folder into each running server without a restart: our engine and
   SGLang through ``/update_weights_from_disk``, vLLM through its dev-mode routes and atroposlib's worker
-  extension (``inference_routes.py``). Servers keep their sockets, so envs see no dropped connection.
+  extension. Servers keep their sockets, so envs see no dropped connection.
 * ``lora``: the trained model is a peft LoRA wrapper; only the adapter is saved and hot-loaded under one
   stable name (``lora_adapter_name``), published before the first rollout (also on resume) and then
   replaced in place (``load_inplace``), so the name never 404s.
 * ``none``: weights stay where they are (evaluation runs, or servers refreshed by someone else).
+
+Which routes a server takes is its backend's business: the strategies ask
+``atroposlib.inference_clients.registry`` for the ``weight_routes`` of the server type (``inference_server``,
+or what ``probe_server_type`` finds when it is ``auto``).
 
 Each refresh returns the policy version (the trainer step) it published, plus what the server reported
 (``weights_version`` for our engine), so the metrics show which step's weights are being sampled.
@@ -36,11 +40,12 @@ import httpx
 
 from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
+from atroposlib.inference_clients.registry import probe_server_type, weight_routes
+from atroposlib.inference_clients.weight_routes import WeightRoutes
 from atroposlib.utils.net import wait_for_http
 
 from .checkpoint import save_model_folder
 from .config import TrainingConfig
-from .inference_routes import ServerKind, load_lora, probe_server_kind, reload_from_disk
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +59,7 @@ class WeightRefresh:
         self.cfg = cfg
         self.urls = cfg.resolved_inference_urls()
         self.weights_root = Path(cfg.save_path) / "weights"
-        self._kinds: dict[str, ServerKind] = {}
+        self._kinds: dict[str, str] = {}
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
@@ -72,14 +77,18 @@ class WeightRefresh:
         """Release what ``start`` acquired."""
 
     # helpers ----------------------------------------------------------------------------
-    def _kind(self, http: httpx.Client, url: str) -> ServerKind:
-        """The server kind at ``url``: ``inference_server``, or asked once when it is ``auto``."""
+    def _kind(self, http: httpx.Client, url: str) -> str:
+        """The server type at ``url``: ``inference_server``, or asked once when it is ``auto``."""
         if self.cfg.inference_server != "auto":
-            return self.cfg.inference_server  # type: ignore[return-value]
+            return self.cfg.inference_server
         if url not in self._kinds:
-            self._kinds[url] = probe_server_kind(http, url.rstrip("/"))
+            self._kinds[url] = probe_server_type(http, url.rstrip("/"))
             log.info("%s: inference server at %s is %s", self.mode, url, self._kinds[url])
         return self._kinds[url]
+
+    def _routes(self, http: httpx.Client, url: str) -> WeightRoutes:
+        """The weight routes of the server at ``url``."""
+        return weight_routes(self._kind(http, url))
 
     def _save(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None, name: str = ""
@@ -124,7 +133,7 @@ class ReloadRefresh(WeightRefresh):
     def _push(self, path: str) -> list[Any]:
         t0 = time.perf_counter()
         versions = [
-            reload_from_disk(self._http, url.rstrip("/"), self._kind(self._http, url), path)
+            self._routes(self._http, url).reload_from_disk(self._http, url.rstrip("/"), path)
             for url in self.urls
         ]
         self._last_version = versions[0] if versions else None
@@ -304,13 +313,8 @@ class LoraRefresh(WeightRefresh):
         name = self.cfg.lora_adapter_name
         for url in self.urls:
             base = url.rstrip("/")
-            load_lora(
-                self._http,
-                base,
-                self._kind(self._http, url),
-                name,
-                str(path.resolve()),
-                replace=self._published,
+            self._routes(self._http, url).load_lora(
+                self._http, base, name, str(path.resolve()), replace=self._published
             )
         self._published = True
 

@@ -1,8 +1,9 @@
 """Import direction between the packages, and which modules may pull in torch at import time.
 
 The API must not depend on the env runtime, the inference engine or the trainer; the inference engine
-must not depend on the env runtime, the API or the trainer (both are checked on every ``import`` and
-``from ... import`` statement, lazy ones included). No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
+must not depend on the env runtime, the API or the trainer; the inference clients must not depend on
+the envs, the runtime, the API or the trainer (all checked on every ``import`` and ``from ... import``
+statement, lazy ones included). No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
 the trainer. The tools and the env runtime load without torch.
 """
 
@@ -33,6 +34,10 @@ def _imported_modules(path: Path) -> set[str]:
     [
         ("api", ("atroposlib.envs", "atroposlib.inference", "example_trainer")),
         ("inference", ("atroposlib.envs", "atroposlib.api", "example_trainer")),
+        (
+            "inference_clients",
+            ("atroposlib.envs", "atroposlib.runtime", "atroposlib.api", "example_trainer"),
+        ),
     ],
 )
 def test_package_does_not_import_upper_layers(package, forbidden):

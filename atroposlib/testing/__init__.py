@@ -8,8 +8,8 @@ no module of the runtime imports this package.
     from atroposlib.testing import check_env
 """
 
-from atroposlib.envs.server_handling.scripted_server import ScriptedServer
 from atroposlib.errors import SchemaError
+from atroposlib.inference_clients.backends.scripted import ScriptedServer
 from atroposlib.testing.env_check import acheck_env, check_env
 from atroposlib.testing.fake_server import FakeOpenAIServer, Responder, fake_logprob
 from atroposlib.testing.tiny_tokenizer import build_tiny_tokenizer, tiny_tokenizer_dir

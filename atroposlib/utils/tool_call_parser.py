@@ -1,7 +1,12 @@
-"""Pull one tool call out of a model's reply (Atropos's ``parse_tool_call``).
+"""The one Hermes tool-call parser: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks.
 
-A tool call is a JSON object ``{"name": ..., "arguments": {...}}`` between ``<tool_call>`` tags (or
-other tag names you pass). ``parse_tool_call`` never raises: a reply without a usable call gives
+``hermes_blocks`` reads every block of a reply in order and decodes each as a JSON object, or says why
+it is not one; ``hermes_call_text`` writes a call back as the text a model writes. Everything that reads
+tool calls builds on these two: Atropos's ``parse_tool_call`` below (the first call, for reward
+functions), the inference clients' ``ToolCallTranslator`` (OpenAI ``tool_calls`` both ways) and the
+environments' ``envkit.tool_calls`` (every call, with a reason for each malformed one).
+
+``parse_tool_call`` (Atropos's name) never raises: a reply without a usable call gives
 ``("-ERROR-", {}, True)`` so that a reward function can score it as a format failure.
 """
 
@@ -11,17 +16,80 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 logger = logging.getLogger(__name__)
 
 ERROR_NAME = "-ERROR-"
+TOOL_CALL_TAG = "tool_call"
+
+
+@dataclass(frozen=True)
+class HermesBlock:
+    """One ``<tag>...</tag>`` block: its stripped ``text`` and the JSON object in it, or the ``error``
+    saying why there is none."""
+
+    text: str
+    payload: Optional[dict[str, Any]] = None
+    error: Optional[str] = None
+
+    @property
+    def name(self) -> Optional[str]:
+        """The call's ``name`` when it is a string (possibly empty), else None."""
+        name = self.payload.get("name") if self.payload is not None else None
+        return name if isinstance(name, str) else None
+
+    @property
+    def arguments(self) -> Any:
+        """The call's ``arguments`` as written (an object, or OpenAI's JSON-encoded string); ``{}`` if absent."""
+        return self.payload.get("arguments", {}) if self.payload is not None else {}
+
+
+def _pattern(tag: str) -> re.Pattern[str]:
+    return re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL)
+
+
+def hermes_blocks(text: str, tag: str = TOOL_CALL_TAG, lenient: bool = False) -> list[HermesBlock]:
+    """Every ``<tag>...</tag>`` block of ``text``, in order, decoded as a JSON object.
+
+    ``lenient``: single quotes are read as double quotes (models often write Python-style dicts) and
+    control characters may appear inside strings."""
+    blocks: list[HermesBlock] = []
+    for raw in _pattern(tag).findall(text):
+        body = raw.strip()
+        try:
+            payload = (
+                json.loads(body.replace("'", '"'), strict=False) if lenient else json.loads(body)
+            )
+        except json.JSONDecodeError as exc:
+            blocks.append(HermesBlock(body, error=f"invalid JSON ({exc.msg} at char {exc.pos})"))
+            continue
+        if not isinstance(payload, dict):
+            blocks.append(
+                HermesBlock(body, error=f"expected a JSON object, got {type(payload).__name__}")
+            )
+            continue
+        blocks.append(HermesBlock(body, payload=payload))
+    return blocks
+
+
+def unclosed_tags(text: str, tag: str = TOOL_CALL_TAG) -> int:
+    """How many ``<tag>`` openings have no closing tag."""
+    return max(0, text.count(f"<{tag}>") - text.count(f"</{tag}>"))
+
+
+def hermes_call_text(name: str, arguments: Any) -> str:
+    """The text a Hermes model writes for one call."""
+    return (
+        f"<{TOOL_CALL_TAG}>{json.dumps({'name': name, 'arguments': arguments})}</{TOOL_CALL_TAG}>"
+    )
 
 
 def extract_tool_call(text: str, preferred_tags: Optional[Sequence[str]] = None) -> Optional[str]:
     """The stripped text inside the first ``<tag>...</tag>`` pair, trying tags in order."""
-    for tag in preferred_tags or ("tool_call",):
-        found = re.search(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, re.DOTALL)
+    for tag in preferred_tags or (TOOL_CALL_TAG,):
+        found = _pattern(tag).search(text)
         if found:
             return found.group(1).strip()
     return None
@@ -46,22 +114,24 @@ def parse_tool_call(
 ) -> tuple[str, dict[str, Any], bool]:
     """``(tool_name, arguments, is_error)`` for the first tool call in ``response``.
 
-    Single quotes are read as double quotes (models often write Python-style dicts). When
-    ``available_tools`` is given (plain ``{"name": ...}`` or OpenAI ``{"function": {"name": ...}}``
-    entries), a call to any other tool is an error that still returns its arguments."""
-    body = extract_tool_call(response or "", preferred_tags)
-    if not body:
+    The first tag of ``preferred_tags`` that occurs is used, and its first block; it is read
+    leniently (see ``hermes_blocks``). When ``available_tools`` is given (plain ``{"name": ...}`` or
+    OpenAI ``{"function": {"name": ...}}`` entries), a call to any other tool is an error that still
+    returns its arguments."""
+    block: Optional[HermesBlock] = None
+    for tag in preferred_tags or (TOOL_CALL_TAG,):
+        found = hermes_blocks(response or "", tag, lenient=True)
+        if found:
+            block = found[0]
+            break
+    if block is None:
         logger.debug("no tool call found in response %.80r", response)
         return ERROR_NAME, {}, True
-    try:
-        call = json.loads(body.replace("'", '"'), strict=False)
-    except json.JSONDecodeError as e:
-        logger.debug("tool call is not JSON (%s): %.80r", e, body)
+    if block.payload is None:
+        logger.debug("tool call is not a JSON object (%s): %.80r", block.error, block.text)
         return ERROR_NAME, {}, True
-    if not isinstance(call, dict):
-        return ERROR_NAME, {}, True
-    name = call.get("name", "")
-    arguments = call.get("arguments", {})
+    name = block.payload.get("name", "")
+    arguments = block.arguments
     if not isinstance(name, str):
         return ERROR_NAME, {}, True
     if available_tools and (not name or name not in _tool_names(available_tools)):
@@ -69,4 +139,13 @@ def parse_tool_call(
     return name, arguments, False
 
 
-__all__ = ["ERROR_NAME", "extract_tool_call", "parse_tool_call"]
+__all__ = [
+    "ERROR_NAME",
+    "TOOL_CALL_TAG",
+    "HermesBlock",
+    "extract_tool_call",
+    "hermes_blocks",
+    "hermes_call_text",
+    "parse_tool_call",
+    "unclosed_tags",
+]

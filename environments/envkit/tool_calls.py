@@ -4,6 +4,7 @@ A call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in the as
 thinking block). Malformed calls are never dropped silently: ``parse_tool_calls`` returns them as
 ``errors`` with a reason (unclosed tag, bad JSON, missing name, arguments not an object), and the
 environments score a response with any error as a failure and keep the reason in the group's messages.
+The blocks are read by atroposlib's one Hermes parser (``atroposlib.utils.tool_call_parser``).
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ import ast
 import json
 import operator
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from atroposlib.utils.tool_call_parser import hermes_blocks, unclosed_tags
 from envkit.math_scoring import strip_thinking
-
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -57,22 +56,15 @@ def parse_tool_calls(text: str) -> ToolCallParse:
     """All ``<tool_call>`` blocks after the thinking block, with a reason for each malformed one."""
     body = strip_thinking(text)
     result = ToolCallParse()
-    for index, raw in enumerate(_CALL.findall(body)):
-        try:
-            payload = json.loads(raw.strip())
-        except json.JSONDecodeError as exc:
-            result.errors.append(f"tool call {index}: invalid JSON ({exc.msg} at char {exc.pos})")
+    for index, block in enumerate(hermes_blocks(body)):
+        if block.error is not None:
+            result.errors.append(f"tool call {index}: {block.error}")
             continue
-        if not isinstance(payload, dict):
-            result.errors.append(
-                f"tool call {index}: expected a JSON object, got {type(payload).__name__}"
-            )
-            continue
-        name = payload.get("name")
-        if not isinstance(name, str) or not name:
+        name = block.name
+        if not name:
             result.errors.append(f'tool call {index}: missing or empty "name"')
             continue
-        arguments = payload.get("arguments", {})
+        arguments = block.arguments
         if isinstance(arguments, str):  # OpenAI-style JSON-encoded arguments
             try:
                 arguments = json.loads(arguments)
@@ -85,7 +77,7 @@ def parse_tool_calls(text: str) -> ToolCallParse:
             result.errors.append(f'tool call {index}: "arguments" must be an object')
             continue
         result.calls.append(ToolCall(name, arguments))
-    unclosed = body.count("<tool_call>") - body.count("</tool_call>")
+    unclosed = unclosed_tags(body)
     if unclosed > 0:
         result.errors.append(f"{unclosed} <tool_call> tag(s) never closed")
     return result

@@ -4,9 +4,9 @@ The list below was derived by reading Atropos's last commit (every ``from atropo
 in ``environments/`` - community ones included - in ``atroposlib/tests/`` and in
 ``example_trainer/``), keeping the names that PyPI atroposlib 0.4.0 defines (names only a later,
 unreleased commit added, or that no release had, are out of scope). Behaviour is tested where the
-name does work: tests/utils/test_atropos_utils.py, tests/envs/test_atropos_server_compat.py,
-tests/api/test_atropos_queue_utils.py, tests/inference/test_get_logprobs_compat.py and the env-file
-tests in this folder.
+name does work: tests/utils/test_atropos_utils.py,
+tests/inference_clients/test_atropos_server_compat.py, tests/api/test_atropos_queue_utils.py,
+tests/inference/test_get_logprobs_compat.py and the env-file tests in this folder.
 """
 
 from __future__ import annotations

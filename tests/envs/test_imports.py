@@ -11,8 +11,8 @@ from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, Scored
 from atroposlib.envs.base import EvalHandlingEnum
 from atroposlib.envs.server_handling.server_manager import APIServerConfig as A2, ServerManager, ServerBaseline
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
-from atroposlib.envs.server_handling.vllm_server import VLLMServer
-from atroposlib.envs.server_handling.sglang_server import SGLangServer
+from atroposlib.inference_clients.backends.vllm import VLLMServer
+from atroposlib.inference_clients.backends.sglang import SGLangServer
 from atroposlib.envs.server_handling.managed_server import ManagedServer, SequenceNode
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from atroposlib.type_definitions import Item, number, Message

@@ -144,7 +144,7 @@ class EnvSampler:
     """
 
     def __init__(self, url: str, model_name: str, prompt: list[int], max_retries: int = 3) -> None:
-        from atroposlib.envs.server_handling.server_manager import APIServerConfig
+        from atroposlib.inference_clients.config import APIServerConfig
 
         self.config = APIServerConfig(
             base_url=url,
@@ -162,7 +162,7 @@ class EnvSampler:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
     async def _run(self) -> None:
-        from atroposlib.envs.server_handling.server_manager import ServerManager
+        from atroposlib.inference_clients.server_manager import ServerManager
 
         sm = ServerManager([self.config])
         try:

@@ -53,7 +53,7 @@ def _close(a: list[float], b: list[float]) -> float:
 def test_env_vllm_backend_ids_and_logprobs_match_a_forward_pass(servers, tiny_model_dir):
     import asyncio
 
-    from atroposlib.envs.server_handling.server_manager import ServerManager
+    from atroposlib.inference_clients.server_manager import ServerManager
 
     url = servers["plain"].url
     sampler = EnvSampler(url, str(tiny_model_dir), PROMPT)
@@ -80,7 +80,7 @@ def test_get_logprobs_prompt_scores_match_a_forward_pass(servers, tiny_model_dir
     prompt token itself among its top-k, with the logprob a forward pass gives it."""
     import asyncio
 
-    from atroposlib.envs.server_handling.server_manager import ServerManager
+    from atroposlib.inference_clients.server_manager import ServerManager
 
     sampler = EnvSampler(servers["plain"].url, str(tiny_model_dir), PROMPT)
 
@@ -141,8 +141,8 @@ def test_text_only_managed_server_against_vllm(servers, tiny_model_dir, monkeypa
 
     from transformers import AutoTokenizer
 
-    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-    from atroposlib.envs.server_handling.server_manager import ServerManager
+    from atroposlib.inference_clients.config import APIServerConfig
+    from atroposlib.inference_clients.server_manager import ServerManager
 
     monkeypatch.setenv("ATROPOS_ALLOW_DUMMY_MANAGED_SERVER", "1")
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)

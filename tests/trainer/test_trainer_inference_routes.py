@@ -1,70 +1,19 @@
-"""The trainer's refresh routes per server kind, against a stand-in that speaks SGLang's protocol (SGLang
-needs CUDA and cannot run here; vLLM and our engine are tested for real elsewhere)."""
+"""The trainer's reload and LoRA strategies find a server's routes through the inference-client
+registry: against a stand-in that speaks SGLang's protocol (tests/inference_clients/sglang_like.py)."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 
-from atroposlib.utils.net import free_port, wait_for_http
 from example_trainer.config import TrainingConfig
 from example_trainer.weight_refresh import LoraRefresh, ReloadRefresh
-
-
-def _sglang_app(calls: list[tuple[str, dict[str, Any]]]) -> FastAPI:
-    """SGLang's routes and answers: no /v1 prefix on LoRA routes, no in-place adapter replacement."""
-    app = FastAPI()
-    loaded: set[str] = set()
-
-    @app.get("/health")
-    async def health():
-        return JSONResponse(None)
-
-    @app.get("/get_server_info")
-    async def info():
-        return {"model_path": "m", "version": "0.4"}
-
-    @app.post("/update_weights_from_disk")
-    async def update(body: dict[str, Any]):
-        calls.append(("update_weights_from_disk", body))
-        return {"success": True, "message": "Succeeded to update model weights."}
-
-    @app.post("/load_lora_adapter")
-    async def load(body: dict[str, Any]):
-        calls.append(("load_lora_adapter", body))
-        if body["lora_name"] in loaded:
-            return JSONResponse({"success": False, "error_message": "already loaded"}, 400)
-        loaded.add(body["lora_name"])
-        return {"success": True}
-
-    @app.post("/unload_lora_adapter")
-    async def unload(body: dict[str, Any]):
-        calls.append(("unload_lora_adapter", body))
-        loaded.discard(body["lora_name"])
-        return {"success": True}
-
-    return app
+from tests.inference_clients.sglang_like import sglang_like_server
 
 
 @pytest.fixture
 def sglang_like():
-    import uvicorn
-
-    calls: list[tuple[str, dict[str, Any]]] = []
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(_sglang_app(calls), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_for_http(f"http://127.0.0.1:{port}/get_server_info", timeout=30)
-    yield f"http://127.0.0.1:{port}", calls
-    server.should_exit = True
-    thread.join(10)
+    with sglang_like_server() as (url, calls):
+        yield url, calls
 
 
 def _cfg(tmp_path, url: str, mode: str) -> TrainingConfig:
@@ -106,3 +55,13 @@ def test_reload_and_lora_use_sglangs_routes(sglang_like, tmp_path, tiny_model):
     ]
     assert all(c[1]["lora_name"] == "policy" for c in calls)
     assert calls[-1][1]["lora_path"].endswith("step_0000003")
+
+
+def test_inference_server_takes_the_refreshable_server_types(tmp_path):
+    from atroposlib.errors import ConfigError
+    from example_trainer.config import config_from_sources
+
+    for name in ("auto", "atropos", "vllm", "sglang"):
+        assert TrainingConfig(model_name="m", inference_server=name).inference_server == name
+    with pytest.raises(ConfigError, match="inference_server"):
+        config_from_sources(TrainingConfig, None, {"model_name": "m", "inference_server": "openai"})

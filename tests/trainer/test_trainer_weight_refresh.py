@@ -194,19 +194,6 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
         proc.wait(30)
 
 
-def test_server_kind_probe_refuses_a_server_it_cannot_identify(tmp_path, run_api):
-    import httpx
-
-    from example_trainer.inference_routes import probe_server_kind
-
-    api = run_api("--store", "memory")  # answers /health, but is no inference server
-    with httpx.Client() as http:
-        with pytest.raises(ConfigError, match="--inference-server"):
-            probe_server_kind(http, api.url)
-        with pytest.raises(InferenceError, match="cannot reach"):
-            probe_server_kind(http, "http://127.0.0.1:9")
-
-
 def test_restart_default_command_runs_vllm_with_its_own_python_and_cpu_flags(tmp_path):
     cfg = _cfg(tmp_path, weight_refresh="restart", inference_python="/opt/vllm/bin/python")
     refresh = RestartRefresh(cfg)

@@ -1,6 +1,6 @@
-"""Atropos import path for the OpenAI backend (``from ...openai_server import OpenAIServer``)."""
+"""Atropos import path: the OpenAI backend (code in ``atroposlib.inference_clients.backends.openai``)."""
 
-from atroposlib.envs.server_handling.backends import OpenAIServer
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from atroposlib.inference_clients.backends.openai import OpenAIServer
+from atroposlib.inference_clients.config import APIServerConfig
 
 __all__ = ["APIServerConfig", "OpenAIServer"]

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 
-from atroposlib.envs.server_handling.limits import WeightedSemaphore
+from atroposlib.inference_clients.limits import WeightedSemaphore
 
 
 def create_chat_completion(

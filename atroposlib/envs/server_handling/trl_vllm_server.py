@@ -1,13 +1,5 @@
-"""Atropos import path for TRL's vLLM server backend (``server_type: trl``).
+"""Atropos import path: TRL's vLLM backend (code in ``atroposlib.inference_clients.backends.trl_vllm``)."""
 
-TRL's ``trl vllm-serve`` exposes vLLM's OpenAI-compatible routes, so it is spoken to like vLLM.
-"""
-
-from atroposlib.envs.server_handling.backends import VLLMServer
-
-
-class TrlVllmServer(VLLMServer):
-    """TRL's vLLM server (``server_type: trl``)."""
-
+from atroposlib.inference_clients.backends.trl_vllm import TrlVllmServer
 
 __all__ = ["TrlVllmServer"]

@@ -7,12 +7,14 @@ import time
 
 import pytest
 
-from atroposlib.envs.server_handling.server_manager import APIServerConfig, ServerManager
 from atroposlib.errors import InferenceError
+from atroposlib.inference_clients.backends.scripted import ScriptedServer
+from atroposlib.inference_clients.config import APIServerConfig
+from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.testing.fake_server import FakeOpenAIServer, fake_logprob
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenizer_loading import load_tokenizer
-from tests.envs.conftest import answer_responder
+from tests.inference_clients.conftest import answer_responder
 
 
 def _cfg(url: str, server_type: str = "vllm", **kw) -> APIServerConfig:
@@ -254,8 +256,6 @@ def test_thinking_settings_reach_the_servers(fake_server):
 
 
 def test_testing_mode_uses_the_scripted_in_process_backend():
-    from atroposlib.envs.server_handling.scripted_server import ScriptedServer
-
     sm = ServerManager([], testing=True)
     assert [type(s) for s in sm.servers] == [ScriptedServer]
     chat = asyncio.run(sm.chat_completion(messages=[{"role": "user", "content": "hi"}], n=2))

@@ -1,16 +1,21 @@
-"""``ScriptedServer``: the in-process backend of ``--testing`` mode (a fixed text, no HTTP).
+"""The scripted backend: ``ScriptedServer``, the in-process backend of ``--testing`` mode (a fixed
+text, no HTTP).
 
 It is part of the runtime (``ServerManager(testing=True)`` builds one), not a test double; the
-test doubles live in ``atroposlib.testing``.
+test doubles live in ``atroposlib.testing``. No ``server_type`` names it, so it is not in the
+registry.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from atroposlib.envs.server_handling.answers import to_openai
-from atroposlib.envs.server_handling.backends import APIServer
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from openai.types.chat.chat_completion import ChatCompletion
+from openai.types.completion import Completion
+
+from atroposlib.inference_clients.answers import to_openai
+from atroposlib.inference_clients.backend import APIServer
+from atroposlib.inference_clients.config import APIServerConfig
 
 
 class ScriptedServer(APIServer):
@@ -20,13 +25,11 @@ class ScriptedServer(APIServer):
         super().__init__(APIServerConfig(base_url="", model_name="scripted", health_check=False))
         self.text = text
 
-    async def _request_chat(self, kwargs: dict[str, Any]):
+    async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
         n = int(kwargs.get("n", 1) or 1)
         return _to_openai_chat(self.text, n, kwargs.get("model", "scripted"))
 
-    async def _request_completion(self, kwargs: dict[str, Any]):
-        from openai.types.completion import Completion
-
+    async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
         n = int(kwargs.get("n", 1) or 1)
         return to_openai(
             Completion,
@@ -43,9 +46,7 @@ class ScriptedServer(APIServer):
         )
 
 
-def _to_openai_chat(text: str, n: int, model: str):
-    from openai.types.chat.chat_completion import ChatCompletion
-
+def _to_openai_chat(text: str, n: int, model: str) -> ChatCompletion:
     return to_openai(
         ChatCompletion,
         {
@@ -64,3 +65,6 @@ def _to_openai_chat(text: str, n: int, model: str):
             ],
         },
     )
+
+
+__all__ = ["ScriptedServer"]

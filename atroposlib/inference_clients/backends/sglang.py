@@ -1,15 +1,27 @@
-"""The SGLang backend (Atropos import path ``...server_handling.sglang_server.SGLangServer``).
+"""The ``sglang`` backend: OpenAI-compatible routes for text (as ``VLLMServer``), SGLang's native
+``/generate`` for token ids and logprobs.
 
-OpenAI-compatible routes for text (as ``VLLMServer``), SGLang's native ``/generate`` for token ids and
-logprobs.
+Weight refresh (``SGLangRoutes``): ``POST /update_weights_from_disk``; LoRA at ``/load_lora_adapter``
+and ``/unload_lora_adapter`` (no ``/v1`` prefix), which cannot replace an adapter in place. An SGLang
+server is recognised by ``GET /get_server_info``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Union
 
-from atroposlib.envs.server_handling.backends import TokensAndLogprobs, VLLMServer, api_root
-from atroposlib.envs.server_handling.logprobs import PromptLogprobsMixin
+import httpx
+
+from atroposlib.inference_clients.backend import TokensAndLogprobs, api_root
+from atroposlib.inference_clients.backends.vllm import VLLMServer
+from atroposlib.inference_clients.logprobs import PromptLogprobsMixin
+from atroposlib.inference_clients.weight_routes import (
+    WeightRoutes,
+    check_lora_answer,
+    get,
+    post,
+    update_weights_from_disk,
+)
 
 _SGLANG_SAMPLING = {
     "max_tokens": "max_new_tokens",
@@ -24,8 +36,32 @@ _SGLANG_SAMPLING = {
 }
 
 
+class SGLangRoutes(WeightRoutes):
+    """SGLang's reload and LoRA routes (see the module docstring)."""
+
+    def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
+        info = get(http, base + "/get_server_info")
+        return info is not None and info.status_code == 200
+
+    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
+        return update_weights_from_disk(http, base, path)
+
+    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
+        if replace:  # SGLang cannot load in place: unload first (a short window without the name)
+            post(http, base + "/unload_lora_adapter", "lora", json={"lora_name": name})
+        r = post(
+            http,
+            base + "/load_lora_adapter",
+            "lora",
+            json={"lora_name": name, "lora_path": path},
+        )
+        check_lora_answer(r, base, name)
+
+
 class SGLangServer(VLLMServer):
     """SGLang: OpenAI-compatible routes for text, native ``/generate`` for tokens and logprobs."""
+
+    weight_routes = SGLangRoutes()
 
     _get_logprobs_wrapper = PromptLogprobsMixin._get_logprobs_wrapper  # no prompt scoring
 
@@ -58,4 +94,4 @@ class SGLangServer(VLLMServer):
         return prompt_tokens, outs, lps, reasons
 
 
-__all__ = ["SGLangServer"]
+__all__ = ["SGLangRoutes", "SGLangServer"]

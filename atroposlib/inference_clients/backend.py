@@ -1,0 +1,249 @@
+"""The backend interface: ``APIServer``, which every inference backend (``backends/``) subclasses.
+
+Every backend offers ``chat_completion(**kw)`` and ``completion(**kw)`` (OpenAI objects back), and the
+token-level ``tokens_and_logprobs_completion(prompt=str|ids, n=..., ...)`` that returns
+``(prompt_tokens, output_tokens, output_logprobs, finish_reasons)`` where the backend exposes tokens.
+The base class owns what all share: a weighted concurrency limit (``num_max_requests_at_once``,
+scaled by the env's weight), retries with exponential backoff, request timing buffers and a cheap
+health poll (``/health``, else ``/v1/models``; never a completion).
+
+A backend's class also names the routes the trainer uses to put new weights into a running server
+of its kind (``weight_routes``; see the ``weight_routes`` module); ``None`` where it has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, ClassVar, Optional
+
+import httpx
+from openai.types.chat.chat_completion import ChatCompletion
+from openai.types.completion import Completion
+
+from atroposlib.errors import InferenceError
+from atroposlib.inference_clients.answers import rejected
+from atroposlib.inference_clients.config import APIServerConfig
+from atroposlib.inference_clients.limits import WeightedSemaphore
+from atroposlib.inference_clients.logprobs import PromptLogprobsMixin
+from atroposlib.inference_clients.weight_routes import WeightRoutes
+
+logger = logging.getLogger(__name__)
+
+TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[str]]
+
+
+class ServerDown(InferenceError):
+    """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
+
+
+def api_root(base_url: str) -> str:
+    """``http://h:p/v1`` -> ``http://h:p``."""
+    url = (base_url or "").rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class APIServer(PromptLogprobsMixin):
+    """One inference server: limits, retries, health, timings. Subclasses implement ``_request_*``."""
+
+    supports_tokens: ClassVar[bool] = False
+    weight_routes: ClassVar[Optional[WeightRoutes]] = None
+
+    def __init__(self, config: APIServerConfig, **_: Any) -> None:
+        self.config = config
+        self.sem = WeightedSemaphore(config.num_max_requests_at_once)
+        self.eval_sem = WeightedSemaphore(config.num_requests_for_eval)
+        self.server_healthy = True
+        self.request_timings: deque = deque(maxlen=config.rolling_buffer_length)
+        self.eval_request_timings: deque = deque(maxlen=config.rolling_buffer_length)
+        self.attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
+        self.eval_attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
+        self.failures = 0
+        # requests that got an answer (a server that never answered may be misnamed), the model
+        # name its answers carry, and the max_tokens of eval requests (for metrics.json)
+        self.answered = 0
+        self.served_model: Optional[str] = None
+        self.eval_max_tokens: set[int] = set()
+        self.check_task: Optional[asyncio.Task] = None
+        self._http: Optional[httpx.AsyncClient] = None
+        self.reasoning: dict[
+            str, Any
+        ] = {}  # thinking_mode / reasoning_effort, set from the env config
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            headers = (
+                {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+            )
+            self._http = httpx.AsyncClient(timeout=self.config.timeout, headers=headers)
+        return self._http
+
+    def _should_health_check(self) -> bool:
+        return bool(
+            self.config.health_check
+            and self.config.base_url
+            and "api.openai.com" not in self.config.base_url
+        )
+
+    def _ensure_health_task(self) -> None:
+        if self.check_task is None and self._should_health_check():
+            self.check_task = asyncio.get_running_loop().create_task(
+                self.check_server_status_task()
+            )
+
+    async def probe(self) -> bool:
+        """One cheap health probe: ``GET /health``, else ``GET /v1/models``."""
+        root = api_root(self.config.base_url or "")
+        for url in (f"{root}/health", f"{(self.config.base_url or '').rstrip('/')}/models"):
+            try:
+                r = await self.http.get(url, timeout=5.0)
+            except httpx.HTTPError:
+                return False
+            if r.status_code < 400:
+                return True
+            if r.status_code != 404:
+                return False
+        return False
+
+    async def check_server_status_task(self) -> None:
+        """Poll health; a server is marked down after 3 failed probes in a row (a busy server whose
+        probe times out once is not taken out of rotation), and up again after one good probe."""
+        misses = 0
+        while True:
+            ok = await self.probe()
+            misses = 0 if ok else misses + 1
+            healthy = ok or (self.server_healthy and misses < 3)
+            if healthy != self.server_healthy:
+                logger.warning(
+                    "inference server %s is %s",
+                    self.config.base_url,
+                    "healthy again" if healthy else "DOWN",
+                )
+            self.server_healthy = healthy
+            await asyncio.sleep(self.config.health_check_interval)
+
+    async def update_weight(self, weight: float) -> None:
+        self.sem.update_weight(weight)
+        self.eval_sem.update_weight(weight)
+
+    async def close(self) -> None:
+        if self.check_task is not None:
+            self.check_task.cancel()
+            self.check_task = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    # --- retries -----------------------------------------------------------------------------
+    async def _with_retries(self, split: str, fn, *args: Any, **kwargs: Any) -> Any:
+        self._ensure_health_task()
+        sem = self.sem if split == "train" else self.eval_sem
+        timings = self.request_timings if split == "train" else self.eval_request_timings
+        if split == "eval" and args and isinstance(args[0], dict):
+            cap = args[0].get("max_tokens") or args[0].get("max_completion_tokens")
+            if isinstance(cap, int):
+                self.eval_max_tokens.add(cap)
+        delay = 0.2
+        last: Optional[BaseException] = None
+        for attempt in range(1, self.config.max_retries + 1):
+            async with sem:
+                start = time.monotonic()
+                try:
+                    out = await fn(*args, **kwargs)
+                    self.answered += 1
+                    timings.append(time.monotonic() - start)
+                    (self.attempts_list if split == "train" else self.eval_attempts_list).append(
+                        attempt
+                    )
+                    return out
+                except ServerDown as e:
+                    last = e
+                    self.failures += 1
+            if attempt < self.config.max_retries:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self.server_healthy = False if self._should_health_check() else self.server_healthy
+        raise ServerDown(
+            f"{self.config.base_url or 'server'} failed {self.config.max_retries} attempts: {last}"
+        )
+
+    async def _post(self, url: str, body: dict[str, Any]) -> Any:
+        try:
+            r = await self.http.post(url, json=body)
+        except httpx.HTTPError as e:
+            raise ServerDown(f"POST {url}: {e!r}") from e
+        if r.status_code >= 500 or r.status_code == 429:
+            raise ServerDown(f"POST {url}: {r.status_code} {r.text[:200]}")
+        if r.status_code >= 400:
+            self.answered += 1  # it answered: the URL is right, the request is not
+            raise rejected(url, body.get("model"), r.status_code, r.text)
+        data = r.json()
+        if isinstance(data, dict) and isinstance(data.get("model"), str):
+            self.served_model = data["model"]
+        return data
+
+    # --- public API (Atropos names) ----------------------------------------------------------
+    async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
+        split = kwargs.pop("split", "train")
+        if not kwargs.pop("skip_reasoning", False):
+            self._add_reasoning(kwargs)
+        kwargs.setdefault("model", self.config.model_name)
+        return await self._with_retries(split, self._request_chat, kwargs)
+
+    def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
+        """Chat requests carry the env's thinking settings in the backend's own terms."""
+        if self.reasoning.get("thinking_mode"):
+            kwargs["chat_template_kwargs"] = {
+                "enable_thinking": True,
+                **(kwargs.get("chat_template_kwargs") or {}),
+            }
+
+    async def completion(self, **kwargs: Any) -> Completion:
+        split = kwargs.pop("split", "train")
+        kwargs.pop("skip_reasoning", None)
+        kwargs.setdefault("model", self.config.model_name)
+        return await self._with_retries(split, self._request_completion, kwargs)
+
+    async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
+        split = kwargs.pop("split", "train")
+        kwargs.pop("skip_reasoning", None)
+        kwargs.setdefault("model", self.config.model_name)
+        return await self._with_retries(split, self._request_tokens, kwargs)
+
+    async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
+        raise NotImplementedError
+
+    async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
+        raise NotImplementedError
+
+    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
+        raise InferenceError(
+            f"server_type={self.config.server_type!r} does not return token ids; use server_type vllm or sglang "
+            "for token-exact training data, or tokenize_for_trainer() on the text"
+        )
+
+    async def wandb_metrics(
+        self, metrics: Optional[dict[str, Any]], server_name: Optional[str]
+    ) -> dict[str, Any]:
+        metrics = {} if metrics is None else metrics
+        name = server_name or "server"
+        if self.request_timings:
+            metrics[f"server/{name}_request_time_avg"] = sum(self.request_timings) / len(
+                self.request_timings
+            )
+        if self.eval_request_timings:
+            metrics[f"server/{name}_eval_request_time_avg"] = sum(self.eval_request_timings) / len(
+                self.eval_request_timings
+            )
+        if self.attempts_list:
+            metrics[f"server/{name}_average_num_attempts"] = sum(self.attempts_list) / len(
+                self.attempts_list
+            )
+        return metrics
+
+
+__all__ = ["APIServer", "ServerDown", "TokensAndLogprobs", "api_root"]

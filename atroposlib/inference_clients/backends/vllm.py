@@ -1,0 +1,137 @@
+"""The ``vllm`` backend: vLLM's OpenAI-compatible server, token ids through ``return_token_ids``.
+
+Clients: ``/v1/chat/completions`` and ``/v1/completions`` for text, ``/v1/completions`` with
+``return_token_ids`` and ``logprobs`` for tokens, ``prompt_logprobs`` for ``get_logprobs``.
+
+Weight refresh (``VLLMRoutes``): full weights in place through vLLM's development routes
+(``VLLM_SERVER_DEV_MODE=1``): ``/pause?mode=wait`` (requests in flight finish on the old weights, new
+ones queue), ``/collective_rpc`` calling atroposlib's worker extension (``atropos_reload_weights``,
+which also repacks the CPU build's tied LM head that vLLM's own ``reload_weights`` leaves stale),
+``/reset_prefix_cache`` (cached KV came from the old weights) and ``/resume``. LoRA:
+``/v1/load_lora_adapter`` with ``load_inplace: true``. A vLLM server is recognised by ``GET /version``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from openai.types.chat.chat_completion import ChatCompletion
+from openai.types.completion import Completion
+
+from atroposlib.errors import InferenceError
+from atroposlib.inference.vllm_plugin import EXTENSION_CLASS, RELOAD_METHOD
+from atroposlib.inference_clients.answers import to_openai
+from atroposlib.inference_clients.backend import APIServer, TokensAndLogprobs
+from atroposlib.inference_clients.logprobs import vllm_prompt_logprobs
+from atroposlib.inference_clients.weight_routes import (
+    WeightRoutes,
+    get,
+    json_body,
+    load_lora_in_place,
+    post,
+)
+
+
+class VLLMRoutes(WeightRoutes):
+    """vLLM's dev-mode reload routes and its in-place LoRA route (see the module docstring)."""
+
+    def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
+        version = get(http, base + "/version")
+        return (
+            version is not None and version.status_code == 200 and "version" in json_body(version)
+        )
+
+    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
+        r = post(http, base + "/pause", "reload", params={"mode": "wait"})
+        if r.status_code == 404:
+            raise InferenceError(
+                f"reload: vLLM at {base} has no /pause route: start it with VLLM_SERVER_DEV_MODE=1 and "
+                f"--worker-extension-cls {EXTENSION_CLASS} (see docs/inference.md)"
+            )
+        if r.status_code >= 400:
+            raise InferenceError(
+                f"reload: vLLM at {base} refused /pause: {r.status_code} {r.text[:300]}"
+            )
+        try:
+            r = post(
+                http,
+                base + "/collective_rpc",
+                "reload",
+                json={"method": RELOAD_METHOD, "kwargs": {"weights_path": path}},
+            )
+            if r.status_code >= 400:
+                hint = (
+                    f"; start vLLM with --worker-extension-cls {EXTENSION_CLASS} and the extension's "
+                    "folder on PYTHONPATH (atroposlib.inference.vllm_plugin.extension_dir())"
+                    if "not implemented" in r.text.lower()
+                    else ""
+                )
+                raise InferenceError(
+                    f"reload: vLLM at {base} failed to load {path}: {r.status_code} {r.text[:300]}{hint}"
+                )
+            cache = post(http, base + "/reset_prefix_cache", "reload")
+            if cache.status_code >= 400:
+                raise InferenceError(
+                    f"reload: vLLM at {base} could not reset its prefix cache: {cache.status_code}"
+                )
+        finally:
+            post(http, base + "/resume", "reload")
+        return None  # vLLM keeps no weights version; the trainer's policy version says which step
+
+    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
+        load_lora_in_place(http, base, name, path)
+
+
+class VLLMServer(APIServer):
+    """vLLM's OpenAI-compatible server (and our CPU engine): token ids via ``return_token_ids``."""
+
+    supports_tokens = True
+    weight_routes = VLLMRoutes()
+
+    def _url(self, path: str) -> str:
+        base = (self.config.base_url or "").rstrip("/")
+        if base and urlsplit(base).path in ("", "/"):
+            base += "/v1"  # a bare server root means its OpenAI-compatible routes
+        return f"{base}{path}"
+
+    async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
+        return to_openai(ChatCompletion, await self._post(self._url("/chat/completions"), kwargs))
+
+    async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
+        return to_openai(Completion, await self._post(self._url("/completions"), kwargs))
+
+    async def _get_logprobs_wrapper(self, **kwargs: Any) -> dict[str, Any]:
+        return await vllm_prompt_logprobs(self, **kwargs)
+
+    async def _request_tokens(self, kwargs: dict[str, Any]) -> TokensAndLogprobs:
+        body = {k: v for k, v in kwargs.items() if k != "input_ids"}
+        if "input_ids" in kwargs:
+            body["prompt"] = kwargs["input_ids"]
+        body["logprobs"] = 1 if body.get("logprobs") in (None, True, 0) else body["logprobs"]
+        body["return_token_ids"] = True
+        data = await self._post(self._url("/completions"), body)
+        prompt_tokens = data.get("prompt_token_ids")
+        outs, lps, reasons = [], [], []
+        for ch in sorted(data.get("choices", []), key=lambda c: c.get("index", 0)):
+            if prompt_tokens is None:
+                prompt_tokens = ch.get("prompt_token_ids")
+            ids = ch.get("token_ids")
+            if ids is None:
+                raise InferenceError(
+                    f"{self.config.base_url} returned no token_ids; it does not support return_token_ids "
+                    "(vLLM >= 0.10.2 does); use server_type openai for text-only servers"
+                )
+            token_lps = (ch.get("logprobs") or {}).get("token_logprobs") or []
+            lp = [float(x) if x is not None else 0.0 for x in token_lps][: len(ids)]
+            lp += [0.0] * (len(ids) - len(lp))
+            outs.append(list(ids))
+            lps.append(lp)
+            reasons.append(ch.get("finish_reason") or "stop")
+        if prompt_tokens is None:
+            raise InferenceError(f"{self.config.base_url} returned no prompt_token_ids")
+        return list(prompt_tokens), outs, lps, reasons
+
+
+__all__ = ["VLLMRoutes", "VLLMServer"]

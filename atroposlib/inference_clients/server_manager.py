@@ -1,0 +1,243 @@
+"""``ServerManager``: one front for one or many inference servers (Atropos's name and methods).
+
+Routing picks the healthy server with the most free request slots (least loaded); a request that
+fails on a server after that server's retries fails over to another healthy one; when none is
+healthy it waits (health polls bring servers back) up to ``unavailable_wait`` seconds and then
+raises ``InferenceUnavailable``. ``n`` larger than ``max_n_completions`` is split across calls.
+``update_weight`` scales every server's concurrency by the env's weight from the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Optional, Union
+
+from openai.types.chat.chat_completion import ChatCompletion
+from openai.types.completion import Completion
+
+from atroposlib.errors import InferenceUnavailable
+from atroposlib.inference_clients.backend import APIServer, ServerDown, TokensAndLogprobs
+from atroposlib.inference_clients.backends.scripted import ScriptedServer
+from atroposlib.inference_clients.config import APIServerConfig, ReasoningConfig, ServerBaseline
+from atroposlib.inference_clients.managed_server import (
+    DummyManagedServer,
+    ManagedServer,
+    dummy_allowed,
+)
+from atroposlib.inference_clients.registry import backend_class
+
+logger = logging.getLogger(__name__)
+
+
+def local_server_configs(baseline: ServerBaseline) -> list[APIServerConfig]:
+    """What a bare ``ServerBaseline`` means (as in Atropos): local servers on ports 9004-9007."""
+    fields = {k: getattr(baseline, k) for k in type(baseline).model_fields}
+    return [
+        APIServerConfig(**fields, base_url=f"http://localhost:{9004 + i}/v1", api_key="x")
+        for i in range(4)
+    ]
+
+
+def _free_slots(sem: Any) -> int:
+    """Free slots of our semaphore, or of an ``asyncio.Semaphore`` an Atropos-style server brings."""
+    return sem.available() if hasattr(sem, "available") else int(getattr(sem, "_value", 0))
+
+
+class ServerManager:
+    """Routes requests over ``servers``; also hands out ``managed_server`` contexts."""
+
+    max_n_completions: int = 8
+    unavailable_wait: float = 120.0  # class defaults too: Atropos code builds bare managers
+
+    def __init__(
+        self,
+        configs: Union[ServerBaseline, APIServerConfig, list[APIServerConfig]],
+        server_class: Optional[type] = None,
+        slurm: bool = False,
+        testing: bool = False,
+        max_n_completions: int = 8,
+        unavailable_wait: float = 120.0,
+        reasoning_config: Optional[ReasoningConfig] = None,
+        **_: Any,
+    ) -> None:
+        self.max_n_completions = max_n_completions
+        self.unavailable_wait = unavailable_wait
+        self.reasoning: dict[str, Any] = {}
+        self._reported_down: set[int] = set()
+        if testing:  # --testing: the scripted in-process backend, no HTTP
+            self.servers: list[APIServer] = [ScriptedServer()]
+            return
+        self.reasoning_config = reasoning_config
+        if isinstance(configs, APIServerConfig):
+            configs = [configs]
+        elif not isinstance(configs, list):
+            configs = local_server_configs(configs)
+        if not configs:
+            raise ValueError("ServerManager needs at least one server config")
+        if slurm and os.environ.get("SLURM_JOB_NODELIST"):
+            logger.warning(
+                "slurm: using the configured servers as given (no node discovery is done here)"
+            )
+        self.servers = [
+            (server_class or backend_class(c.server_type))(c)
+            for c in configs  # type: ignore[misc]
+        ]
+        if reasoning_config is not None and reasoning_config.enabled:  # Atropos's way to ask
+            self.set_reasoning(True, reasoning_config.effort)
+
+    # --- routing -----------------------------------------------------------------------------
+    def _pick(self, split: str, exclude: set[int]) -> Optional[APIServer]:
+        best, best_free = None, None
+        for s in self.servers:
+            if id(s) in exclude or not s.server_healthy:
+                continue
+            free = _free_slots(s.sem if split == "train" else s.eval_sem)
+            if best_free is None or free > best_free:
+                best, best_free = s, free
+        return best
+
+    async def _route(self, method: str, kwargs: dict[str, Any]) -> Any:
+        split = kwargs.get("split", "train")
+        tried: set[int] = set()
+        deadline = time.monotonic() + self.unavailable_wait
+        last: Optional[BaseException] = None
+        while True:
+            server = self._pick(split, tried)
+            if server is None:
+                if time.monotonic() > deadline:
+                    raise InferenceUnavailable(
+                        f"no inference server answered within {self.unavailable_wait:.0f}s: {last}"
+                    )
+                await asyncio.sleep(1.0)
+                untried = [s for s in self.servers if id(s) not in tried]
+                if not untried:
+                    tried.clear()
+                    continue
+                # None looks healthy: the request itself is the probe (a dead server fails fast).
+                server = untried[0]
+            try:
+                out = await getattr(server, method)(**dict(kwargs))
+            except ServerDown as e:
+                last = e
+                tried.add(id(server))
+                if id(server) not in self._reported_down:  # once per outage, not per request
+                    self._reported_down.add(id(server))
+                    logger.warning(
+                        "inference server %s failed (%s); failing over, retrying until it answers",
+                        server.config.base_url,
+                        e,
+                    )
+            else:
+                self._reported_down.discard(id(server))
+                return out
+
+    async def _split_n(self, method: str, kwargs: dict[str, Any]) -> list[Any]:
+        n = int(kwargs.get("n", 1) or 1)
+        if n <= self.max_n_completions:
+            return [await self._route(method, kwargs)]
+        parts = []
+        while n > 0:
+            k = min(n, self.max_n_completions)
+            parts.append(self._route(method, {**kwargs, "n": k}))
+            n -= k
+        return list(await asyncio.gather(*parts))
+
+    @staticmethod
+    def _merge_choices(results: list[Any]) -> Any:
+        out = results[0]
+        for r in results[1:]:
+            out.choices.extend(r.choices)
+        for i, ch in enumerate(out.choices):
+            ch.index = i
+        return out
+
+    async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
+        return self._merge_choices(await self._split_n("chat_completion", kwargs))
+
+    async def completion(self, **kwargs: Any) -> Completion:
+        return self._merge_choices(await self._split_n("completion", kwargs))
+
+    async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
+        results = await self._split_n("tokens_and_logprobs_completion", kwargs)
+        prompt, outs, lps, reasons = results[0][0], [], [], []
+        for _, o, lp, r in results:
+            outs.extend(o)
+            lps.extend(lp)
+            reasons.extend(r)
+        return prompt, outs, lps, reasons
+
+    async def get_logprobs(self, **kwargs: Any) -> dict[str, Any]:
+        """Prompt logprobs from the least loaded healthy server (Atropos's schema:
+        ``prompt_tokens``, ``prompt_topk_token_ids``, ``prompt_topk_logprobs``; see ``logprobs``)."""
+        return await self._route("get_logprobs", kwargs)
+
+    def set_reasoning(
+        self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None
+    ) -> None:
+        """Chat requests then ask for thinking (vLLM/SGLang: ``chat_template_kwargs.enable_thinking``;
+        OpenAI: ``reasoning_effort``); pass ``skip_reasoning=True`` to a call to opt out."""
+        self.reasoning = {"thinking_mode": thinking_mode, "reasoning_effort": reasoning_effort}
+        for s in self.servers:
+            s.reasoning = dict(self.reasoning)
+
+    async def update_weight(self, weight: float) -> None:
+        for s in self.servers:
+            await s.update_weight(weight)
+
+    @property
+    def ever_answered(self) -> bool:
+        """Whether any server has answered a request (a URL that never did is probably wrong)."""
+        return any(getattr(s, "answered", 0) for s in self.servers)
+
+    @property
+    def supports_tokens(self) -> bool:
+        return all(getattr(s, "supports_tokens", False) for s in self.servers)
+
+    @asynccontextmanager
+    async def managed_server(
+        self, tokenizer: Any = None, track_tree: bool = False
+    ) -> AsyncIterator[Any]:
+        """Context whose calls record exact tokens/masks/logprobs (see ``managed_server`` module)."""
+        if not self.supports_tokens:
+            if not dummy_allowed():
+                raise NotImplementedError(
+                    "managed_server needs token ids, which server_type 'openai' cannot return; use "
+                    "--openai.server_type vllm (or sglang), or set ATROPOS_ALLOW_DUMMY_MANAGED_SERVER=1 "
+                    "to tokenize the text locally with placeholder logprobs"
+                )
+            yield DummyManagedServer(self, tokenizer)
+            return
+        managed = ManagedServer(
+            self,
+            tokenizer,
+            track_tree=track_tree,
+            thinking=bool(self.reasoning.get("thinking_mode")),
+        )
+        try:
+            yield managed
+        finally:
+            managed.reset()
+
+    @asynccontextmanager
+    async def dedicated_server(self) -> AsyncIterator[APIServer]:
+        server = self._pick("train", set()) or self.servers[0]
+        async with server.sem:
+            yield server
+
+    async def wandb_metrics(self) -> dict[str, Any]:
+        metrics: dict[str, Any] = {}
+        for i, s in enumerate(self.servers):
+            await s.wandb_metrics(metrics, f"server_{i}")
+        return metrics
+
+    async def close(self) -> None:
+        for s in self.servers:
+            await s.close()
+
+
+__all__ = ["APIServerConfig", "ServerBaseline", "ServerManager", "local_server_configs"]
