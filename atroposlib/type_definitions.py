@@ -206,7 +206,7 @@ class ScoredData(BaseModel):
                 raise ValueError(f"{name} has {len(rows)} entries but the group has {n} sequences")
         if (self.distill_token_ids is None) != (self.distill_logprobs is None):
             raise ValueError("distill_token_ids and distill_logprobs must be given together")
-        if self.distill_token_ids is not None:
+        if self.distill_token_ids is not None and self.distill_logprobs is not None:
             for i, (ids, lps, seq) in enumerate(
                 zip(self.distill_token_ids, self.distill_logprobs, self.tokens, strict=False)
             ):

@@ -186,21 +186,24 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
         return _pad_rows([r[1:] for r in rows], width, fill, torch.float32)
 
     distill_ids = distill_lps = None
-    if all(s.distill_ids is not None for s in seqs):
-        k = max((len(x) for s in seqs for x in s.distill_ids), default=1) or 1
+    # (ids, logprobs, sequence length) of every sequence, when all of them carry distillation data
+    distill = [
+        (s.distill_ids, s.distill_logprobs, len(s.tokens))
+        for s in seqs
+        if s.distill_ids is not None and s.distill_logprobs is not None
+    ]
+    if len(distill) == len(seqs):
+        k = max((len(x) for ids, _, _ in distill for x in ids), default=1) or 1
 
         def pad_k(rows: list[list[Any]], fill: Any) -> list[list[Any]]:
             return [list(r) + [fill] * (k - len(r)) for r in rows]
 
         distill_ids = torch.tensor(
-            [pad_k(s.distill_ids[1:], -1) + [[-1] * k] * (width - len(s.tokens) + 1) for s in seqs],
+            [pad_k(ids[1:], -1) + [[-1] * k] * (width - n + 1) for ids, _, n in distill],
             dtype=torch.long,
         )
         distill_lps = torch.tensor(
-            [
-                pad_k(s.distill_logprobs[1:], 0.0) + [[0.0] * k] * (width - len(s.tokens) + 1)
-                for s in seqs
-            ],
+            [pad_k(lps[1:], 0.0) + [[0.0] * k] * (width - n + 1) for _, lps, n in distill],
             dtype=torch.float32,
         )
     inv_temp = None

@@ -205,7 +205,9 @@ def train(cfg: TrainingConfig) -> int:
         torch.Generator().manual_seed(cfg.seed + 7919 * step) if cfg.control == "shuffled" else None
     )
 
-    client = metrics = None
+    # the main rank talks to the API and logs; the others have neither
+    client: Optional[TrajectoryClient] = None
+    metrics: Optional[MetricsLogger] = None
     if info.is_main:
         client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
         register(client, cfg, step)
@@ -223,7 +225,7 @@ def train(cfg: TrainingConfig) -> int:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
             batch = batch_id = batch_step = None
-            if info.is_main:
+            if client is not None:
                 batch, batch_id, batch_step = wait_for_batch(client, cfg)
             batch, batch_id, batch_step = broadcast_object((batch, batch_id, batch_step), info)
             if batch_step is not None and batch_step <= step:
@@ -234,7 +236,7 @@ def train(cfg: TrainingConfig) -> int:
                     batch_step,
                     step,
                 )
-                if info.is_main:
+                if client is not None:
                     client.ack_batch(batch_id)
                 continue
             t0 = time.perf_counter()
@@ -260,8 +262,8 @@ def train(cfg: TrainingConfig) -> int:
             if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
                 extra = publish(refresher, model, tokenizer, step, cfg, info)
             if (
-                info.is_main
-            ):  # logged before the checkpoint and ack, so a kill after them loses no row
+                metrics is not None
+            ):  # logged before the checkpoint and ack: a kill after them loses no row
                 m = step_metrics(
                     step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time, t0 - t_wait
                 )
@@ -271,8 +273,8 @@ def train(cfg: TrainingConfig) -> int:
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
                 checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
             if (
-                info.is_main and batch_id
-            ):  # after the update (and its checkpoint): never redelivered
+                client is not None and batch_id
+            ):  # after the update and its checkpoint: never redelivered
                 client.ack_batch(batch_id)
         if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
             checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)

@@ -179,9 +179,10 @@ class RestartRefresh(WeightRefresh):
     def __init__(self, cfg: TrainingConfig) -> None:
         super().__init__(cfg)
         self.python = cfg.inference_python or find_vllm_python() or sys.executable
-        self.command = cfg.inference_command
         self.env: Optional[dict[str, str]] = None
-        if self.command is None:  # vLLM's OpenAI server, launched the way this machine needs
+        if cfg.inference_command is not None:
+            self.command: str = cfg.inference_command
+        else:  # vLLM's OpenAI server, launched the way this machine needs
             server = vllm_server(
                 "{model_path}",
                 0,
@@ -195,7 +196,7 @@ class RestartRefresh(WeightRefresh):
         for needed in ("{model_path}", "{port}"):
             if needed not in self.command:
                 raise ConfigError(f"inference_command must contain {needed} (got {self.command!r})")
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log_path = Path(cfg.save_path) / "inference_server.log"
 
     def _launch(self, model_path: str) -> None:

@@ -29,7 +29,7 @@ def keep_freed_memory(mmap_threshold_mb: int = _MMAP_THRESHOLD_MAX_MB, trim_mb: 
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    ok = mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20) == 1
+    ok: bool = mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20) == 1
     ok = mallopt(_M_TRIM_THRESHOLD, trim_mb << 20) == 1 and ok
     if not ok:
         logger.debug("mallopt refused the allocator settings; using the C library's defaults")

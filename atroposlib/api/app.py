@@ -8,6 +8,7 @@ on one line without a traceback, server faults with one.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Optional
 
@@ -38,7 +39,7 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
     offload = BodyOffload()
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.offload_min_bytes < settings.max_decompressed_bytes:
             offload.warm_in_background()
         yield
@@ -87,7 +88,7 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
         # keep the exception's headers (405 carries ``Allow``)
-        headers = dict(exc.headers) if getattr(exc, "headers", None) else None
+        headers = dict(exc.headers) if exc.headers else None
         return await on_problem(
             request, ApiProblem(exc.status_code, str(exc.detail), headers=headers)
         )
@@ -99,11 +100,11 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
         return problem_response(ApiProblem(500, f"internal error: {type(exc).__name__}"))
 
     @app.get("/")
-    async def root(request: Request):
+    async def root(request: Request) -> Response:
         return json_response(request, {"message": "AtroposLib API"})
 
     @app.get("/health")
-    async def health(request: Request):
+    async def health(request: Request) -> Response:
         return json_response(
             request,
             {

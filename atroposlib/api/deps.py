@@ -15,7 +15,8 @@ M = TypeVar("M", bound=BaseModel)
 
 def get_service(request: Request) -> RunService:
     """The run state of this app (set by ``create_app``)."""
-    return request.app.state.service
+    service: RunService = request.app.state.service
+    return service
 
 
 async def parse_model(request: Request, model: type[M]) -> M:

@@ -92,7 +92,7 @@ class IngestMixin(RunState):
                 env = self.envs.find(g.env_id)  # groups of unregistered envs are kept (Atropos)
                 if env is not None and g.n < env.group_size:
                     row.state = BUFFERED
-                    buf = buffers.setdefault(g.env_id, [])
+                    buf = buffers.setdefault(env.env_id, [])
                     buf.append(meta)
                     for released in self._release_from_buffer(buf, env.group_size):
                         released.order = order

@@ -38,7 +38,7 @@ def _with_body_from(path: str, fn: Callable[[bytes], Any]) -> Any:
         return fn(f.read())
 
 
-def _run_catching(fn: Callable[..., Any], args: tuple) -> tuple:
+def _run_catching(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Runs in the child: ``("ok", result)`` or ``("problem", status, error, detail)``."""
     try:
         return ("ok", fn(*args))
@@ -48,7 +48,7 @@ def _run_catching(fn: Callable[..., Any], args: tuple) -> tuple:
         return ("problem", 422, "request body is nested too deeply", None)
 
 
-def _child_main(conn: Any, fn: Callable[..., Any], args: tuple) -> None:
+def _child_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """Entry point of the child: one job, its answer through ``conn``, then exit."""
     try:
         conn.send(_run_catching(fn, args))
@@ -75,7 +75,7 @@ class BodyOffload:
             self._ctx = ctx
         return self._ctx
 
-    def _run_sync(self, fn: Callable[..., Any], args: tuple) -> tuple:
+    def _run_sync(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
         # starting the fork server or forking a child happens here, in a worker thread, never on
         # the event loop
         ctx = self._context()
@@ -84,7 +84,8 @@ class BodyOffload:
         child.start()
         writer.close()  # the child holds the only write end: its death is our EOF
         try:
-            return reader.recv()
+            answer: tuple[Any, ...] = reader.recv()
+            return answer
         except EOFError:
             child.join(5)
             raise ChildDied(child.exitcode) from None
@@ -96,7 +97,7 @@ class BodyOffload:
         """Start the fork server (it imports the ingest code once) ahead of the first large body."""
         self._run_sync(int, ())
 
-    def _run_on_body(self, fn: Callable[[bytes], Any], body: bytes) -> tuple:
+    def _run_on_body(self, fn: Callable[[bytes], Any], body: bytes) -> tuple[Any, ...]:
         # the body goes to the child through a file: writing it releases the GIL, whereas
         # pickling it into the pipe copies 100 MB under the GIL (measured ~130 ms here)
         fd, path = tempfile.mkstemp(prefix="atropos-body-")
@@ -115,7 +116,7 @@ class BodyOffload:
         """``fn(body)`` in the child; its ``ApiProblem`` is raised here."""
         return await self._run_locked(self._run_on_body, fn, body)
 
-    async def _run_locked(self, call: Callable[..., tuple], *args: Any) -> Any:
+    async def _run_locked(self, call: Callable[..., tuple[Any, ...]], *args: Any) -> Any:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:  # one large body at a time: bounded memory, others wait here

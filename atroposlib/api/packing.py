@@ -112,12 +112,12 @@ class QueueIndex:
     """Queued groups indexed by size, by (env, size) and by policy version; removal is O(1)."""
 
     groups: dict[int, GroupMeta] = field(default_factory=dict)
-    size_counts: Counter = field(default_factory=Counter)
-    env_sequences: Counter = field(default_factory=Counter)
-    env_size_counts: dict[Optional[int], Counter] = field(default_factory=dict)
+    size_counts: Counter[int] = field(default_factory=Counter)  # groups by sequence count
+    env_sequences: Counter[Optional[int]] = field(default_factory=Counter)
+    env_size_counts: dict[Optional[int], Counter[int]] = field(default_factory=dict)
     total_sequences: int = 0
     total_bytes: int = 0
-    length_counts: Counter = field(default_factory=Counter)  # groups by length bucket
+    length_counts: Counter[str] = field(default_factory=Counter)  # groups by length bucket
     _by_size: dict[int, deque[int]] = field(default_factory=dict)
     _by_env_size: dict[Optional[int], dict[int, deque[int]]] = field(default_factory=dict)
     _by_version: list[tuple[int, int]] = field(default_factory=list)

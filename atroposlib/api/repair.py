@@ -23,7 +23,7 @@ PER_TOKEN_OPTIONAL = ("advantages",)
 """Optional per-token fields dropped when their shape differs from ``tokens``."""
 
 
-def _aligned(rows: Any, tokens: list) -> bool:
+def _aligned(rows: Any, tokens: list[Any]) -> bool:
     if not isinstance(rows, list) or len(rows) != len(tokens):
         return False
     return all(
@@ -56,12 +56,12 @@ def note_repairs(svc: Any, dropped: list[str], where: str = "") -> None:
     """Count ``dropped`` on the service (``/status`` ``repaired_fields``); log each field once."""
     if not dropped:
         return
-    counts: Counter = svc.repaired_fields
+    counts: Counter[str] = svc.repaired_fields
     with svc.lock:
         _count(counts, dropped, where)
 
 
-def _count(counts: Counter, dropped: list[str], where: str) -> None:
+def _count(counts: Counter[str], dropped: list[str], where: str) -> None:
     for name in dropped:
         if counts[name] == 0:
             logger.warning(

@@ -29,7 +29,7 @@ def run_label(reg: dict[str, Any]) -> str:
 def same_run(held: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether registration ``new`` belongs to the run of registration ``held``."""
     if held.get("run_id") and new.get("run_id"):
-        return held["run_id"] == new["run_id"]
+        return bool(held["run_id"] == new["run_id"])
     return all(held.get(k) == new.get(k) for k in IDENTITY_KEYS)
 
 

@@ -40,15 +40,37 @@ class RunState:
     next_seq: int
     next_order: int
     latest_seq: Optional[int]  # the newest queued group (/latest_example)
-    stale_drops: Counter  # (env name, length bucket) -> groups dropped as too stale
+    stale_drops: Counter[
+        tuple[str, str]
+    ]  # (env name, length bucket) -> groups dropped as too stale
     blocked_by: Optional[str]  # why the last /batch came back empty
-    repaired_fields: dict[str, int]  # Atropos field repairs done at ingest, by field
+    repaired_fields: Counter[
+        str
+    ]  # Atropos field repairs done at ingest, by field (kept across /reset)
 
     def _env_name(self, env_id: Optional[int]) -> Optional[str]:
         return self.envs.name(env_id)
 
     def _min_sequences(self, batch_size: int) -> dict[Optional[int], int]:
         return self.envs.min_sequences(batch_size)
+
+    # What one part calls and another defines (``RunService`` or a mixin), declared here so that
+    # every call is checked against one signature.
+    def buffered_sequences(self) -> int:
+        """Sequences waiting in the per-env buffers."""
+        raise NotImplementedError
+
+    def _update_gauges(self) -> None:
+        """Bring the queue/step gauges up to date."""
+        raise NotImplementedError
+
+    def _read_payloads(self, seqs: list[int]) -> tuple[list[bytes], list[int]]:
+        """Payloads of ``seqs`` and the seqs whose payload is unreadable."""
+        raise NotImplementedError
+
+    def delivery_status(self) -> dict[str, Any]:
+        """The delivery fields of ``/status``."""
+        raise NotImplementedError
 
 
 __all__ = ["RunState"]

@@ -21,7 +21,7 @@ from atroposlib.type_definitions import ATROPOS_GROUP_KEYS
 MIN_ENV_WEIGHT = 0.01
 # Atropos's /latest_example before any group: every Atropos group key but the overrides and env_id,
 # as empty lists.
-EMPTY_EXAMPLE = {
+EMPTY_EXAMPLE: dict[str, list[Any]] = {
     k: [] for k in ATROPOS_GROUP_KEYS if k not in ("overrides", "group_overrides", "env_id")
 }
 
@@ -42,7 +42,7 @@ class ViewsMixin(RunState):
             )
             q = self.queue
             max_group = q.max_group_size()
-            own_sizes = q.env_size_counts.get(env_id, {})
+            own_sizes = q.env_size_counts.get(env_id, Counter[int]())
             env_group = max([env.group_size, *own_sizes.keys()])
             own = q.env_sequences.get(env_id, 0)
             bs = int(self.registration["batch_size"]) if self.registration else 0
@@ -85,8 +85,8 @@ class ViewsMixin(RunState):
 
     def status(self) -> dict[str, Any]:
         with self.lock:
-            drops_by_env: Counter = Counter()
-            drops_by_bucket: Counter = Counter()
+            drops_by_env: Counter[str] = Counter()
+            drops_by_bucket: Counter[str] = Counter()
             for (env, bucket), n in self.stale_drops.items():
                 drops_by_env[env] += n
                 drops_by_bucket[bucket] += n

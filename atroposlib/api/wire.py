@@ -107,7 +107,7 @@ def _load_batch_groups(view: memoryview, sizes: list[int]) -> dict[str, Any]:
     groups = []
     for i, size in enumerate(sizes):
         if i:
-            if view[pos : pos + 1] != b",":
+            if view[pos : pos + 1].tobytes() != b",":
                 raise ValueError("unexpected separator in a batch body")
             pos += 1
         group = orjson.loads(view[pos : pos + size])
@@ -115,7 +115,7 @@ def _load_batch_groups(view: memoryview, sizes: list[int]) -> dict[str, Any]:
             raise ValueError("a batch entry is not a JSON object")
         groups.append(group)
         pos += size
-    if view[pos : pos + 2] != b"],":
+    if view[pos : pos + 2].tobytes() != b"],":
         raise ValueError("unexpected end of a batch list")
     rest = orjson.loads(b"{" + view[pos + 2 :].tobytes())
     if not isinstance(rest, dict) or "batch" in rest:

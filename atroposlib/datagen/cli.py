@@ -210,6 +210,7 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
         return _fail(
             prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}"
         )
+    opts: SftOptions | DpoOptions
     try:
         if kind == "sft":
             opts = SftOptions(
@@ -236,13 +237,16 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
         return _fail(prog, "--num-seqs-to-save must be > 0")
     if args.group_size <= 0 or args.tasks_per_step <= 0:
         return _fail(prog, "--group-size and --tasks-per-step must be > 0")
-    feed = None
+    feed: JsonlFeed | ApiFeed | None = None
     try:
         if args.dry_run:
             return _dry_run(prog, args)
         out_path, mode = open_output(args.filepath, args.append_to_previous)
         decode = None if args.save_messages else make_decoder(load_tokenizer(args.tokenizer))
-        select = partial(select_sft if kind == "sft" else select_dpo, opts=opts, decode=decode)
+        if isinstance(opts, SftOptions):
+            select = partial(select_sft, opts=opts, decode=decode)
+        else:
+            select = partial(select_dpo, opts=opts, decode=decode)
         if args.input:
             if args.reset or args.consume:
                 return _fail(prog, "--reset/--consume apply to the API, not to --input files")
@@ -250,7 +254,7 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
             print(f"reading groups from {args.input}", file=sys.stderr)
         else:
             token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
-            feed = ApiFeed(
+            api_feed = ApiFeed(
                 ApiFeedConfig(
                     api_url=args.api_url,
                     api_token=token,
@@ -264,7 +268,8 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
                     idle_timeout=args.idle_timeout,
                 )
             )
-            print(f"{args.api_url}: {feed.join()}", file=sys.stderr)
+            print(f"{args.api_url}: {api_feed.join()}", file=sys.stderr)
+            feed = api_feed
         unit = "seq" if kind == "sft" else "pair"
         summary = run_datagen(
             feed,

@@ -281,8 +281,8 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
     for i in range(n):
         toks = tokens[i] if i < len(tokens) else []
         masks = _row(group.get("masks"), i) or [MASK_IGNORE] * len(toks)
-        start = starts[i] if i < len(starts) and starts[i] is not None else prompt_len
-        start = min(start, len(toks))
+        own_start = starts[i] if i < len(starts) else None
+        start = min(own_start if own_start is not None else prompt_len, len(toks))
         text = None
         if i >= len(conversations) and decode is not None and toks:
             text = decode(toks[start:])

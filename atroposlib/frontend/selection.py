@@ -134,7 +134,7 @@ class Selection:
 
 
 def keep_chat_roles(
-    messages: Sequence[dict[str, Any]], keep_roles: Sequence[str], dropped: Counter
+    messages: Sequence[dict[str, Any]], keep_roles: Sequence[str], dropped: Counter[str]
 ) -> list[dict[str, Any]]:
     """The messages whose role is in ``keep_roles``; each other one is counted in ``dropped`` by role."""
     kept = []
@@ -257,7 +257,7 @@ def select_sft(
         elif len(sel.records) >= opts.save_top_n_per_group:
             sel.rejected[RULE_TOP_N] += 1
         elif opts.save_messages:
-            dropped: Counter = Counter()
+            dropped: Counter[str] = Counter()
             sel.add(
                 {"messages": keep_chat_roles(pay.items[i], opts.keep_roles, dropped), "score": s},
                 dropped,
@@ -312,7 +312,7 @@ def select_dpo(
             used.add(i)
             continue
         used.update((i, partner))
-        dropped = Counter()
+        dropped: Counter[str] = Counter()
         if opts.save_messages:
             rec = {
                 "pos": keep_chat_roles(pay.items[i], opts.keep_roles, dropped),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -54,7 +54,7 @@ def prompt_logprobs(
         top_v, top_i = logp.topk(min(k, logp.shape[-1]), dim=-1)
     for t in range(actual.shape[0]):
         entry = [(int(actual[t]), float(actual_lp[t]), int(ranks[t]))]
-        if top_i is not None:
+        if top_i is not None and top_v is not None:
             for r, (tid, lp) in enumerate(zip(top_i[t].tolist(), top_v[t].tolist(), strict=True)):
                 if tid != entry[0][0]:
                     entry.append((tid, lp, r + 1))
@@ -69,6 +69,16 @@ def _find_stop(text: str, stops: Sequence[str]) -> tuple[int, Optional[str]]:
         if i >= 0 and (best < 0 or i < best):
             best, which = i, s
     return best, which
+
+
+@dataclass
+class _Decoding:
+    """The running batch's tensors, all present while the batch has rows."""
+
+    cache: Any  # the model's KV cache (a transformers DynamicCache)
+    mask: torch.Tensor  # [B, T] over the cached positions
+    next_pos: torch.Tensor  # [B] position id of the next input token
+    last: torch.Tensor  # [B] token to feed at the next step
 
 
 class DecodeBatch:
@@ -90,10 +100,7 @@ class DecodeBatch:
         self.rows: list[RowParams] = []
         self.results: list[RowResult] = []
         self.generators: list[torch.Generator] = []
-        self.cache = None
-        self.mask: Optional[torch.Tensor] = None  # [B, T] over the cached positions
-        self.next_pos: Optional[torch.Tensor] = None  # [B] position id of the next input token
-        self.last: Optional[torch.Tensor] = None  # [B] token to feed at the next step
+        self.decoding: Optional[_Decoding] = None  # None while no row is being generated
         self.generated = 0
 
     def __len__(self) -> int:
@@ -101,11 +108,12 @@ class DecodeBatch:
 
     def can_merge(self) -> bool:
         """True when the cache layout allows adding rows to a running batch."""
-        if self.cache is None:
+        if self.decoding is None:
             return True
         from transformers.cache_utils import DynamicLayer
 
-        return all(type(layer) is DynamicLayer for layer in getattr(self.cache, "layers", [None]))
+        layers = getattr(self.decoding.cache, "layers", [None])
+        return all(type(layer) is DynamicLayer for layer in layers)
 
     def add(self, rows: Sequence[RowParams]) -> list[RowResult]:
         """Prefill ``rows``, sample their first token and merge them into the batch. Returns their
@@ -148,10 +156,11 @@ class DecodeBatch:
                 chosen[sel],
             )
         kept_rows = [rows[i] for i in keep]
-        if self.cache is None or not self.rows:
-            self.cache, self.mask, self.next_pos, self.last = cache, mask, next_pos, chosen
+        new = _Decoding(cache, mask, next_pos, chosen)
+        if self.decoding is None or not self.rows:
+            self.decoding = new
         else:
-            self._merge(cache, mask, next_pos, chosen)
+            self._merge(self.decoding, new)
         self.rows += kept_rows
         self.results += [results[i] for i in keep]
         self.generators += [gens[i] for i in keep]
@@ -160,28 +169,35 @@ class DecodeBatch:
 
     def step(self) -> None:
         """Decode one token for every row; finished rows leave the batch."""
-        if not self.rows:
+        d = self.decoding
+        if d is None or not self.rows:
             return
-        ones = torch.ones((len(self.rows), 1), dtype=self.mask.dtype, device=self.device)
-        self.mask = torch.cat([self.mask, ones], dim=-1)
+        ones = torch.ones((len(self.rows), 1), dtype=d.mask.dtype, device=self.device)
+        d.mask = torch.cat([d.mask, ones], dim=-1)
         with torch.inference_mode():
             out = self.model(
-                input_ids=self.last.unsqueeze(-1).to(self.device),
-                attention_mask=self.mask,
-                position_ids=self.next_pos.unsqueeze(-1).to(self.device),
-                past_key_values=self.cache,
+                input_ids=d.last.unsqueeze(-1).to(self.device),
+                attention_mask=d.mask,
+                position_ids=d.next_pos.unsqueeze(-1).to(self.device),
+                past_key_values=d.cache,
                 use_cache=True,
                 logits_to_keep=1,
             )
-        self.cache = out.past_key_values
-        self.next_pos = self.next_pos + 1
+        d.cache = out.past_key_values
+        d.next_pos = d.next_pos + 1
         chosen, keep = self._sample(out.logits[:, -1, :], self.rows, self.results, self.generators)
-        self.last = chosen
+        d.last = chosen
         if len(keep) < len(self.rows):
-            self._select(keep)
+            self._select(d, keep)
 
     # -- internals ---------------------------------------------------------------------------
-    def _sample(self, logits, rows, results, gens) -> tuple[torch.Tensor, list[int]]:
+    def _sample(
+        self,
+        logits: torch.Tensor,
+        rows: Sequence[RowParams],
+        results: Sequence[RowResult],
+        gens: list[torch.Generator],
+    ) -> tuple[torch.Tensor, list[int]]:
         logits = logits.float()
         logp = torch.log_softmax(logits, dim=-1)
         chosen = sample_next(
@@ -200,7 +216,7 @@ class DecodeBatch:
         for b, (row, res, tok) in enumerate(zip(rows, results, chosen.tolist(), strict=True)):
             res.token_ids.append(tok)
             res.logprobs.append(chosen_lp[b])
-            if row.top_logprobs > 0 and top_ids is not None:
+            if row.top_logprobs > 0 and top_ids is not None and top_vals is not None:
                 k = row.top_logprobs
                 res.top_logprobs.append(
                     list(zip(top_ids[b, :k].tolist(), top_vals[b, :k].tolist(), strict=True))
@@ -227,34 +243,36 @@ class DecodeBatch:
                 keep.append(b)
         return chosen, keep
 
-    def _select(self, keep: list[int]) -> None:
+    def _select(self, d: _Decoding, keep: list[int]) -> None:
         self.rows = [self.rows[i] for i in keep]
         self.results = [self.results[i] for i in keep]
         self.generators = [self.generators[i] for i in keep]
         if not keep:
-            self.cache = self.mask = self.next_pos = self.last = None
+            self.decoding = None
             return
         sel = torch.tensor(keep, dtype=torch.long, device=self.device)
-        self.cache.batch_select_indices(sel)
-        self.mask = self.mask.index_select(0, sel)
-        self.next_pos = self.next_pos.index_select(0, sel.to(self.next_pos.device))
-        self.last = self.last.index_select(0, sel.to(self.last.device))
+        d.cache.batch_select_indices(sel)
+        d.mask = d.mask.index_select(0, sel)
+        d.next_pos = d.next_pos.index_select(0, sel.to(d.next_pos.device))
+        d.last = d.last.index_select(0, sel.to(d.last.device))
         self._trim()
 
     def _trim(self) -> None:
         """Drop leading cache columns that no remaining row attends to."""
-        if self.mask is None:
+        d = self.decoding
+        if d is None:
             return
-        used = self.mask.any(dim=0).nonzero()
+        used = d.mask.any(dim=0).nonzero()
         start = int(used[0]) if used.numel() else 0
         if start > 0:
-            self.mask = self.mask[:, start:]
-            for layer in self.cache.layers:
+            d.mask = d.mask[:, start:]
+            for layer in d.cache.layers:
                 layer.keys = layer.keys[..., start:, :]
                 layer.values = layer.values[..., start:, :]
 
-    def _merge(self, cache, mask, next_pos, last) -> None:
-        old_t, new_t = self.mask.shape[1], mask.shape[1]
+    def _merge(self, d: _Decoding, new: _Decoding) -> None:
+        """Append ``new``'s rows to ``d``, left-padding the shorter cache with masked columns."""
+        old_t, new_t = d.mask.shape[1], new.mask.shape[1]
         width = max(old_t, new_t)
 
         def pad(x: torch.Tensor, t: int, dim_from_end: int) -> torch.Tensor:
@@ -263,14 +281,14 @@ class DecodeBatch:
             spec = [0, 0] * (dim_from_end - 1) + [width - t, 0]
             return torch.nn.functional.pad(x, spec)
 
-        for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
+        for mine, theirs in zip(d.cache.layers, new.cache.layers, strict=True):
             mine.keys = torch.cat([pad(mine.keys, old_t, 2), pad(theirs.keys, new_t, 2)], dim=0)
             mine.values = torch.cat(
                 [pad(mine.values, old_t, 2), pad(theirs.values, new_t, 2)], dim=0
             )
-        self.mask = torch.cat([pad(self.mask, old_t, 1), pad(mask, new_t, 1)], dim=0)
-        self.next_pos = torch.cat([self.next_pos, next_pos.to(self.next_pos.device)])
-        self.last = torch.cat([self.last, last.to(self.last.device)])
+        d.mask = torch.cat([pad(d.mask, old_t, 1), pad(new.mask, new_t, 1)], dim=0)
+        d.next_pos = torch.cat([d.next_pos, new.next_pos.to(d.next_pos.device)])
+        d.last = torch.cat([d.last, new.last.to(d.last.device)])
 
 
 def generate_batch(

@@ -30,7 +30,7 @@ def find_smollm2_gguf() -> Path:
         ) from None
     for f in dist.files or []:
         if str(f).endswith(GGUF_NAME):
-            path = Path(dist.locate_file(f))
+            path = Path(str(dist.locate_file(f)))
             if path.is_file():
                 return path
     raise ModelLoadError(f"{GGUF_NAME} not found inside the installed {DIST_NAME} package")

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
@@ -32,6 +32,9 @@ from fastapi.responses import JSONResponse
 
 from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
 from atroposlib.utils.net import free_port, wait_for_http
+
+if TYPE_CHECKING:
+    import uvicorn
 
 Responder = Callable[[str, dict[str, Any]], str]
 
@@ -69,7 +72,7 @@ class FakeOpenAIServer:
         self.max_in_flight = 0
         self._failures: list[int] = []
         self._lock = threading.Lock()
-        self._server = None
+        self._server: Optional[uvicorn.Server] = None
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -87,9 +90,10 @@ class FakeOpenAIServer:
         config = uvicorn.Config(
             self._app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
         )
-        self._server = uvicorn.Server(config)
+        server = uvicorn.Server(config)
+        self._server = server
         self._thread = threading.Thread(
-            target=self._server.run, name=f"fake-openai-{self.port}", daemon=True
+            target=server.run, name=f"fake-openai-{self.port}", daemon=True
         )
         self._thread.start()
         wait_for_http(f"http://127.0.0.1:{self.port}/health", timeout=timeout)

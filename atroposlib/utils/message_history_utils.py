@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from atroposlib.type_definitions import ScoredDataGroup
@@ -67,7 +68,7 @@ def truncate_thinking(response_text: str, tokenizer: Any, max_think_tokens: int)
     return f"{head}\n{kept}\n{tail}" if kept else head + tail
 
 
-def _poppable(messages: list[dict[str, Any]]) -> int:
+def _poppable(messages: Sequence[Mapping[str, Any]]) -> int:
     """How many of the oldest non-system turns may go now (0: only the protected minimum is left).
 
     Protected: the first message (system prompt), the last agent reply and the observation that
@@ -84,7 +85,7 @@ def _poppable(messages: list[dict[str, Any]]) -> int:
 
 
 def _fit_step(step: ScoredDataGroup, tokenizer: Any, limit: int) -> Optional[ScoredDataGroup]:
-    messages = [list(m) for m in step["messages"]]
+    messages = [list(m) for m in step["messages"] or []]
     while True:
         counts = [_poppable(m) for m in messages]
         if not counts or min(counts) == 0:

@@ -9,7 +9,7 @@ would add after the last assistant message are dropped: the model never produced
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from atroposlib.type_definitions import MASK_IGNORE
@@ -53,39 +53,39 @@ def _content_start(tokenizer: Any, chat: list[dict[str, Any]], i: int) -> int:
 
 def tokenize_for_trainer(
     tokenizer: Any,
-    chat: Sequence[dict[str, Any]],
+    chat: Sequence[Mapping[str, Any]],
     include_messages: bool = False,
     train_on_all_assistant_turns: bool = False,
     finish_reason: Optional[str] = "",
 ) -> dict[str, Any]:
     """Return ``{"tokens": [...], "masks": [...]}`` (plus ``"messages"`` when ``include_messages``)."""
-    chat = [dict(m) for m in chat]
-    if not chat:
+    turns = [dict(m) for m in chat]
+    if not turns:
         raise ValueError("tokenize_for_trainer: chat is empty")
-    last = len(chat) - 1
-    if finish_reason == "length" and chat[last].get("role") == "assistant":
-        prefix = chat_token_ids(tokenizer, chat[:last], add_generation_prompt=True)
-        content = chat[last].get("content") or ""
+    last = len(turns) - 1
+    if finish_reason == "length" and turns[last].get("role") == "assistant":
+        prefix = chat_token_ids(tokenizer, turns[:last], add_generation_prompt=True)
+        content = turns[last].get("content") or ""
         tokens = prefix + list(tokenizer.encode(str(content), add_special_tokens=False))
     else:
-        tokens = chat_token_ids(tokenizer, chat, add_generation_prompt=False)
+        tokens = chat_token_ids(tokenizer, turns, add_generation_prompt=False)
     masks = [MASK_IGNORE] * len(tokens)
     if train_on_all_assistant_turns:
-        trained = [i for i, m in enumerate(chat) if m.get("role") in TRAINED_ROLES]
+        trained = [i for i, m in enumerate(turns) if m.get("role") in TRAINED_ROLES]
     else:
         trained = [last]  # as Atropos: the final message, whatever its role
     for i in trained:
-        start = _content_start(tokenizer, chat, i)
+        start = _content_start(tokenizer, turns, i)
         end = (
             len(tokens)
             if i == last
-            else len(chat_token_ids(tokenizer, chat[: i + 1], add_generation_prompt=False))
+            else len(chat_token_ids(tokenizer, turns[: i + 1], add_generation_prompt=False))
         )
         for j in range(start, min(end, len(tokens))):
             masks[j] = tokens[j]
     out: dict[str, Any] = {"tokens": tokens, "masks": masks}
     if include_messages:
-        out["messages"] = chat
+        out["messages"] = turns
     return out
 
 

@@ -74,8 +74,9 @@ class MemoryStore(Store):
                 if row.state in (ACKED, DROPPED):
                     del self._rows[seq]
                     self._blobs.pop(seq, None)
-                    if self._group_ids.get(row.meta.group_id) == seq:
-                        del self._group_ids[row.meta.group_id]
+                    gid = row.meta.group_id
+                    if gid is not None and self._group_ids.get(gid) == seq:
+                        del self._group_ids[gid]
         if m.prune_below_seq is not None:
             for seq in [s for s in self._blobs if s < m.prune_below_seq]:
                 if self._rows[seq].state in (ACKED, DROPPED):

@@ -103,7 +103,7 @@ class SqliteStore(Store):
         except OSError as e:
             raise ConfigError(f"cannot create data dir {data_dir}: {e}") from None
         self.path = data_dir / DB_NAME
-        self._lock_fd = _lock_data_dir(data_dir)
+        self._lock_fd: Optional[int] = _lock_data_dir(data_dir)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -166,7 +166,8 @@ class SqliteStore(Store):
         return [found[s] for s in seqs]
 
     def peek(self, limit: int, after: Optional[int], env_name: Optional[str]) -> list[PeekRow]:
-        where, args = ["length IS NOT NULL"], []
+        where: list[str] = ["length IS NOT NULL"]
+        args: list[int | str] = []
         if after is not None:
             where.append("seq > ?")
             args.append(after)
