@@ -76,6 +76,13 @@ class _Endpoints:
     def _call(self, req: _Request) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _post(self, path: str, body: BaseModel, answer: Optional[type[BaseModel]] = None) -> Any:
+        """``POST path`` with ``body`` as JSON; the answer parsed as ``answer`` when given."""
+        req = _Request("POST", path, body.model_dump())
+        if answer is not None:
+            req.parse = answer.model_validate
+        return self._call(req)
+
     # --- liveness -------------------------------------------------------------------------
     def root(self):
         return self._call(_Request("GET", "/"))
@@ -86,14 +93,7 @@ class _Endpoints:
     # --- trainer side ---------------------------------------------------------------------
     def register(self, registration: Registration):
         """``POST /register``; returns ``RegisterResponse`` (uuid)."""
-        return self._call(
-            _Request(
-                "POST",
-                "/register",
-                registration.model_dump(),
-                parse=RegisterResponse.model_validate,
-            )
-        )
+        return self._post("/register", registration, RegisterResponse)
 
     def get_batch(self, explicit_ack: bool = True):
         """``GET /batch``; ``BatchResponse.batch`` is None while no full batch is ready.
@@ -115,24 +115,15 @@ class _Endpoints:
 
     def ack_batch(self, batch_id: str):
         """``POST /batch/ack``: the batch was applied and must never be redelivered."""
-        return self._call(_Request("POST", "/batch/ack", BatchAck(batch_id=batch_id).model_dump()))
+        return self._post("/batch/ack", BatchAck(batch_id=batch_id))
 
     # --- env side -------------------------------------------------------------------------
     def register_env(self, register_env: RegisterEnv):
         """``POST /register-env``; ``status == "wait for trainer to start"`` until the trainer pulls."""
-        return self._call(
-            _Request(
-                "POST",
-                "/register-env",
-                register_env.model_dump(),
-                parse=RegisterEnvResponse.model_validate,
-            )
-        )
+        return self._post("/register-env", register_env, RegisterEnvResponse)
 
     def disconnect_env(self, env_id: int):
-        return self._call(
-            _Request("POST", "/disconnect-env", EnvIdentifier(env_id=env_id).model_dump())
-        )
+        return self._post("/disconnect-env", EnvIdentifier(env_id=env_id))
 
     def post_scored_data(self, group: GroupLike):
         """``POST /scored_data``: a 200 means the group is committed."""
@@ -279,6 +270,22 @@ class _Base(_Endpoints):
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
+    def _http_request(
+        self, http: Union[httpx.Client, httpx.AsyncClient], req: _Request
+    ) -> httpx.Request:
+        """``req`` as an HTTP request of ``http`` (body encoded, gzipped above ``gzip_min_bytes``)."""
+        content, headers = _encode(req.body, self.gzip_min_bytes)
+        return http.build_request(
+            req.method,
+            req.path,
+            content=content,
+            headers={**headers, **req.headers},
+            params=req.params,
+        )
+
+    def _unreachable(self, req: _Request, error: httpx.TransportError) -> APIUnavailable:
+        return APIUnavailable(f"{req.method} {req.path}: cannot reach {self.base_url}: {error!r}")
+
     def _retry_kwargs(self) -> dict[str, Any]:
         return dict(
             retry=retry_if_exception_type(APIUnavailable),
@@ -298,19 +305,10 @@ class TrajectoryClient(_Base):
         )
 
     def _send_once(self, req: _Request) -> Any:
-        content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
-            resp = self._http.request(
-                req.method,
-                req.path,
-                content=content,
-                headers={**headers, **req.headers},
-                params=req.params,
-            )
+            resp = self._http.send(self._http_request(self._http, req))
         except httpx.TransportError as e:
-            raise APIUnavailable(
-                f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}"
-            ) from e
+            raise self._unreachable(req, e) from e
         return _decode(req, resp)
 
     def _call(self, req: _Request) -> Any:
@@ -338,19 +336,10 @@ class AsyncTrajectoryClient(_Base):
         )
 
     async def _send_once(self, req: _Request) -> Any:
-        content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
-            resp = await self._http.request(
-                req.method,
-                req.path,
-                content=content,
-                headers={**headers, **req.headers},
-                params=req.params,
-            )
+            resp = await self._http.send(self._http_request(self._http, req))
         except httpx.TransportError as e:
-            raise APIUnavailable(
-                f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}"
-            ) from e
+            raise self._unreachable(req, e) from e
         return _decode(req, resp)
 
     async def _call(self, req: _Request) -> Any:  # type: ignore[override]
