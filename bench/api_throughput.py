@@ -25,8 +25,6 @@ import argparse
 import http.client
 import random
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -34,9 +32,10 @@ from pathlib import Path
 
 import httpx
 import orjson
+from subprocs import launch, shut_down
 
 from atroposlib.api.client import TrajectoryClient
-from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.utils.net import free_port
 
 SEQS, SEQ_LEN = 16, 2048
 TARGET_INGEST, TARGET_EGRESS, TARGET_RATIO = 190.0, 150.0, 0.75
@@ -59,28 +58,12 @@ def make_body_tail(seed: int = 0) -> bytes:
 def run_store(store: str, n_groups: int, batch_groups: int, clients: int, tail: bytes) -> dict:
     port = free_port()
     data_dir = Path(tempfile.mkdtemp(prefix=f"bench-api-{store}-"))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "atroposlib.cli.run_api",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--store",
-            store,
-            "--data-dir",
-            str(data_dir),
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    flags = ["--host", "127.0.0.1", "--store", store, "--data-dir", str(data_dir)]
+    url, proc = f"http://127.0.0.1:{port}", None
     try:
-        wait_for_http(url + "/health", timeout=60, proc=proc)
+        proc = launch(
+            "atroposlib.cli.run_api", port, [*flags, "--log-level", "warning"], timeout=60
+        )
         with httpx.Client(base_url=url, timeout=60) as h:
             h.post(
                 "/register",
@@ -160,11 +143,7 @@ def run_store(store: str, n_groups: int, batch_groups: int, clients: int, tail: 
             "egress_client_ms": egress_client_cpu / max(got_groups, 1) * 1e3,
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        shut_down(proc, grace=15)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 

@@ -24,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from subprocs import launch, running
 
 from atroposlib.inference.config import default_torch_threads
-from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.utils.net import free_port
 
 N_REQUESTS = 16
 BUSY = "import time\nend = time.time() + 3600\nwhile time.time() < end: pass\n"
@@ -34,14 +35,10 @@ BUSY = "import time\nend = time.time() + 3600\nwhile time.time() < end: pass\n"
 
 def start_server(model: Path, threads: int | None, log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(model)]
-    cmd += ["--port", str(port), "--log-level", "warning"]
+    flags = ["--model", str(model), "--log-level", "warning"]
     if threads is not None:
-        cmd += ["--torch-threads", str(threads)]
-    proc = subprocess.Popen(cmd, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{url}/health", timeout=180, proc=proc)
-    return proc, url
+        flags += ["--torch-threads", str(threads)]
+    return launch("atroposlib.cli.serve_model", port, flags, log), f"http://127.0.0.1:{port}"
 
 
 def one_request(url: str, seed: int, max_tokens: int) -> int:
@@ -85,13 +82,12 @@ def main() -> int:
         f"cpu cores={cores}; all-cores server: --torch-threads {cores}; default server: "
         f"{default_torch_threads()} thread(s); busy processes alongside: {args.load}"
     )
-    procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         from atroposlib.inference.tiny_model import build_tiny_model
 
         model = build_tiny_model(tmpd / "tiny", seed=0)
-        try:
+        with running() as procs:
             servers = {}
             for name, threads in (("all cores", cores), ("default", None)):
                 proc, url = start_server(model, threads, tmpd / f"{name}.log")
@@ -123,11 +119,6 @@ def main() -> int:
                 "default / all cores, sequential speed under this load: "
                 f"{tps[('default', 'seq')] / tps[('all cores', 'seq')]:5.2f}x"
             )
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-                    p.wait(30)
     return 0
 
 

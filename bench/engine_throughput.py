@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from subprocs import launch, running
 
-from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.utils.net import free_port
 
 PROMPTS = [f"What is {a} + {b}? Answer:" for a, b in [(3, 4), (12, 30), (100, 7), (5, 55)]] + [
     "Hello",
@@ -36,25 +37,10 @@ PROMPTS = [f"What is {a} + {b}? Answer:" for a, b in [(3, 4), (12, 30), (100, 7)
 def start_server(
     model: Path, port: int, threads: int, extra: list[str], log: Path
 ) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "atroposlib.cli.serve_model",
-        "--model",
-        str(model),
-        "--port",
-        str(port),
-        "--torch-threads",
-        str(threads),
-        "--log-level",
-        "warning",
-        "--served-model-name",
-        "bench",  # requests name it: an unknown model name is a 404, as in vLLM
-        *extra,
-    ]
-    proc = subprocess.Popen(cmd, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
-    wait_for_http(f"http://127.0.0.1:{port}/health", timeout=180, proc=proc)
-    return proc
+    flags = ["--model", str(model), "--torch-threads", str(threads), "--log-level", "warning"]
+    # requests name the model: an unknown model name is a 404, as in vLLM
+    flags += ["--served-model-name", "bench", *extra]
+    return launch("atroposlib.cli.serve_model", port, flags, log)
 
 
 def drive(url: str, clients: int, per_client: int, max_tokens: int) -> tuple[float, int]:
@@ -151,8 +137,7 @@ def main() -> int:
             f"model: {model.name} hidden={cfg.hidden_size} layers={cfg.num_hidden_layers} "
             f"vocab={cfg.vocab_size}; cpu cores={os.cpu_count()}, torch threads/server={args.threads}"
         )
-        procs = []
-        try:
+        with running() as procs:
             base_port, batch_port = free_port(), free_port()
             procs.append(
                 start_server(model, base_port, args.threads, ["--no-batching"], tmpd / "base.log")
@@ -186,11 +171,6 @@ def main() -> int:
             print(
                 f"max |engine logprob - forward-pass logprob| (fp32, left-padded batch): {gap:.2e}"
             )
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-                    p.wait(30)
     return 0
 
 

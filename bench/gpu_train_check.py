@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from atroposlib.utils.cli import fail
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -41,12 +43,12 @@ def main(argv: list[str] | None = None) -> int:
 
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
-        print(
-            "gpu_check: error: no CUDA GPU (torch.cuda.is_available() is False); "
+        return fail(
+            "gpu_check",
+            "no CUDA GPU (torch.cuda.is_available() is False); "
             "run this on a machine with an NVIDIA GPU and a CUDA build of torch",
-            file=sys.stderr,
+            1,
         )
-        return 1
 
     from atroposlib.errors import AtroposError
     from example_trainer.batching import flatten_batch
@@ -74,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         precision = resolve_precision(cfg, device)
         model, tokenizer = load_policy(model_dir, precision.master, device)
     except AtroposError as e:
-        print(f"gpu_check: error: {e}", file=sys.stderr)
-        return 1
+        return fail("gpu_check", e, 1)
     enable_gradient_checkpointing(model)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.99))

@@ -18,8 +18,6 @@ import gzip
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,8 +25,9 @@ from pathlib import Path
 
 import httpx
 import orjson
+from subprocs import launch, shut_down
 
-from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.utils.net import free_port
 
 TARGET_S = 0.100
 
@@ -76,27 +75,11 @@ def run(mode: str, body: bytes, bomb: bytes) -> dict:
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="large-body-"))
     offload = str(10**12) if mode == "on-loop" else str(8 << 20)
-    cmd = [
-        sys.executable,
-        "-m",
-        "atroposlib.cli.run_api",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(tmp / "data"),
-        "--store",
-        "sqlite",
-        "--max-body-bytes",
-        str(len(body) + (1 << 20)),
-        "--offload-min-bytes",
-        offload,
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    flags = ["--data-dir", str(tmp / "data"), "--store", "sqlite", "--log-level", "warning"]
+    flags += ["--max-body-bytes", str(len(body) + (1 << 20)), "--offload-min-bytes", offload]
+    url, proc = f"http://127.0.0.1:{port}", None
     try:
-        wait_for_http(url + "/health", timeout=60, proc=proc)
+        proc = launch("atroposlib.cli.run_api", port, flags, timeout=60)
         with httpx.Client(base_url=url, timeout=300) as h:
 
             def post_group() -> None:
@@ -109,8 +92,7 @@ def run(mode: str, body: bytes, bomb: bytes) -> dict:
             group_lat, group_s = poll_during(url, post_group)
             bomb_lat, bomb_s = poll_during(url, post_bombs)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        shut_down(proc)
         shutil.rmtree(tmp, ignore_errors=True)
     return {
         "mode": mode,

@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Optional
 
 import orjson
+from subprocs import launch
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.errors import APIError, APIUnavailable
 from atroposlib.type_definitions import Registration
-from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.utils.net import free_port
 
 BATCH_SIZE, GROUP_SIZE = 4, 2
 
@@ -106,23 +107,10 @@ class Soak:
         self.delivered_log = work / "delivered.txt"
 
     def start_api(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "atroposlib.cli.run_api",
-            "--port",
-            str(self.port),
-            "--data-dir",
-            str(self.work / "data"),
-            "--store",
-            "sqlite",
-            "--log-level",
-            "warning",
-            "--resume",  # a restart after kill -9 continues the run (crash recovery)
-        ]
-        log = open(self.work / "api.log", "ab")
-        self.api = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        wait_for_http(self.url + "/health", timeout=60, proc=self.api)
+        flags = ["--data-dir", str(self.work / "data"), "--store", "sqlite"]
+        flags += ["--log-level", "warning"]
+        flags.append("--resume")  # a restart after kill -9 continues the run (crash recovery)
+        self.api = launch("atroposlib.cli.run_api", self.port, flags, self.work / "api.log", 60)
 
     def start_trainer(self) -> None:
         cmd = [sys.executable, __file__, "--trainer", self.url, str(self.trained_path)]

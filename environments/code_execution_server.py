@@ -16,15 +16,17 @@ itself fails (cannot start an interpreter, fork failure), the group is sent with
 
 import asyncio
 import random
-from typing import Optional
+from itertools import cycle
 
-from envkit.chat import chat, system_prompt
+from envkit.chat import chat, system_prompt, transcript
+from envkit.evaluation import greedy_answer, report_eval
 from envkit.humaneval import build_program, load_problems
-from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.sandbox import SandboxLimits, SandboxResult, run_python
+from envkit.servers import local_vllm_server
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.type_definitions import Item
 
 INSTRUCTION = (
@@ -51,20 +53,12 @@ class CodeExecutionEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[CodeExecutionConfig, list[APIServerConfig]]:
         env_config = CodeExecutionConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=4096,
-            total_steps=1000,
             batch_size=16,
             wandb_name="humaneval",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         problems = load_problems()
@@ -77,12 +71,13 @@ class CodeExecutionEnv(BaseEnv):
             require_network_isolation=self.config.require_network_isolation,
         )
         self.sandbox_slots = asyncio.Semaphore(self.config.max_parallel_runs)
-        self.iter = 0
+        self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:
-        problem = self.train[self.iter % len(self.train)]
-        self.iter += 1
-        return problem
+        return next(self.train_items)
+
+    def prompt(self, problem: Item) -> list[dict[str, str]]:
+        return chat(self.system, f"```python\n{problem['prompt']}```")
 
     async def run_tests(self, problem: Item, completion: str) -> SandboxResult:
         async with self.sandbox_slots:
@@ -90,10 +85,8 @@ class CodeExecutionEnv(BaseEnv):
                 run_python, build_program(problem, completion), self.limits
             )
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
-        messages = chat(self.system, f"```python\n{item['prompt']}```")
+    async def collect_trajectories(self, item: Item) -> Trajectories:
+        messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         results = await asyncio.gather(*[self.run_tests(item, answer) for answer in answers])
         group = self.group_builder()
@@ -106,24 +99,17 @@ class CodeExecutionEnv(BaseEnv):
                 node,
                 score,
                 reward_unavailable=unavailable,
-                messages=messages
-                + [
-                    {"role": "assistant", "content": answer},
-                    {"role": "grader", "content": f"{result.status}: {result.detail}"},
-                ],
+                messages=transcript(messages, answer, f"{result.status}: {result.detail}"),
             )
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
         passed = 0
         for problem in self.test:
-            answer = await greedy_answer(
-                self, chat(self.system, f"```python\n{problem['prompt']}```")
-            )
+            answer = await greedy_answer(self, self.prompt(problem))
             result = await self.run_tests(problem, answer)
             passed += result.status == "passed"
-        self.eval_metrics.append(("eval/pass@1", passed / len(self.test)))
-        await self.evaluate_log({"eval/pass@1": passed / len(self.test)}, task_name="humaneval")
+        await report_eval(self, {"eval/pass@1": passed / len(self.test)}, task_name="humaneval")
 
 
 if __name__ == "__main__":

@@ -22,15 +22,17 @@ Try it (tiny local model, see environments/README.md)::
 """
 
 import time
-from typing import Optional
+from itertools import cycle
 
-from envkit.chat import chat, system_prompt
+from envkit.chat import chat, system_prompt, transcript
 from envkit.data_sources import DataSource, load_gsm8k
+from envkit.evaluation import greedy_answer, report_eval
 from envkit.math_scoring import grade_math_group, verify_math
-from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from envkit.servers import local_vllm_server
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = (
@@ -48,9 +50,6 @@ class GSM8kConfig(SamplingConfig):
         default=2000, ge=1, description="Procedural training problems to generate."
     )
     eval_size: int = Field(default=100, ge=1, description="Problems used by evaluate().")
-    temperature: float = Field(
-        default=1.0, ge=0.0, description="Sampling temperature for training rollouts."
-    )
 
 
 class GSM8kEnv(BaseEnv):
@@ -60,39 +59,28 @@ class GSM8kEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[GSM8kConfig, list[APIServerConfig]]:
         env_config = GSM8kConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
-            use_wandb=True,
-            total_steps=1000,
-            batch_size=12,
-            steps_per_eval=100,
             max_token_length=2048,
+            batch_size=12,
             wandb_name="gsm8k",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         cfg = self.config
         self.train = load_gsm8k(cfg.data_source, "train", size=cfg.offline_train_size).rows
         self.test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
         self.system = system_prompt(ANSWER_FORMAT)
-        self.iter = 0
+        self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:
-        row = self.train[self.iter % len(self.train)]
-        self.iter += 1
-        return row
+        return next(self.train_items)
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
-        messages = chat(self.system, item["question"])
+    def prompt(self, item: Item) -> list[dict[str, str]]:
+        return chat(self.system, item["question"])
+
+    async def collect_trajectories(self, item: Item) -> Trajectories:
+        messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         graded = grade_math_group(
             answers, item["answer"], [len(n.tokens) for n in nodes], self.config.max_token_length
@@ -104,15 +92,13 @@ class GSM8kEnv(BaseEnv):
             self.add_metric("train/percent_correct", 1.0 if ok else 0.0)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores, strict=True):
-            group.add_node(
-                node, score, messages=messages + [{"role": "assistant", "content": answer}]
-            )
+            group.add_node(node, score, messages=transcript(messages, answer))
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
         start, samples = time.time(), []
         for row in self.test:
-            answer = await greedy_answer(self, chat(self.system, row["question"]))
+            answer = await greedy_answer(self, self.prompt(row))
             samples.append(
                 {
                     "question": row["question"],
@@ -122,8 +108,8 @@ class GSM8kEnv(BaseEnv):
                 }
             )
         accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
-        self.eval_metrics.append(("eval/percent_correct", accuracy))
-        await self.evaluate_log(
+        await report_eval(
+            self,
             {"eval/percent_correct": accuracy},
             task_name=self.name,
             samples=samples,

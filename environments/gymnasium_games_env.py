@@ -18,13 +18,15 @@ from typing import Literal, Optional
 
 from envkit.chat import episode_node
 from envkit.games import GAMES
+from envkit.rollouts import SamplingConfig
+from envkit.servers import local_vllm_server
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataItem
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataItem
 from atroposlib.type_definitions import Item
 
 
-class GymGameConfig(BaseEnvConfig):
+class GymGameConfig(SamplingConfig):
     game: Literal["blackjack", "taxi"] = Field(
         default="blackjack", description="Which Gymnasium game to play."
     )
@@ -39,7 +41,6 @@ class GymGameConfig(BaseEnvConfig):
         default=1.0, description="Multiplies the episode reward (e.g. 0.05 for Taxi)."
     )
     seed: int = Field(default=0, description="First episode seed; items count up from it.")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 class GymGameEnv(BaseEnv):
@@ -49,20 +50,12 @@ class GymGameEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[GymGameConfig, list[APIServerConfig]]:
         env_config = GymGameConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=8192,
-            total_steps=1000,
             batch_size=16,
             wandb_name="gymnasium_games",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         self.next_seed = self.config.seed

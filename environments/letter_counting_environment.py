@@ -11,14 +11,15 @@ Reward: 1.0 for the exact count, 0.0 otherwise (a missing tag is 0.0 too).
 """
 
 import random
-from typing import Optional
 
-from envkit.chat import chat, system_prompt
-from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
+from envkit.chat import chat, system_prompt, transcript
+from envkit.evaluation import greedy_answer, report_eval
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from envkit.servers import local_vllm_server
 from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.type_definitions import Item
 
 
@@ -43,20 +44,12 @@ class LetterCountingEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[TextTaskConfig, list[APIServerConfig]]:
         env_config = TextTaskConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=1024,
-            total_steps=1000,
             batch_size=16,
             wandb_name=cls.name,
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)
@@ -67,31 +60,28 @@ class LetterCountingEnv(BaseEnv):
     async def get_next_item(self) -> Item:
         return self.make_item(self.rng)
 
+    def prompt(self, item: Item) -> list[dict[str, str]]:
+        return chat(self.system, item["question"])
+
     def score(self, response: str, item: Item) -> float:
         return 1.0 if extract_answer_tag(response) == item["answer"] else 0.0
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
-        messages = chat(self.system, item["question"])
+    async def collect_trajectories(self, item: Item) -> Trajectories:
+        messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score = self.score(answer, item)
             self.add_metric("train/percent_correct", score)
-            group.add_node(
-                node, score, messages=messages + [{"role": "assistant", "content": answer}]
-            )
+            group.add_node(node, score, messages=transcript(messages, answer))
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        total = 0.0
-        for item in self.test:
-            answer = await greedy_answer(self, chat(self.system, item["question"]))
-            total += self.score(answer, item)
-        self.eval_metrics.append(("eval/percent_correct", total / len(self.test)))
-        await self.evaluate_log(
-            {"eval/percent_correct": total / len(self.test)}, task_name=self.name
+        scores = [
+            self.score(await greedy_answer(self, self.prompt(item)), item) for item in self.test
+        ]
+        await report_eval(
+            self, {"eval/percent_correct": sum(scores) / len(scores)}, task_name=self.name
         )
 
 

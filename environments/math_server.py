@@ -16,17 +16,21 @@ Sampling, scoring and evaluation are GSM8K's (this env subclasses ``GSM8kEnv``);
 config and the answer instruction differ, which is how a variant env should be written.
 """
 
+from itertools import cycle
+
 from envkit.chat import system_prompt
 from envkit.data_sources import DataSource, load_math
+from envkit.rollouts import SamplingConfig
+from envkit.servers import local_vllm_server
 from gsm8k_server import GSM8kEnv
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
+from atroposlib.envs.base import APIServerConfig
 
 ANSWER_FORMAT = "Solve the problem and put only your final answer in \\boxed{}."
 
 
-class MathConfig(BaseEnvConfig):
+class MathConfig(SamplingConfig):
     data_source: DataSource = Field(
         default="auto", description="auto (hub, else offline), hub or procedural."
     )
@@ -41,9 +45,6 @@ class MathConfig(BaseEnvConfig):
         default=2000, ge=4, description="Procedural problems to generate per split."
     )
     eval_size: int = Field(default=64, ge=1, description="Problems used by evaluate().")
-    temperature: float = Field(
-        default=1.0, ge=0.0, description="Sampling temperature for training rollouts."
-    )
 
 
 class MathEnv(GSM8kEnv):
@@ -53,21 +54,12 @@ class MathEnv(GSM8kEnv):
     @classmethod
     def config_init(cls) -> tuple[MathConfig, list[APIServerConfig]]:
         env_config = MathConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
-            total_steps=1000,
-            batch_size=12,
-            steps_per_eval=100,
             max_token_length=4096,
+            batch_size=12,
             wandb_name="math",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         cfg = self.config
@@ -85,7 +77,7 @@ class MathEnv(GSM8kEnv):
         self.train = load("train", cfg.offline_size)
         self.test = load("test", max(cfg.eval_size, 4))[: cfg.eval_size]
         self.system = system_prompt(ANSWER_FORMAT)
-        self.iter = 0
+        self.train_items = cycle(self.train)  # in order, round and round
 
 
 if __name__ == "__main__":

@@ -15,15 +15,18 @@ Reward: 1 for the right letter, 0 otherwise.
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source sample
 """
 
+from itertools import cycle
 from typing import Optional
 
-from envkit.chat import chat, system_prompt
+from envkit.chat import chat, system_prompt, transcript
 from envkit.data_sources import DataSource, load_mcqa, split_rows
+from envkit.evaluation import greedy_answer, report_eval
 from envkit.mcqa import LETTERS, extract_letter, format_question
-from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from envkit.servers import local_vllm_server
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = (
@@ -53,20 +56,12 @@ class MCQAEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[MCQAConfig, list[APIServerConfig]]:
         env_config = MCQAConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=2048,
-            total_steps=1000,
             batch_size=12,
             wandb_name="mcqa",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         cfg = self.config
@@ -75,12 +70,13 @@ class MCQAEnv(BaseEnv):
         ).rows
         self.train, self.test = split_rows(rows, cfg.eval_size)
         self.system = system_prompt(ANSWER_FORMAT)
-        self.iter = 0
+        self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:
-        row = self.train[self.iter % len(self.train)]
-        self.iter += 1
-        return row
+        return next(self.train_items)
+
+    def prompt(self, row: Item) -> list[dict[str, str]]:
+        return chat(self.system, format_question(row["question"], row["choices"]))
 
     def grade(self, response: str, row: Item) -> tuple[float, str]:
         extraction = extract_letter(response, len(row["choices"]), self.config.require_think)
@@ -93,33 +89,22 @@ class MCQAEnv(BaseEnv):
             else (0.0, f"chose {extraction.letter}, not {right}")
         )
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
-        messages = chat(self.system, format_question(item["question"], item["choices"]))
+    async def collect_trajectories(self, item: Item) -> Trajectories:
+        messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score, reason = self.grade(answer, item)
             self.add_metric("train/percent_correct", score)
-            group.add_node(
-                node,
-                score,
-                messages=messages
-                + [{"role": "assistant", "content": answer}, {"role": "grader", "content": reason}],
-            )
+            group.add_node(node, score, messages=transcript(messages, answer, reason))
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        correct = 0
-        for row in self.test:
-            answer = await greedy_answer(
-                self, chat(self.system, format_question(row["question"], row["choices"]))
-            )
-            correct += self.grade(answer, row)[0] == 1.0
-        accuracy = correct / max(1, len(self.test))
-        self.eval_metrics.append(("eval/percent_correct", accuracy))
-        await self.evaluate_log({"eval/percent_correct": accuracy}, task_name="mcqa")
+        scores = [
+            self.grade(await greedy_answer(self, self.prompt(row)), row)[0] for row in self.test
+        ]
+        accuracy = sum(score == 1.0 for score in scores) / max(1, len(scores))
+        await report_eval(self, {"eval/percent_correct": accuracy}, task_name="mcqa")
 
 
 if __name__ == "__main__":

@@ -13,17 +13,20 @@ The model answers inside ``<answer></answer>`` after an optional thinking block;
 """
 
 import difflib
-from typing import Any, Optional
+from itertools import cycle
+from typing import Any
 
 import reasoning_gym
-from envkit.chat import chat, system_prompt
-from envkit.rollouts import SamplingConfig, greedy_answer, sample_group
+from envkit.chat import chat, system_prompt, transcript
+from envkit.evaluation import greedy_answer, report_eval
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from envkit.servers import local_vllm_server
 from envkit.text_tasks import extract_answer_tag
 from pydantic import Field
 from reasoning_gym.composite import DatasetSpec
 from reasoning_gym.factory import DATASETS
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
@@ -68,61 +71,47 @@ class ReasoningGymEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[ReasoningGymConfig, list[APIServerConfig]]:
         env_config = ReasoningGymConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=2048,
-            total_steps=1000,
             batch_size=16,
             wandb_name="reasoning_gym",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         cfg = self.config
         self.train = build_dataset(cfg.task, cfg.task_config, cfg.dataset_size, cfg.seed)
         self.test = build_dataset(cfg.task, cfg.task_config, cfg.eval_size, cfg.seed + 1)
         self.system = system_prompt(ANSWER_FORMAT, thinking=cfg.thinking_mode)
-        self.iter = 0
+        self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:
-        entry = self.train[self.iter % len(self.train)]
-        self.iter += 1
-        return entry
+        return next(self.train_items)
+
+    def prompt(self, entry: Item) -> list[dict[str, str]]:
+        return chat(self.system, entry["question"])
 
     def score(self, dataset, response: str, entry: Item) -> float:
         answer = extract_answer_tag(response)
         return 0.0 if answer is None else float(dataset.score_answer(answer, entry))
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
-        messages = chat(self.system, item["question"])
+    async def collect_trajectories(self, item: Item) -> Trajectories:
+        messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
         for answer, node in zip(answers, nodes, strict=True):
             score = self.score(self.train, answer, item)
             self.add_metric("train/mean_score", score)
-            group.add_node(
-                node, score, messages=messages + [{"role": "assistant", "content": answer}]
-            )
+            group.add_node(node, score, messages=transcript(messages, answer))
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        total = 0.0
-        for entry in self.test:
-            answer = await greedy_answer(self, chat(self.system, entry["question"]))
-            total += self.score(self.test, answer, entry)
-        mean = total / len(self.test)
-        self.eval_metrics.append(("eval/mean_score", mean))
-        await self.evaluate_log(
-            {"eval/mean_score": mean}, task_name=f"reasoning_gym/{self.config.task}"
-        )
+        scores = [
+            self.score(self.test, await greedy_answer(self, self.prompt(entry)), entry)
+            for entry in self.test
+        ]
+        task_name = f"reasoning_gym/{self.config.task}"
+        await report_eval(self, {"eval/mean_score": sum(scores) / len(scores)}, task_name=task_name)
 
 
 if __name__ == "__main__":

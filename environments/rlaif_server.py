@@ -21,9 +21,10 @@ offline, open-ended instructions built from templates x topics.
 
 import asyncio
 import logging
+from itertools import cycle
 from typing import Literal, Optional
 
-from envkit.chat import chat
+from envkit.chat import chat, transcript
 from envkit.data_sources import load_hub_rows
 from envkit.judge import (
     JUDGE_SYSTEM,
@@ -33,15 +34,11 @@ from envkit.judge import (
     parse_score,
     single_judge_prompt,
 )
-from envkit.rollouts import SamplingConfig, sample_group
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from envkit.servers import extra_server, local_vllm_server
 from pydantic import Field
 
-from atroposlib.envs.base import (
-    APIServerConfig,
-    BaseEnv,
-    ScoredDataGroup,
-    ServerManager,
-)
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.errors import InferenceError
 from atroposlib.type_definitions import Item
 
@@ -79,20 +76,12 @@ class RLAIFEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[RLAIFConfig, list[APIServerConfig]]:
         env_config = RLAIFConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=4,
             max_token_length=2048,
-            total_steps=1000,
             batch_size=16,
             wandb_name="rlaif",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         cfg = self.config
@@ -103,27 +92,20 @@ class RLAIFEnv(BaseEnv):
         self.judge = (
             self.server
             if cfg.judge_base_url is None
-            else ServerManager(
-                [
-                    APIServerConfig(
-                        base_url=cfg.judge_base_url,
-                        model_name=cfg.judge_model_name,
-                        server_type=cfg.judge_server_type,
-                        api_key=cfg.judge_api_key,
-                        health_check=False,
-                    )
-                ],
+            else extra_server(
+                cfg.judge_base_url,
+                cfg.judge_model_name,
+                cfg.judge_server_type,
+                cfg.judge_api_key,
                 unavailable_wait=cfg.judge_wait_s,
             )
         )
-        self.iter = 0
+        self.prompt_items = cycle(self.prompts)  # in order, round and round
         self.judge_failures = 0
         self.set_metric("train/judge_failures", 0)
 
     async def get_next_item(self) -> Item:
-        prompt = self.prompts[self.iter % len(self.prompts)]
-        self.iter += 1
-        return {"prompt": prompt}
+        return {"prompt": next(self.prompt_items)}
 
     async def ask_judge(self, prompt: str) -> str:
         completion = await self.judge.chat_completion(
@@ -162,9 +144,7 @@ class RLAIFEnv(BaseEnv):
             logger.warning("judge request failed: %s", exc)
             return None
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(self, item: Item) -> Trajectories:
         messages = [{"role": "user", "content": item["prompt"]}]
         answers, nodes = await sample_group(self, messages)
         scores = await self.judge_group(item["prompt"], answers)
@@ -174,10 +154,7 @@ class RLAIFEnv(BaseEnv):
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores or [0.0] * len(answers), strict=True):
             group.add_node(
-                node,
-                score,
-                reward_unavailable=unavailable,
-                messages=messages + [{"role": "assistant", "content": answer}],
+                node, score, reward_unavailable=unavailable, messages=transcript(messages, answer)
             )
         return group.build(), []
 

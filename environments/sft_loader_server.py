@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from envkit.data_sources import load_hub_rows
+from envkit.servers import local_vllm_server
 from pydantic import Field
 
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
@@ -61,24 +62,14 @@ class SFTLoaderEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[SFTConfig, list[APIServerConfig]]:
         env_config = SFTConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
-            max_token_length=2048,
-            total_steps=1000,
             batch_size=16,
             wandb_name="sft",
-            ensure_scores_are_not_same=False,
-            inference_weight=-1,
+            ensure_scores_are_not_same=False,  # every example scores 1.0
+            inference_weight=-1,  # no inference
         )
         # No request is ever sent; a server entry is kept only because every env has one.
-        server = APIServerConfig(
-            model_name="none",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-            health_check=False,
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server("none", health_check=False)]
 
     async def setup(self) -> None:
         cfg = self.config

@@ -32,10 +32,11 @@ from envkit.distill import (
     top_k_entry,
     top_k_from_prompt_logprobs,
 )
+from envkit.servers import extra_server
 from gsm8k_server import GSM8kConfig, GSM8kEnv
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, ScoredDataGroup, ServerManager, load_tokenizer
+from atroposlib.envs.base import ScoredDataGroup, load_tokenizer
 from atroposlib.errors import ConfigError, InferenceError
 
 logger = logging.getLogger(__name__)
@@ -92,16 +93,11 @@ class TeacherDistillationEnv(GSM8kEnv):
             cfg.tokenizer_name,
             teacher_tokenizer_name,
         )
-        self.teacher = ServerManager(
-            [
-                APIServerConfig(
-                    base_url=cfg.teacher_base_url,
-                    model_name=cfg.teacher_model_name,
-                    api_key=cfg.teacher_api_key,
-                    server_type=cfg.teacher_server_type,
-                    health_check=False,
-                )
-            ]
+        self.teacher = extra_server(
+            cfg.teacher_base_url,
+            cfg.teacher_model_name,
+            cfg.teacher_server_type,
+            cfg.teacher_api_key,
         )
         self.token_ids = text_to_id(self.tokenizer)
         self.teacher_failures = 0

@@ -19,6 +19,8 @@ import random
 from typing import Optional
 
 from envkit.chat import chat, episode_node, require_room
+from envkit.rollouts import SamplingConfig
+from envkit.servers import local_vllm_server
 from envkit.text_tasks import extract_answer_tag
 from envkit.tool_calls import (
     TOOLBOX,
@@ -29,11 +31,11 @@ from envkit.tool_calls import (
 )
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataItem
+from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataItem
 from atroposlib.type_definitions import Item
 
 
-class MultiTurnToolConfig(BaseEnvConfig):
+class MultiTurnToolConfig(SamplingConfig):
     max_turns: int = Field(
         default=4, ge=1, description="Assistant turns before the episode is cut."
     )
@@ -41,7 +43,6 @@ class MultiTurnToolConfig(BaseEnvConfig):
         default=512, ge=1, description="Completion budget of one turn."
     )
     seed: int = Field(default=0, description="Seed of the task generator.")
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
 
 
 class MultiTurnToolEnv(BaseEnv):
@@ -51,20 +52,12 @@ class MultiTurnToolEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[MultiTurnToolConfig, list[APIServerConfig]]:
         env_config = MultiTurnToolConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=4096,
-            total_steps=1000,
             batch_size=16,
             wandb_name="tool_calling_multiturn",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)

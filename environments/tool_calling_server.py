@@ -18,10 +18,10 @@ reference call. ``--env.tools '["get_weather"]'`` offers fewer tools: a shorter 
 """
 
 import random
-from typing import Optional
 
-from envkit.chat import chat, require_room
-from envkit.rollouts import SamplingConfig, sample_group
+from envkit.chat import chat, require_room, transcript
+from envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from envkit.servers import local_vllm_server
 from envkit.tool_calls import (
     TOOLBOX,
     compare_tool_calls,
@@ -31,7 +31,7 @@ from envkit.tool_calls import (
 )
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
@@ -51,20 +51,12 @@ class ToolCallingEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[ToolCallingConfig, list[APIServerConfig]]:
         env_config = ToolCallingConfig(
-            tokenizer_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
             group_size=8,
             max_token_length=2048,
-            total_steps=1000,
             batch_size=16,
             wandb_name="tool_calling",
         )
-        server = APIServerConfig(
-            model_name="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
-            base_url="http://localhost:9001/v1",
-            api_key="x",
-            server_type="vllm",
-        )
-        return env_config, [server]
+        return env_config, [local_vllm_server()]
 
     async def setup(self) -> None:
         unknown = sorted(set(self.config.tools) - set(TOOLBOX))
@@ -81,9 +73,7 @@ class ToolCallingEnv(BaseEnv):
     async def get_next_item(self) -> Item:
         return single_turn_task(self.rng, self.config.tools)
 
-    async def collect_trajectories(
-        self, item: Item
-    ) -> tuple[Optional[ScoredDataGroup], list[Item]]:
+    async def collect_trajectories(self, item: Item) -> Trajectories:
         messages = chat(self.system, item["question"])
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
@@ -93,12 +83,7 @@ class ToolCallingEnv(BaseEnv):
             self.malformed += len(parsed.errors)
             self.set_metric("train/malformed_tool_calls", self.malformed)
             self.add_metric("train/mean_score", score)
-            group.add_node(
-                node,
-                score,
-                messages=messages
-                + [{"role": "assistant", "content": answer}, {"role": "grader", "content": reason}],
-            )
+            group.add_node(node, score, messages=transcript(messages, answer, reason))
         return group.build(), []
 
 

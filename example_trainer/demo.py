@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from atroposlib.utils.cli import fail
 from atroposlib.utils.net import free_port, wait_for_http
 from example_trainer.demo_servers import (
     Services,
@@ -373,15 +374,12 @@ def write_report(
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     if not ENV_FILE.exists():
-        print(
-            f"atropos-demo: error: {ENV_FILE} is missing (run from a checkout of the repository)",
-            file=sys.stderr,
+        return fail(
+            "atropos-demo", f"{ENV_FILE} is missing (run from a checkout of the repository)"
         )
-        return 2
     missing = vllm_missing() if args.inference == "vllm" else None
     if missing:
-        print(f"atropos-demo: error: {missing}", file=sys.stderr)
-        return 2
+        return fail("atropos-demo", missing)
     try:
         return run(args)
     except KeyboardInterrupt:

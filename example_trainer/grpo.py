@@ -56,6 +56,7 @@ import torch
 
 from atroposlib.errors import APIUnavailable, AtroposError
 from atroposlib.type_definitions import Registration
+from atroposlib.utils.cli import fail
 from example_trainer.batching import flatten_batch
 from example_trainer.checkpoint import load_latest, save_checkpoint, set_rng_state
 from example_trainer.config import TrainingConfig, parse_config
@@ -353,8 +354,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cfg = parse_config(argv)
         train(cfg)
     except AtroposError as e:
-        print(f"atropos-grpo: error: {e}", file=sys.stderr)
-        return 1
+        return fail("atropos-grpo", e, 1)
     except KeyboardInterrupt:
         return 130
     return 0

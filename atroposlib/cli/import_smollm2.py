@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from atroposlib.errors import AtroposError
+from atroposlib.utils.cli import fail
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -25,8 +26,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         out = import_smollm2(args.out_dir, args.gguf)
     except AtroposError as e:
-        print(f"atropos-import-smollm2: error: {e}", file=sys.stderr)
-        return 2
+        return fail("atropos-import-smollm2", e)
     print(out)
     return 0
 

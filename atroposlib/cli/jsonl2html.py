@@ -11,11 +11,14 @@ from typing import Optional
 from atroposlib.errors import AtroposError
 from atroposlib.frontend.groups import LoadStats
 from atroposlib.report.html import write_html_report
+from atroposlib.utils.cli import fail
+
+PROG = "atropos-jsonl2html"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="atropos-jsonl2html",
+        prog=PROG,
         description="Render a JSONL file of scored groups (written by `serve`/`process`) as one HTML page.",
     )
     p.add_argument("input", help="JSONL file, one scored group per line.")
@@ -37,11 +40,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     src = Path(args.input)
     out = Path(args.output) if args.output else src.with_suffix(".html")
     if not src.is_file():
-        print(f"atropos-jsonl2html: error: input file not found: {src}", file=sys.stderr)
-        return 2
+        return fail(PROG, f"input file not found: {src}")
     if out.resolve() == src.resolve():
-        print("atropos-jsonl2html: error: output would overwrite the input", file=sys.stderr)
-        return 2
+        return fail(PROG, "output would overwrite the input")
     stats = LoadStats()
     try:
         path = write_html_report(
@@ -54,8 +55,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             stats=stats,
         )
     except (AtroposError, OSError) as e:
-        print(f"atropos-jsonl2html: error: {e}", file=sys.stderr)
-        return 1
+        return fail(PROG, e, 1)
     skipped = sum(stats.skipped.values())
     note = (
         f", {skipped} lines skipped ({', '.join(f'{k}: {v}' for k, v in stats.skipped.items())})"

@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from atroposlib.errors import AtroposError
+from atroposlib.utils.cli import fail
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,8 +47,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             max_position_embeddings=args.max_positions,
         )
     except (AtroposError, OSError) as e:  # OSError: OUT_DIR is a file, not writable, disk full
-        print(f"atropos-make-tiny-model: error: {e}", file=sys.stderr)
-        return 2
+        return fail("atropos-make-tiny-model", e)
     print(out)
     return 0
 

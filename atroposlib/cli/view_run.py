@@ -14,6 +14,9 @@ import sys
 from typing import Optional
 
 from atroposlib.errors import AtroposError
+from atroposlib.utils.cli import fail
+
+PROG = "view-run"
 
 
 def _port(text: str) -> int:
@@ -29,7 +32,7 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="view-run",
+        prog=PROG,
         description="Browse a run's scored groups (read-only): from a trajectory API or a groups JSONL file.",
     )
     src = p.add_mutually_exclusive_group()
@@ -102,8 +105,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
             source = ApiSource(args.api_url or "http://localhost:8000", token=token)
     except (AtroposError, OSError) as e:
-        print(f"view-run: error: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, e)
     decode = make_decoder(tok) if tok is not None else None
     token_text = make_token_text(tok) if tok is not None else None
     if args.demo and tok is None:  # the example groups are tokenized as UTF-8 bytes
@@ -127,10 +129,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             show_error=True,
         )
     except OSError as e:
-        print(f"view-run: error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return 1
+        return fail(PROG, f"cannot serve on {args.host}:{args.port}: {e}", 1)
     except KeyboardInterrupt:
-        return 0
+        pass  # Ctrl-C is how a viewer is stopped
     return 0
 
 

@@ -15,7 +15,9 @@ import logging
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
+
+from pydantic import BaseModel
 
 from atroposlib.datagen.export import (
     ApiFeed,
@@ -34,8 +36,11 @@ from atroposlib.frontend.selection import (
     select_sft,
 )
 from atroposlib.frontend.tokenizer import load_tokenizer, make_decoder
+from atroposlib.utils.cli import fail
 
 DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-8B-Preview"
+# The selection settings of each generator; their flags take default and help from these models.
+OPTIONS: dict[str, type[SftOptions] | type[DpoOptions]] = {"sft": SftOptions, "dpo": DpoOptions}
 
 
 def build_parser(kind: str) -> argparse.ArgumentParser:
@@ -100,11 +105,8 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         default=DEFAULT_TOKENIZER,
         help="Tokenizer dir or hub id, to decode tokens (not needed with --save-messages).",
     )
-    sel.add_argument(
-        "--save-messages",
-        action="store_true",
-        help="Save the message lists instead of decoded prefix/completion text.",
-    )
+    option = partial(_option_flag, sel, OPTIONS[kind])
+    option("save_messages", action="store_true")
     sel.add_argument(
         "--keep-roles",
         default=",".join(CHAT_TEMPLATE_ROLES),
@@ -112,34 +114,12 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         help="With --save-messages: only messages with these roles are written (others, such as "
         "an env's 'grader' notes, are left out and counted). Default: %(default)s.",
     )
-    if kind == "sft":
-        sel.add_argument(
-            "--save-top-n-per-group",
-            type=int,
-            default=3,
-            help="Keep at most this many best sequences per group.",
-        )
-    else:
-        sel.add_argument(
-            "--save-n-pairs-per-group",
-            type=int,
-            default=3,
-            help="Keep at most this many chosen/rejected pairs per group.",
-        )
+    option("save_top_n_per_group" if kind == "sft" else "save_n_pairs_per_group", type=int)
     sel.add_argument(
         "--num-seqs-to-save", type=int, default=100, help="Stop after writing this many records."
     )
-    sel.add_argument(
-        "--allow-negative-scores",
-        action="store_true",
-        help="Also keep sequences whose score is <= 0.",
-    )
-    sel.add_argument(
-        "--minimum-score-diff-max-min",
-        type=float,
-        default=0.0 if kind == "sft" else 0.5,
-        help="SFT: score must exceed the group min by more than this; DPO: chosen minus rejected.",
-    )
+    option("allow_negative_scores", action="store_true")
+    option("minimum_score_diff_max_min", type=float)
     out = p.add_argument_group("output")
     out.add_argument(
         "--append-to-previous", action="store_true", help="Append to an existing output file."
@@ -154,9 +134,14 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(prog: str, message: str, code: int = 2) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return code
+def _option_flag(
+    group: argparse._ArgumentGroup, options: type[BaseModel], name: str, **kwargs: Any
+) -> None:
+    """Add ``--name`` for the selection option ``name``: default and help from ``options``."""
+    spec = options.model_fields[name]
+    group.add_argument(
+        "--" + name.replace("_", "-"), default=spec.default, help=spec.description, **kwargs
+    )
 
 
 def _dry_run(prog: str, args: argparse.Namespace) -> int:
@@ -207,36 +192,19 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     keep_roles = tuple(r.strip() for r in args.keep_roles.split(","))
     if not all(keep_roles):
-        return _fail(
-            prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}"
-        )
+        return fail(prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}")
+    options = OPTIONS[kind]
     opts: SftOptions | DpoOptions
     try:
-        if kind == "sft":
-            opts = SftOptions(
-                save_messages=args.save_messages,
-                save_top_n_per_group=args.save_top_n_per_group,
-                allow_negative_scores=args.allow_negative_scores,
-                minimum_score_diff_max_min=args.minimum_score_diff_max_min,
-                max_token_len=args.max_token_len,
-                keep_roles=keep_roles,
-            )
-        else:
-            opts = DpoOptions(
-                save_messages=args.save_messages,
-                save_n_pairs_per_group=args.save_n_pairs_per_group,
-                allow_negative_scores=args.allow_negative_scores,
-                minimum_score_diff_max_min=args.minimum_score_diff_max_min,
-                max_token_len=args.max_token_len,
-                keep_roles=keep_roles,
-            )
+        values = {name: getattr(args, name) for name in options.model_fields}
+        opts = options(**{**values, "keep_roles": keep_roles})
     except ValueError as e:  # pydantic names the field
         first = str(e).splitlines()
-        return _fail(prog, " ".join(first[1:3]).strip() or str(e))
+        return fail(prog, " ".join(first[1:3]).strip() or str(e))
     if args.num_seqs_to_save <= 0:
-        return _fail(prog, "--num-seqs-to-save must be > 0")
+        return fail(prog, "--num-seqs-to-save must be > 0")
     if args.group_size <= 0 or args.tasks_per_step <= 0:
-        return _fail(prog, "--group-size and --tasks-per-step must be > 0")
+        return fail(prog, "--group-size and --tasks-per-step must be > 0")
     feed: JsonlFeed | ApiFeed | None = None
     try:
         if args.dry_run:
@@ -249,7 +217,7 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
             select = partial(select_dpo, opts=opts, decode=decode)
         if args.input:
             if args.reset or args.consume:
-                return _fail(prog, "--reset/--consume apply to the API, not to --input files")
+                return fail(prog, "--reset/--consume apply to the API, not to --input files")
             feed = JsonlFeed(args.input)
             print(f"reading groups from {args.input}", file=sys.stderr)
         else:
@@ -282,17 +250,17 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
             progress=not args.no_progress,
         )
     except KeyboardInterrupt:
-        return _fail(prog, "interrupted; records written so far are kept", 130)
+        return fail(prog, "interrupted; records written so far are kept", 130)
     except TrainerAlreadyRegistered as e:
-        return _fail(prog, str(e), 3)
+        return fail(prog, str(e), 3)
     except APIUnavailable as e:
-        return _fail(prog, f"cannot reach the API at {args.api_url}: {e}", 1)
+        return fail(prog, f"cannot reach the API at {args.api_url}: {e}", 1)
     except APIError as e:
-        return _fail(prog, str(e), 1)
+        return fail(prog, str(e), 1)
     except AtroposError as e:
-        return _fail(prog, str(e))
+        return fail(prog, str(e))
     except OSError as e:
-        return _fail(prog, str(e), 1)
+        return fail(prog, str(e), 1)
     finally:
         if feed is not None:
             feed.close()
@@ -304,4 +272,4 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_TOKENIZER", "build_parser", "run"]
+__all__ = ["DEFAULT_TOKENIZER", "OPTIONS", "build_parser", "run"]

@@ -200,19 +200,14 @@ def _conversation(raw: Any) -> list[dict[str, Any]]:
 def shared_message_prefix(conversations: Sequence[list[dict[str, Any]]]) -> int:
     """How many leading messages are identical in every conversation (the shared prompt).
     A single conversation keeps its last message as the completion."""
-    if not conversations:
-        return 0
-    shortest = min(len(c) for c in conversations)
-    n = 0
-    while n < shortest and all(c[n] == conversations[0][n] for c in conversations):
-        n += 1
-    if n == shortest and shortest > 0:
+    n = common_token_prefix(conversations)
+    if conversations and n == min(len(c) for c in conversations) and n > 0:
         n -= 1  # never swallow a whole conversation into the prompt
     return n
 
 
-def common_token_prefix(rows: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common prefix of the token rows."""
+def common_token_prefix(rows: Sequence[Sequence[Any]]) -> int:
+    """Length of the longest common prefix of the rows (token ids, or messages)."""
     if not rows:
         return 0
     shortest = min(len(r) for r in rows)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
@@ -58,6 +59,9 @@ CHAT_TEMPLATE_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 _KEEP_ROLES_HELP = (
     "Message roles written to message records; messages with any other role are left out."
 )
+_MIN_DIFF_HELP = (
+    "SFT: score must exceed the group min by more than this; DPO: chosen minus rejected."
+)
 
 
 def _check_roles(v: tuple[str, ...]) -> tuple[str, ...]:
@@ -68,11 +72,19 @@ def _check_roles(v: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class _CommonOptions(BaseModel):
-    """Settings both generators share: the length cap and which roles reach the output."""
+    """Settings both generators share: the length cap, the output format, the score rules and which
+    roles reach the output."""
 
     max_token_len: Optional[int] = Field(
         None, gt=0, description="Drop sequences with more tokens than this."
     )
+    save_messages: bool = Field(
+        False, description="Save the message lists instead of decoded prefix/completion text."
+    )
+    allow_negative_scores: bool = Field(
+        False, description="Also keep sequences whose score is <= 0."
+    )
+    minimum_score_diff_max_min: float = Field(0.0, ge=0.0, description=_MIN_DIFF_HELP)
     keep_roles: tuple[str, ...] = Field(CHAT_TEMPLATE_ROLES, description=_KEEP_ROLES_HELP)
 
     @field_validator("keep_roles")
@@ -84,39 +96,19 @@ class _CommonOptions(BaseModel):
 class SftOptions(_CommonOptions):
     """Selection settings of ``atropos-sft-gen``."""
 
-    save_messages: bool = Field(
-        False, description="Write {'messages','score'} instead of prefix/completion text."
-    )
     save_top_n_per_group: int = Field(
         3, ge=0, description="Keep at most this many best sequences per group."
-    )
-    allow_negative_scores: bool = Field(
-        False, description="Also keep sequences whose score is <= 0."
-    )
-    minimum_score_diff_max_min: float = Field(
-        0.0,
-        ge=0.0,
-        description="Keep a sequence only if its score exceeds the group minimum by more than this.",
     )
 
 
 class DpoOptions(_CommonOptions):
-    """Selection settings of ``atropos-dpo-gen``."""
+    """Selection settings of ``atropos-dpo-gen``: a chosen sequence must beat its rejected one by
+    more than 0.5 unless told otherwise."""
 
-    save_messages: bool = Field(
-        False, description="Write message lists as pos/neg instead of completion text."
-    )
     save_n_pairs_per_group: int = Field(
-        3, ge=0, description="At most this many chosen/rejected pairs per group."
+        3, ge=0, description="Keep at most this many chosen/rejected pairs per group."
     )
-    allow_negative_scores: bool = Field(
-        False, description="Allow a chosen sequence whose score is <= 0."
-    )
-    minimum_score_diff_max_min: float = Field(
-        0.5,
-        ge=0.0,
-        description="A rejected sequence must score lower than the chosen one by more than this.",
-    )
+    minimum_score_diff_max_min: float = Field(0.5, ge=0.0, description=_MIN_DIFF_HELP)
 
 
 @dataclass
@@ -231,15 +223,39 @@ def _usable(
     return scores, out
 
 
+def _select(
+    group: dict[str, Any],
+    opts: _CommonOptions,
+    decode: Optional[Decoder],
+    rules: Callable[[Selection, dict[str, Any], list[float], _Payloads], None],
+) -> Selection:
+    """A ``Selection`` of ``group``: empty (the group counted) when it lacks what ``opts`` needs,
+    else filled by ``rules(selection, group, scores, payloads)``."""
+    sel = Selection()
+    got = _usable(group, opts.save_messages, decode, sel)
+    if got is not None:
+        rules(sel, group, *got)
+    return sel
+
+
 def select_sft(
     group: dict[str, Any], opts: SftOptions, decode: Optional[Decoder] = None
 ) -> Selection:
     """The SFT records of one group (best first) and the count of sequences dropped per rule."""
-    sel = Selection()
-    got = _usable(group, opts.save_messages, decode, sel)
-    if got is None:
-        return sel
-    scores, pay = got
+    return _select(group, opts, decode, partial(_sft_rules, opts))
+
+
+def select_dpo(
+    group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder] = None
+) -> Selection:
+    """The DPO pairs of one group and the count of sequences left unpaired per rule."""
+    return _select(group, opts, decode, partial(_dpo_rules, opts))
+
+
+def _sft_rules(
+    opts: SftOptions, sel: Selection, group: dict[str, Any], scores: list[float], pay: _Payloads
+) -> None:
+    """SFT: best first, each sequence becomes a record or is counted under the first rule it fails."""
     order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
     group_min = min(scores)
     for i in order:
@@ -264,18 +280,12 @@ def select_sft(
             )
         else:
             sel.add({"prefix": pay.prefixes[i], "completion": pay.items[i], "score": s})
-    return sel
 
 
-def select_dpo(
-    group: dict[str, Any], opts: DpoOptions, decode: Optional[Decoder] = None
-) -> Selection:
-    """The DPO pairs of one group and the count of sequences left unpaired per rule."""
-    sel = Selection()
-    got = _usable(group, opts.save_messages, decode, sel)
-    if got is None:
-        return sel
-    scores, pay = got
+def _dpo_rules(
+    opts: DpoOptions, sel: Selection, group: dict[str, Any], scores: list[float], pay: _Payloads
+) -> None:
+    """DPO: each chosen sequence is paired with the worst unused partner that the rules allow."""
     usable = []
     for i in range(len(scores)):
         if not _length_ok(group, i, opts.max_token_len):
@@ -336,7 +346,6 @@ def select_dpo(
             sel.rejected[RULE_NON_POSITIVE] += 1
         else:
             sel.rejected[RULE_NO_PAIR] += 1
-    return sel
 
 
 __all__ = [

@@ -2,56 +2,41 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from atroposlib.utils.prometheus import MetricSet
 
 
-class EngineMetrics:
+class EngineMetrics(MetricSet):
     """Requests, tokens, tokens/s, batch sizes, queue depth and the loaded weights version."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.requests = Counter(
+        super().__init__()
+        c, g = self.counter, self.gauge
+        self.requests = c(
             "atropos_inference_requests",
             "HTTP generation requests by endpoint and status",
             ["endpoint", "status"],
-            registry=r,
         )
-        self.prompt_tokens = Counter(
-            "atropos_inference_prompt_tokens", "Prompt tokens processed", registry=r
+        self.prompt_tokens = c("atropos_inference_prompt_tokens", "Prompt tokens processed")
+        self.generated_tokens = c(
+            "atropos_inference_generated_tokens", "Completion tokens generated"
         )
-        self.generated_tokens = Counter(
-            "atropos_inference_generated_tokens", "Completion tokens generated", registry=r
+        self.tokens_per_second = g(
+            "atropos_inference_tokens_per_second", "Generated tokens/s of the most recent batch"
         )
-        self.tokens_per_second = Gauge(
-            "atropos_inference_tokens_per_second",
-            "Generated tokens/s of the most recent batch",
-            registry=r,
-        )
-        self.batch_size = Histogram(
+        self.batch_size = self.histogram(
             "atropos_inference_batch_size",
             "Rows per generated batch",
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-            registry=r,
+            (1, 2, 4, 8, 16, 32, 64, 128, 256),
         )
-        self.batch_seconds = Histogram(
+        self.batch_seconds = self.histogram(
             "atropos_inference_batch_seconds",
             "Wall time per generated batch",
-            registry=r,
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
-        self.queue_depth = Gauge(
-            "atropos_inference_queue_depth", "Requests waiting for generation", registry=r
-        )
-        self.rejected = Counter(
-            "atropos_inference_rejected", "Requests refused with 503 (queue full)", registry=r
-        )
-        self.weights_version = Gauge(
-            "atropos_inference_weights_version", "Loaded weights version", registry=r
-        )
-        self.errors = Counter(
-            "atropos_inference_batch_errors", "Batches that failed with an exception", registry=r
-        )
+        self.queue_depth = g("atropos_inference_queue_depth", "Requests waiting for generation")
+        self.rejected = c("atropos_inference_rejected", "Requests refused with 503 (queue full)")
+        self.weights_version = g("atropos_inference_weights_version", "Loaded weights version")
+        self.errors = c("atropos_inference_batch_errors", "Batches that failed with an exception")
 
 
 __all__ = ["EngineMetrics"]

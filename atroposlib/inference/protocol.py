@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -147,6 +147,26 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+def openai_response(
+    kind: Literal["text_completion", "chat.completion"],
+    model: str,
+    choices: list[dict[str, Any]],
+    usage: Optional[dict[str, int]] = None,
+) -> dict[str, Any]:
+    """The envelope of an OpenAI completion or chat completion answer around its ``choices``."""
+    prefix = "cmpl" if kind == "text_completion" else "chatcmpl"
+    body: dict[str, Any] = {
+        "id": f"{prefix}-{uuid.uuid4().hex}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
 def completion_response(
     model: str,
     prompts: list[list[int]],
@@ -197,15 +217,8 @@ def completion_response(
                 for entry in res.prompt_logprobs
             ]
         choices.append(choice)
-    prompt_tokens = sum(len(p) for p in prompts)
-    return {
-        "id": f"cmpl-{uuid.uuid4().hex}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": _usage(prompt_tokens, sum(len(r.token_ids) for r in results)),
-    }
+    usage = _usage(sum(len(p) for p in prompts), sum(len(r.token_ids) for r in results))
+    return openai_response("text_completion", model, choices, usage)
 
 
 def _lp_entry(text: str, lp: float) -> dict[str, Any]:
@@ -245,14 +258,8 @@ def chat_response(
             choice["prompt_token_ids"] = list(prompt_ids)
             choice["token_ids"] = list(res.token_ids)
         choices.append(choice)
-    body: dict[str, Any] = {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": _usage(len(prompt_ids), sum(len(r.token_ids) for r in results)),
-    }
+    usage = _usage(len(prompt_ids), sum(len(r.token_ids) for r in results))
+    body = openai_response("chat.completion", model, choices, usage)
     if return_token_ids:
         body["prompt_token_ids"] = list(prompt_ids)
     return body
@@ -267,4 +274,5 @@ __all__ = [
     "UpdateWeightsRequest",
     "chat_response",
     "completion_response",
+    "openai_response",
 ]

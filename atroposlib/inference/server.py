@@ -15,7 +15,7 @@ from typing import Any, Optional
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from atroposlib.errors import InferenceUnavailable, ModelLoadError
 from atroposlib.inference.config import EngineConfig
@@ -270,7 +270,7 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
     @app.get("/metrics")
     async def metrics() -> Response:
         eng.metrics.queue_depth.set(eng.queue_depth())
-        return Response(generate_latest(eng.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(eng.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/update_weights_from_disk")
     async def update_weights(req: UpdateWeightsRequest) -> JSONResponse:

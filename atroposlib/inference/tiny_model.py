@@ -19,6 +19,14 @@ IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 END_OF_TEXT = "<|endoftext|>"
 SPECIAL_TOKENS: list[str] = [END_OF_TEXT, IM_START, IM_END]
+# The role each special token plays for transformers: a ChatML turn ends generation, padding uses
+# <|endoftext|>, and there is no BOS or unknown token (byte-level BPE can spell anything).
+_TOKEN_ROLES: dict[str, Optional[str]] = {
+    "eos_token": IM_END,
+    "pad_token": END_OF_TEXT,
+    "bos_token": None,
+    "unk_token": None,
+}
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -101,10 +109,7 @@ def build_tokenizer(
     tok.train_from_iterator(list(corpus), trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
-        eos_token=IM_END,
-        pad_token=END_OF_TEXT,
-        bos_token=None,
-        unk_token=None,
+        **_TOKEN_ROLES,
         chat_template=CHATML_TEMPLATE,
         model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,

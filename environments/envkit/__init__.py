@@ -9,7 +9,10 @@ Each module does one job and is unit-tested on its own in ``tests/environments``
 * ``tool_calls`` — Hermes ``<tool_call>{json}</tool_call>`` parsing, comparison and a tiny tool box.
 * ``sandbox`` — running untrusted Python in a limited subprocess.
 * ``games`` — Gymnasium Blackjack and Taxi as text games.
-* ``rollouts`` — sample a group through ``managed_server``, one greedy eval answer, metric buffers.
+* ``chat`` — prompts, the messages a group keeps of a rollout (``transcript``), token budgets.
+* ``rollouts`` — sample a group through ``managed_server``; ``Trajectories``, what an env returns.
+* ``evaluation`` — one greedy answer per test item; ``report_eval`` to wandb and metrics.json.
+* ``servers`` — the default local vLLM policy server, and extra servers (a judge, a teacher).
 
 Environments are run as scripts (``python environments/gsm8k_server.py serve``), so this folder is on
 ``sys.path`` and they import ``envkit.<module>`` directly.

@@ -1,10 +1,11 @@
-"""Chat helpers shared by the environments: prompts and the token budget left for a completion."""
+"""Chat helpers shared by the environments: prompts, the messages a group keeps, and the token budget
+left for a completion."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 from atroposlib.errors import ConfigError
 
@@ -24,6 +25,15 @@ def system_prompt(task_instruction: str, thinking: bool = True) -> str:
 def chat(system: str, user: str) -> list[dict[str, str]]:
     """A two-message conversation (system + user)."""
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def transcript(
+    messages: Sequence[dict[str, Any]], answer: str, note: Optional[str] = None
+) -> list[dict[str, Any]]:
+    """What a group keeps of one rollout: the prompt ``messages``, the ``answer`` as the assistant's
+    turn and, when given, the grader's ``note`` on it (viewers show it; SFT/DPO export leaves it out)."""
+    turns = [*messages, {"role": "assistant", "content": answer}]
+    return turns if note is None else [*turns, {"role": "grader", "content": note}]
 
 
 def completion_budget(

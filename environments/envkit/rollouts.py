@@ -1,16 +1,17 @@
-"""The three steps most single-turn envs share: sample a group, ask for one greedy eval answer, log means.
+"""Sampling a group for training: ``sample_group``, the config it reads, and what an env returns.
 
-    answers, nodes = await sample_group(self, messages)        # in collect_trajectories
-    answer = await greedy_answer(self, messages)               # in evaluate
+    async def collect_trajectories(self, item: Item) -> Trajectories:
+        answers, nodes = await sample_group(self, messages)
     metrics = drain_metrics(self, wandb_metrics, {"train/percent_correct": self.percent_correct_buffer})
 
 ``sample_group`` goes through ``managed_server`` so each node carries the exact token ids, masks and
 logprobs the trainer needs; the completion budget keeps prompt + answer within ``max_token_length``.
 Scoring and building the group stay in each env: that is what differs between them.
 
-What these helpers need of an env is typed (``SamplingEnv``): its config must declare
-``temperature``; an env config that samples inherits ``SamplingConfig`` (a ``BaseEnvConfig`` with
-``temperature``) and may redeclare the field with its own default or description.
+What ``sample_group`` (and ``evaluation.greedy_answer``) need of an env is typed (``SamplingEnv``):
+its config must declare ``temperature``; an env config that samples inherits ``SamplingConfig`` (a
+``BaseEnvConfig`` with ``temperature``) and may redeclare the field with its own default or
+description.
 
 Metrics: envs report with ``self.add_metric(name, value)`` (``BaseEnv``; the base ``wandb_log`` logs
 the means and what ``evaluate`` left in ``eval_metrics``). ``drain_metrics`` stays for env files
@@ -24,8 +25,12 @@ from typing import Any, Optional, Protocol
 
 from pydantic import Field
 
-from atroposlib.envs.config import BaseEnvConfig
+from atroposlib.envs.base import BaseEnvConfig, Item, ScoredDataGroup
 from envkit.chat import completion_budget
+
+# What ``collect_trajectories`` returns: the item's group (None: nothing to send) and items to come
+# back to later (the backlog).
+Trajectories = tuple[Optional[ScoredDataGroup], list[Item]]
 
 
 class SamplingConfig(BaseEnvConfig):
@@ -71,18 +76,6 @@ async def sample_group(
     return [choice.message.content or "" for choice in completion.choices], nodes
 
 
-async def greedy_answer(env: SamplingEnv, messages: Sequence[dict[str, Any]]) -> str:
-    """One temperature-0 answer for evaluation (the servers' eval limits apply: ``split="eval"``)."""
-    completion = await env.server.chat_completion(
-        messages=messages,
-        n=1,
-        temperature=0.0,
-        split="eval",
-        max_tokens=completion_budget(env.tokenizer, messages, env.config.max_token_length),
-    )
-    return completion.choices[0].message.content or ""
-
-
 def drain_metrics(
     env: Any, wandb_metrics: Optional[Mapping[str, Any]], buffers: Mapping[str, list[float]]
 ) -> dict[str, Any]:
@@ -102,7 +95,7 @@ __all__ = [
     "SamplingConfig",
     "SamplingEnv",
     "SamplingSettings",
+    "Trajectories",
     "drain_metrics",
-    "greedy_answer",
     "sample_group",
 ]

@@ -1,0 +1,37 @@
+"""Evaluation steps single-turn envs share: one greedy answer per test item, and reporting the result.
+
+    scores = [self.score(await greedy_answer(self, self.prompt(item)), item) for item in self.test]
+    await report_eval(self, {"eval/percent_correct": sum(scores) / len(scores)}, task_name=self.name)
+
+Scoring stays in each env: that is what differs between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envkit.chat import completion_budget
+from envkit.rollouts import SamplingEnv
+
+
+async def greedy_answer(env: SamplingEnv, messages: Sequence[dict[str, Any]]) -> str:
+    """One temperature-0 answer for evaluation (the servers' eval limits apply: ``split="eval"``)."""
+    completion = await env.server.chat_completion(
+        messages=messages,
+        n=1,
+        temperature=0.0,
+        split="eval",
+        max_tokens=completion_budget(env.tokenizer, messages, env.config.max_token_length),
+    )
+    return completion.choices[0].message.content or ""
+
+
+async def report_eval(env: Any, metrics: Mapping[str, float], **evaluate_log_args: Any) -> None:
+    """Hand ``evaluate``'s results on: to ``env.eval_metrics`` (the next ``wandb_log`` logs them) and
+    to ``env.evaluate_log`` with ``evaluate_log_args`` (metrics.json, samples, the printed table)."""
+    env.eval_metrics.extend(metrics.items())
+    await env.evaluate_log(dict(metrics), **evaluate_log_args)
+
+
+__all__ = ["greedy_answer", "report_eval"]
