@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from atroposlib.errors import InferenceError, InferenceRejected
 
@@ -22,7 +22,7 @@ def rejected(base_url: str, model: Any, status: int, detail: str) -> InferenceRe
     )
 
 
-def to_openai(cls: type, data: dict[str, Any]) -> Any:
+def to_openai(cls: type[BaseModel], data: dict[str, Any]) -> Any:
     """Validate a JSON answer as an OpenAI object, tolerating vLLM/SGLang finish reasons."""
     try:
         return cls.model_validate(data)

@@ -13,7 +13,7 @@ which also repacks the CPU build's tied LM head that vLLM's own ``reload_weights
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Optional
 from urllib.parse import urlsplit
 
 import httpx
@@ -88,7 +88,7 @@ class VLLMServer(APIServer):
     """vLLM's OpenAI-compatible server (and our CPU engine): token ids via ``return_token_ids``."""
 
     supports_tokens = True
-    weight_routes = VLLMRoutes()
+    weight_routes: ClassVar[Optional[WeightRoutes]] = VLLMRoutes()
 
     def _url(self, path: str) -> str:
         base = (self.config.base_url or "").rstrip("/")
