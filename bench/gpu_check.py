@@ -14,9 +14,10 @@
    reloading the engine's weights in place after every step (the demo's processes, with a tiny model
    built on the spot): steps/s and refresh times.
 
-Each part has a time box (``--budget-s`` in all, default 500 s, so one 10-minute command holds it with the install and imports); a
-part that runs out is reported as cut, never hangs. Prints one table at the end and writes one JSON file
-(``--out``; default ``$OUT/gpu_check.json`` when ``$OUT`` is set, else ``runs/gpu_check.json``).
+Each part has a time box (``--budget-s`` in all, default 450 s, so that one 10-minute command also holds
+the install, the imports and the teardown); a part that runs out is reported as cut, never hangs.
+Prints one table at the end and writes one JSON file (``--out``; default ``$OUT/gpu_check.json`` when
+``$OUT`` is set, else ``runs/gpu_check.json``).
 """
 
 from __future__ import annotations
@@ -193,6 +194,8 @@ def run_loop_part(device: str, steps: int, seconds: float, work: Path) -> dict[s
     engine_port = free_port()
     engine_url = f"http://127.0.0.1:{engine_port}"
     result: dict[str, Any] = {"model": "tiny Llama (build_tiny_model)", "steps_asked": steps}
+    rows: list[dict[str, Any]] = []
+    status = "ok"
     t0 = time.monotonic()
     try:
         svc.start("run-api", api_command(int(api_url.rsplit(":", 1)[1]), out / "api-data"), env)
@@ -207,8 +210,6 @@ def run_loop_part(device: str, steps: int, seconds: float, work: Path) -> dict[s
             "trainer", trainer_command(args, model, api_url, engine_url, trainer_dir, device), env
         )
         svc.start("env", env_command(args, api_url, engine_url, model, out), env)
-        rows: list[dict[str, Any]] = []
-        status = "ok"
         while True:
             time.sleep(0.5)
             rows = read_metrics(trainer_dir / "metrics.jsonl")
@@ -224,15 +225,16 @@ def run_loop_part(device: str, steps: int, seconds: float, work: Path) -> dict[s
             if time.monotonic() > end:
                 status = f"cut (time) after {len(rows)} steps"
                 break
+        rows = read_metrics(trainer_dir / "metrics.jsonl")
         result["engine_weights_version"] = _get_json(engine_url + "/health").get("weights_version")
     except Exception as e:  # a service that never came up: report it in the table, keep the JSON
         status = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        rows = []
     finally:
+        if status != "ok":  # the logs live in a temporary folder: keep their ends in the report
+            result["log_tails"] = {name: svc.tail(name, 25) for name in svc.procs}
         svc.stop_all()
     result.update(_loop_figures(rows))
     result["status"] = status
-    result["logs"] = str(out / "logs")
     return result
 
 
@@ -331,7 +333,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--train-steps", type=int, default=2, help="timed steps per configuration")
     p.add_argument("--loop-steps", type=int, default=8)
     p.add_argument("--parts", default="train,loop")
-    p.add_argument("--budget-s", type=float, default=500.0, help="for everything after preflight")
+    p.add_argument("--budget-s", type=float, default=450.0, help="for everything after preflight")
     p.add_argument(
         "--bundle-line", default="", help="(from gpu_check.sh) what the bundle install did"
     )

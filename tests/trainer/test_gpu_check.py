@@ -265,3 +265,76 @@ def test_whole_check_runs_on_cpu_in_the_stand_in(cputorch_machine, tmp_path):
     assert re.search(r"^tiny +10M +64 chunked +[\d,]+ +[\d.]+% +-$", table, re.M), table
     assert re.search(r"^loop \(.*engine on cpu\): 3/3 steps, [\d.]+ steps/s", table, re.M), table
     assert report["table"] in proc.stdout
+
+
+def _fake_wheel(folder: Path, name: str, version: str, requires: list[str]) -> dict:
+    import zipfile
+
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires) + "\nlong description\n"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}-{version}.dist-info/METADATA", meta)
+        z.writestr(f"{name}/__init__.py", f"VERSION = {version!r}\n")
+    return {"file": path.name, "name": name, "version": version}
+
+
+def test_installer_picks_only_what_the_machine_lacks_or_has_too_old(tmp_path):
+    """The installer's choice, on fake wheels: a package the machine has in a good enough version stays
+    the machine's (what the bundle carries for it is not installed), one it lacks or has too old comes
+    from the bundle, markers and extras are honoured, and a need nobody can meet is one clear error."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import gpu_bundle
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    wheels = [
+        _fake_wheel(
+            tmp_path, "zzweb", "2.0", ["zzcore>=1.5", "zzhelper", "zzfancy; extra == 'all'"]
+        ),
+        _fake_wheel(tmp_path, "zzcore", "1.6", ["zztiny>=3", "zzold_py; python_version < '3.0'"]),
+        _fake_wheel(tmp_path, "zzhelper", "1.0", []),
+        _fake_wheel(tmp_path, "zztiny", "3.1", []),
+    ]
+    manifest = {"requires": ["zzweb>=1.0"], "wheels": wheels}
+
+    def chosen(have: dict[str, str]) -> tuple[list[str], list[str]]:
+        picked, kept = gpu_bundle.select(manifest, tmp_path, have)
+        return sorted(w["name"] for w in picked), kept
+
+    assert chosen({}) == (["zzcore", "zzhelper", "zztiny", "zzweb"], [])
+    # the machine's zzhelper is fine, its zzcore is too old (and the new zzcore needs zztiny, which it has)
+    assert chosen({"zzhelper": "0.1", "zzcore": "1.0", "zztiny": "3.0"}) == (
+        ["zzcore", "zzweb"],
+        ["zzhelper 0.1", "zztiny 3.0"],
+    )
+    assert chosen({"zzweb": "1.5", "zzcore": "1.5"}) == (
+        [],
+        ["zzweb 1.5"],
+    )  # zzweb's own needs are its own
+    manifest["requires"].append("zzabsent>=1")
+    with pytest.raises(
+        gpu_bundle.BundleError, match="zzabsent>=1 is needed .* the bundle has none"
+    ):
+        chosen({})
+    # the installer itself (pip or not) then puts exactly the chosen ones into SITE
+    manifest["requires"].pop()
+    for w in wheels:
+        w["sha256"] = gpu_bundle._sha256(tmp_path / w["file"])
+    manifest["python_version"] = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (tmp_path / "MANIFEST.json").write_text(json.dumps(manifest))
+    line = gpu_bundle.install(tmp_path, tmp_path / "site", use_pip=False)
+    assert "4 wheels (unpacked)" in line
+    assert sorted(
+        p.name for p in (tmp_path / "site").iterdir() if not p.name.endswith("-info")
+    ) == [
+        ".atroposlib-bundle",
+        "zzcore",
+        "zzhelper",
+        "zztiny",
+        "zzweb",
+    ]
+    (tmp_path / wheels[0]["file"]).write_bytes(b"changed")
+    (tmp_path / "site" / ".atroposlib-bundle").unlink()
+    with pytest.raises(gpu_bundle.BundleError, match="does not match MANIFEST.json"):
+        gpu_bundle.install(tmp_path, tmp_path / "site", use_pip=False)
