@@ -201,6 +201,67 @@ def env_command(
     ]
 
 
+def api_command(port: int, data_dir: Path) -> list[str]:
+    """argv of ``run-api`` on loopback, starting a fresh run in ``data_dir``."""
+    return [
+        sys.executable,
+        "-m",
+        "atroposlib.cli.run_api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        "--fresh",  # a demo is a new run even when OUT holds an earlier one
+    ]
+
+
+def trainer_command(
+    args: argparse.Namespace,
+    model_dir: Path,
+    api_url: str,
+    engine_url: str,
+    trainer_dir: Path,
+    device: str,
+) -> list[str]:
+    """argv of the GRPO trainer: pulls from ``api_url``, reloads the server at ``engine_url`` in place
+    after every step."""
+    return [
+        sys.executable,
+        "-m",
+        "example_trainer.grpo",
+        "--model-name",
+        str(model_dir),
+        "--api-url",
+        api_url,
+        "--inference-urls",
+        engine_url,
+        "--weight-refresh",
+        "reload",
+        "--vllm-restart-interval",
+        "1",
+        "--training-steps",
+        str(args.steps),
+        "--batch-size",
+        str(args.prompts_per_step * args.group_size),
+        "--seq-len",
+        "64",
+        "--lr",
+        str(args.lr),
+        "--save-path",
+        str(trainer_dir),
+        "--torch-threads",
+        str(args.threads),
+        "--control",
+        args.control,
+        "--seed",
+        str(args.seed),
+        "--device",
+        device,
+    ]
+
+
 def first_last(values: list[float], k: int = 50) -> tuple[float, float]:
     first, last, _ = reward_change(values, k)
     return first, last
@@ -235,22 +296,7 @@ def run(args: argparse.Namespace) -> int:
     api_url, engine_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{engine_port}"
     trainer_dir = out / "trainer"
     try:
-        svc.start(
-            "run-api",
-            [
-                sys.executable,
-                "-m",
-                "atroposlib.cli.run_api",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(api_port),
-                "--data-dir",
-                str(out / "api-data"),
-                "--fresh",  # a demo is a new run even when OUT holds an earlier one
-            ],
-            env,
-        )
+        svc.start("run-api", api_command(api_port, out / "api-data"), env)
         argv, server_env = inference_command(
             args.inference, prep["warm"], engine_port, args.threads, out / "vllm-cache"
         )
@@ -259,39 +305,7 @@ def run(args: argparse.Namespace) -> int:
         wait_for_http(engine_url + "/health", timeout=600, proc=svc.procs["engine"])
         svc.start(
             "trainer",
-            [
-                sys.executable,
-                "-m",
-                "example_trainer.grpo",
-                "--model-name",
-                str(prep["warm"]),
-                "--api-url",
-                api_url,
-                "--inference-urls",
-                engine_url,
-                "--weight-refresh",
-                "reload",
-                "--vllm-restart-interval",
-                "1",
-                "--training-steps",
-                str(args.steps),
-                "--batch-size",
-                str(args.prompts_per_step * args.group_size),
-                "--seq-len",
-                "64",
-                "--lr",
-                str(args.lr),
-                "--save-path",
-                str(trainer_dir),
-                "--torch-threads",
-                str(args.threads),
-                "--control",
-                args.control,
-                "--seed",
-                str(args.seed),
-                "--device",
-                "cpu",
-            ],
+            trainer_command(args, prep["warm"], api_url, engine_url, trainer_dir, "cpu"),
             env,
         )
         svc.start("env", env_command(args, api_url, engine_url, prep["warm"], out), env)

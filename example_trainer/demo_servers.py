@@ -131,9 +131,10 @@ def vllm_missing() -> Optional[str]:
 
 
 def inference_command(
-    kind: str, model_dir: Path, port: int, threads: int, cache_dir: Path
+    kind: str, model_dir: Path, port: int, threads: int, cache_dir: Path, device: str = "cpu"
 ) -> tuple[list[str], dict[str, str]]:
-    """argv and extra environment of the demo's inference server of ``kind`` ('engine' or 'vllm')."""
+    """argv and extra environment of the demo's inference server of ``kind`` ('engine' or 'vllm');
+    ``device`` places our engine (vLLM picks its own)."""
     if kind == "vllm":
         server = vllm_server(
             str(model_dir), port, served_name=SERVED_NAME, max_model_len=256, dev_mode=True
@@ -155,6 +156,8 @@ def inference_command(
         str(threads),
         "--batch-window-ms",
         "10",
+        "--device",
+        device,
     ]
     return argv, {}
 

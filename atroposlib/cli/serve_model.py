@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch threads (default: half the cores, at least 1)",
     )
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     p.add_argument("--max-model-len", type=int, default=None, help="context length override")
     p.add_argument(
         "--default-max-tokens", type=int, default=16, help="completions max_tokens default"
@@ -71,6 +72,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             max_queue=args.max_queue,
             torch_threads=args.torch_threads,
             dtype=args.dtype,
+            device=args.device,
             max_model_len=args.max_model_len,
             default_max_tokens=args.default_max_tokens,
             log_level=args.log_level,

@@ -44,6 +44,11 @@ class EngineConfig(BaseModel):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         default="float32", description="Weights/compute dtype; float32 gives exact logprobs on CPU."
     )
+    device: str = Field(
+        default="cpu",
+        pattern=r"^(cpu|cuda(:\d+)?)$",
+        description="Where the model runs: cpu, cuda or cuda:N (one GPU; generation is the same code).",
+    )
     max_model_len: Optional[int] = Field(
         default=None,
         ge=1,

@@ -48,7 +48,7 @@ class InferenceEngine:
         self.metrics = metrics or EngineMetrics()
         torch.set_num_threads(config.torch_threads or default_torch_threads())
         self.loaded: LoadedModel = load_model_dir(
-            config.model_path, config.dtype, config.max_model_len
+            config.model_path, config.dtype, config.max_model_len, config.device
         )
         self.weights_version = 0
         self.metrics.weights_version.set(0)
@@ -108,7 +108,7 @@ class InferenceEngine:
     def reload_weights(self, model_path: str) -> int:
         """Load weights from ``model_path`` and swap them in between batches; return the new version.
         Raises ``ModelLoadError`` (old weights stay) if the directory is bad or incompatible."""
-        new_model = load_causal_lm(model_path, self.config.dtype)
+        new_model = load_causal_lm(model_path, self.config.dtype, self.config.device)
         old_vocab = self.loaded.model.get_input_embeddings().weight.shape[0]
         new_vocab = new_model.get_input_embeddings().weight.shape[0]
         if new_vocab != old_vocab:

@@ -26,8 +26,9 @@ def check_model_dir(path: Path) -> None:
         raise ModelLoadError(f"not a transformers model directory (no config.json): {path}")
 
 
-def load_causal_lm(path: str | Path, dtype: str = "float32") -> Any:
-    """Load weights of a causal LM from ``path`` in eval mode; raise ``ModelLoadError`` on any failure."""
+def load_causal_lm(path: str | Path, dtype: str = "float32", device: str = "cpu") -> Any:
+    """Load weights of a causal LM from ``path`` onto ``device`` in eval mode; raise ``ModelLoadError``
+    on any failure."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -40,6 +41,13 @@ def load_causal_lm(path: str | Path, dtype: str = "float32") -> Any:
     except Exception as e:  # any loader failure is a bad directory from the user's point of view
         log.debug("model load failed", exc_info=True)
         raise ModelLoadError(f"could not load a causal LM from {p}: {type(e).__name__}: {e}") from e
+    if device != "cpu":
+        try:
+            model.to(device)
+        except Exception as e:  # no such device, or out of its memory
+            raise ModelLoadError(
+                f"could not move the model from {p} to {device}: {type(e).__name__}: {e}"
+            ) from e
     model.eval()
     return model
 
@@ -81,11 +89,14 @@ def eos_ids_of(model: Any, tokenizer: Any) -> set[int]:
 
 
 def load_model_dir(
-    path: str | Path, dtype: str = "float32", max_model_len: Optional[int] = None
+    path: str | Path,
+    dtype: str = "float32",
+    max_model_len: Optional[int] = None,
+    device: str = "cpu",
 ) -> LoadedModel:
     """Load model + tokenizer from one directory and work out pad/eos ids and the context length."""
     tokenizer = load_tokenizer(path)
-    model = load_causal_lm(path, dtype)
+    model = load_causal_lm(path, dtype, device)
     pad = tokenizer.pad_token_id
     if pad is None:
         pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0

@@ -61,7 +61,8 @@ def sample_next(
     before = probs.cumsum(dim=-1) - probs
     probs = probs.masked_fill(before >= top_p.unsqueeze(-1), 0.0)
     cdf = probs.cumsum(dim=-1)
-    u = torch.stack([torch.rand((), generator=g) for g in generators]) * cdf[:, -1]
+    # the generators are CPU ones (seeded per row); their draws go to the logits' device
+    u = torch.stack([torch.rand((), generator=g) for g in generators]).to(cdf.device) * cdf[:, -1]
     pos = torch.searchsorted(cdf, u.unsqueeze(-1)).squeeze(-1).clamp(max=vocab - 1)
     sampled = sorted_idx.gather(-1, pos.unsqueeze(-1)).squeeze(-1)
     return torch.where(greedy, choice, sampled)

@@ -265,6 +265,7 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
             "weights_version": eng.weights_version,
             "queue_depth": eng.queue_depth(),
             "max_model_len": eng.max_model_len,
+            "device": str(next(eng.loaded.model.parameters()).device),
         }
 
     @app.get("/metrics")
