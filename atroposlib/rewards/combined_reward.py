@@ -6,8 +6,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
-from atroposlib.envs.reward_fns.registry import registry
-from atroposlib.envs.reward_fns.reward_function import RewardFunction
+from atroposlib.rewards.registry import registry
+from atroposlib.rewards.reward_function import RewardFunction
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from atroposlib.envs.reward_fns import (
+from atroposlib.errors import ConfigError
+from atroposlib.rewards import (
     call_reward_fn,
     combine,
     get_reward_fn,
@@ -15,7 +16,6 @@ from atroposlib.envs.reward_fns import (
     registry,
     repetition_penalty,
 )
-from atroposlib.errors import ConfigError
 
 
 def test_math_accuracy_uses_math_verify():
@@ -70,14 +70,14 @@ def test_atropos_style_registry_create_binds_params():
 
 
 def test_failing_reward_function_scores_zero_logs_once_then_summarises(caplog):
-    from atroposlib.envs.reward_fns import RewardFunction
+    from atroposlib.rewards import RewardFunction
 
     class Broken(RewardFunction):
         def compute(self, completions, **kwargs):
             raise ValueError("no answer tag")
 
     r = Broken(weight=2.0)
-    with caplog.at_level("WARNING", logger="atroposlib.envs.reward_fns.reward_function"):
+    with caplog.at_level("WARNING", logger="atroposlib.rewards.reward_function"):
         results = [r(["a", "b"]) for _ in range(8)]
     assert results == [[0.0, 0.0]] * 8 and r.failures == 8
     records = [rec for rec in caplog.records if "broken" in rec.getMessage()]

@@ -1,21 +1,26 @@
-"""Registry of reward functions and their weighted combination.
+"""Registry of reward functions by name, and their weighted combination.
 
-A reward function takes the completions of one group (strings) plus keyword context (e.g.
-``answers=[...]``) and returns one float per completion. ``register("name")`` adds one,
-``get_reward_fn("name")`` finds it (unknown names suggest the nearest), ``combine({"a": 1.0, "b": 0.2})``
-builds a weighted sum. Context keys a function does not take are not passed to it.
+``register("name")`` adds a plain function, ``get_reward_fn("name")`` finds it (unknown names
+suggest the nearest), ``combine({"a": 1.0, "b": 0.2})`` builds a weighted sum. Context keys a
+function does not take are not passed to it. ``registry`` is Atropos's class-aware view of the same
+table (``registry.register`` takes ``RewardFunction`` classes, ``registry.create`` builds instances).
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional, Union
 
 from atroposlib.errors import ConfigError
+from atroposlib.rewards.reward_function import (
+    FunctionReward,
+    RewardFn,
+    RewardFunction,
+    call_reward_fn,
+)
 
-RewardFn = Callable[..., list[float]]
 _REGISTRY: dict[str, RewardFn] = {}
 
 
@@ -44,20 +49,6 @@ def get_reward_fn(name: str) -> RewardFn:
         raise ConfigError(
             f"unknown reward function {name!r}{hint} (known: {', '.join(registered_names())})"
         ) from None
-
-
-def call_reward_fn(fn: RewardFn, completions: Sequence[str], **context: Any) -> list[float]:
-    """Call ``fn`` with the context keys it accepts; check it returned one score per completion."""
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        context = {k: v for k, v in context.items() if k in params}
-    scores = [float(s) for s in fn(list(completions), **context)]
-    if len(scores) != len(completions):
-        raise ValueError(
-            f"reward function {getattr(fn, '__name__', fn)} returned {len(scores)} scores "
-            f"for {len(completions)} completions"
-        )
-    return scores
 
 
 WeightSpec = Union[Mapping[str, float], Iterable[tuple[Union[str, RewardFn], float]]]
@@ -95,8 +86,6 @@ class RewardRegistry:
             return register(cls)
 
         def deco(klass: Any) -> Any:
-            from atroposlib.envs.reward_fns.reward_function import RewardFunction
-
             if not (inspect.isclass(klass) and issubclass(klass, RewardFunction)):
                 if name is not None and callable(klass):
                     return register(name)(klass)
@@ -118,8 +107,6 @@ class RewardRegistry:
     def create(self, spec: Union[str, Mapping[str, Any]], **defaults: Any) -> Any:
         """A ``RewardFunction`` instance: registered classes are constructed with the spec's
         ``params`` (and ``weight``); plain functions are wrapped with their params bound."""
-        from atroposlib.envs.reward_fns.reward_function import FunctionReward
-
         if isinstance(spec, str):
             kind, params = spec, dict(defaults)
         elif isinstance(spec, Mapping) and "type" in spec:
