@@ -87,3 +87,23 @@ def test_failing_reward_function_scores_zero_logs_once_then_summarises(caplog):
         "4",
         "8",
     ]
+
+
+def test_the_registry_builds_on_reward_function_never_the_reverse():
+    """No circle: ``reward_function`` (what a reward is) imports nothing of the registry, at any
+    depth (no function-local import either); the registry imports it."""
+    import ast
+    from pathlib import Path
+
+    import atroposlib.rewards as rewards
+
+    def imported(name: str) -> set[str]:
+        tree = ast.parse((Path(rewards.__file__).parent / f"{name}.py").read_text())
+        return {
+            n.module
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module is not None
+        } | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert not {m for m in imported("reward_function") if m.startswith("atroposlib.")}
+    assert "atroposlib.rewards.reward_function" in imported("registry")
