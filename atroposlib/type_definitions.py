@@ -258,6 +258,8 @@ class Registration(BaseModel):
 
 
 class RegisterResponse(BaseModel):
+    """``POST /register``'s answer: a random id for the registering trainer (Atropos's shape)."""
+
     uuid: int
 
 
@@ -293,26 +295,72 @@ class EnvIdentifier(BaseModel):
     env_id: int = Field(ge=0)
 
 
+class DisconnectEnvResponse(BaseModel):
+    """``POST /disconnect-env``: ``success``, or (Atropos's answer for an unknown env, still a 200)
+    ``failure`` with the ``error``."""
+
+    status: Literal["success", "failure"]
+    error: Optional[str] = None
+
+
 class Info(BaseModel):
+    """``GET /info``: the registered trainer's batch shape (-1 before any registration)."""
+
     batch_size: int = -1
     max_token_len: int = -1
 
 
 class WandbInfo(BaseModel):
+    """``GET /wandb_info``: the trainer's wandb group and project (null before registration)."""
+
     model_config = ConfigDict(extra="allow")
 
     group: Optional[str] = None
     project: Optional[str] = None
 
 
+class EnvQueueStatus(BaseModel):
+    """One env's line in ``/status`` ``queued_by_env``."""
+
+    sequences: int = Field(description="Sequences of this env waiting in the queue.")
+    oldest_wait_s: float = Field(description="How long its oldest queued group has waited.")
+
+
 class Status(BaseModel):
+    """``GET /status``. Atropos's API answers only ``current_step`` and ``queue_size``; the other
+    fields are ours, so they default when a client reads an Atropos server."""
+
     model_config = ConfigDict(extra="allow")
 
     current_step: int
-    queue_size: int
+    queue_size: int = Field(description="Groups in the queue.")
+    queued_sequences: int = Field(0, description="Sequences in the queue.")
+    buffered_sequences: int = Field(0, description="Sequences held in mixed-size env buffers.")
+    registered: bool = Field(False, description="A trainer has registered.")
+    started: bool = Field(False, description="The trainer has asked for its first batch.")
+    pending_batch: Optional[str] = Field(
+        None, description="The batch handed out and not yet acknowledged."
+    )
+    blocked_by: Optional[str] = Field(
+        None, description="Why the next /batch would come back empty (None when it would not)."
+    )
+    max_staleness: Optional[int] = None
+    stale_dropped_by_env: dict[str, int] = Field(default_factory=dict)
+    stale_dropped_by_length: dict[str, int] = Field(default_factory=dict)
+    queued_by_env: dict[str, EnvQueueStatus] = Field(default_factory=dict)
+    queued_by_length: dict[str, int] = Field(default_factory=dict)
+    repaired_fields: dict[str, int] = Field(
+        default_factory=dict, description="Atropos field repairs done at ingest, by field."
+    )
+    quarantined_groups: int = Field(
+        0, description="Groups retired because their payload could not be delivered."
+    )
+    ack_mode: Literal["implicit", "explicit"] = "implicit"
 
 
 class StatusEnv(BaseModel):
+    """``GET /status-env``: an env's view of the queue (Atropos's shape)."""
+
     model_config = ConfigDict(extra="allow")
 
     current_step: int
@@ -339,18 +387,35 @@ class BatchAck(BaseModel):
     batch_id: str = Field(min_length=1)
 
 
+class BatchAckResponse(BaseModel):
+    """``POST /batch/ack``'s answer: ``step`` when the outstanding batch was acked now,
+    ``already_acked`` when it had been before (acking twice is harmless)."""
+
+    status: Literal["acked"]
+    batch_id: str
+    step: Optional[int] = None
+    already_acked: Optional[bool] = None
+
+
 class ScoredDataResponse(BaseModel):
+    """``POST /scored_data``: ``received`` (queued; ``duplicate`` when its ``group_id`` was seen
+    before) or ``buffered`` (held until the env's group size is reached; ``buffer_size``)."""
+
     model_config = ConfigDict(extra="allow")
 
     status: str
     buffer_size: Optional[int] = None
+    duplicate: Optional[bool] = None
 
 
 class ScoredDataListResponse(BaseModel):
+    """``POST /scored_data_list``: all groups committed; ``duplicates`` counts repeated group_ids."""
+
     model_config = ConfigDict(extra="allow")
 
     status: str
     groups_processed: int
+    duplicates: Optional[int] = None
 
 
 class PeekedGroup(BaseModel):
@@ -368,6 +433,27 @@ class PeekResponse(BaseModel):
     next_seq: int = Field(description="Pass as `after` to get only newer groups.")
 
 
+class StatusMessage(BaseModel):
+    """A bare acknowledgement, e.g. ``POST /reset``'s ``{"status": "reset"}``."""
+
+    status: str
+
+
+class RootResponse(BaseModel):
+    """``GET /``: Atropos's greeting."""
+
+    message: str
+
+
+class Health(BaseModel):
+    """``GET /health`` (no token needed): the store behind the API and the current step."""
+
+    status: Literal["ok"]
+    store: str
+    durable: bool
+    step: int
+
+
 class ErrorResponse(BaseModel):
     """Body of every 4xx/5xx on non-legacy endpoints."""
 
@@ -383,9 +469,13 @@ __all__ = [
     "GameStep",
     "Observation",
     "BatchAck",
+    "BatchAckResponse",
     "BatchResponse",
+    "DisconnectEnvResponse",
     "EnvIdentifier",
+    "EnvQueueStatus",
     "ErrorResponse",
+    "Health",
     "Info",
     "Item",
     "Message",
@@ -396,6 +486,7 @@ __all__ = [
     "RegisterResponse",
     "Registration",
     "RewardStatus",
+    "RootResponse",
     "ScoredData",
     "ScoredDataGroup",
     "ScoredDataItem",
@@ -403,6 +494,7 @@ __all__ = [
     "ScoredDataResponse",
     "Status",
     "StatusEnv",
+    "StatusMessage",
     "UUID",
     "WandbInfo",
     "ATROPOS_GROUP_KEYS",

@@ -168,12 +168,12 @@ class Soak:
 
     def drain_and_count(self) -> str:
         with TrajectoryClient(self.url, retries=5) as c:
-            if c.status().model_extra["queued_sequences"] % BATCH_SIZE:
+            if c.status().queued_sequences % BATCH_SIZE:
                 self.push(c, "filler-" + uuid.uuid4().hex)  # complete the last batch
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 st = c.status()
-                if st.queue_size == 0 and st.model_extra.get("pending_batch") is None:
+                if st.queue_size == 0 and st.pending_batch is None:
                     break
                 time.sleep(0.2)
         time.sleep(0.5)

@@ -1,7 +1,8 @@
 """The trainer's one typed config, and the command line generated from it.
 
 ``TrainingConfig`` lists every knob once (Atropos's field names where they exist). ``build_parser``
-turns its fields into ``--kebab-case`` flags (help text = the field's description and default);
+turns its fields into ``--kebab-case`` flags (``atroposlib.utils.settings_cli``, the helper run-api
+and atropos-serve-model use too; help text = the field's description and default);
 ``parse_config`` applies defaults < YAML file (``--config``) < flags and validates with pydantic, so a
 bad value raises ``ConfigError`` naming the field. Unknown flags are refused by argparse.
 """
@@ -9,9 +10,6 @@ bad value raises ``ConfigError`` naming the field. Unknown flags are refused by 
 from __future__ import annotations
 
 import argparse
-import difflib
-import types
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -20,6 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from atroposlib.errors import ConfigError
 from atroposlib.inference_clients.registry import refreshable_server_types
+from atroposlib.utils.settings_cli import (
+    add_model_arguments,
+    format_validation_error,
+    model_values,
+)
 from atroposlib.utils.yaml_config import load_yaml_mapping
 
 LossType = Literal["grpo", "gspo", "cispo"]
@@ -265,41 +268,8 @@ class TrainingConfig(BaseModel):
 
 
 # ----------------------------------------------------------------------------------------------
-# CLI generated from the fields
+# CLI generated from the fields (atroposlib.utils.settings_cli, shared with run-api and serve-model)
 # ----------------------------------------------------------------------------------------------
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _unwrap_optional(annotation: Any) -> Any:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return annotation
-
-
-def add_model_arguments(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
-    """Add one flag per field of ``model``; values stay strings/lists and pydantic converts them."""
-    for name, field in model.model_fields.items():
-        ann = _unwrap_optional(field.annotation)
-        required = field.is_required()
-        default_txt = "required" if required else f"default: {field.default!r}"
-        help_txt = f"{field.description or ''} ({default_txt})".replace("%", "%%")
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_txt}
-        if ann is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif typing.get_origin(ann) in (list, list):
-            kwargs["nargs"] = "*"
-            kwargs["metavar"] = "VALUE"
-        elif typing.get_origin(ann) is Literal:
-            kwargs["choices"] = [str(c) for c in typing.get_args(ann)]
-        else:
-            kwargs["metavar"] = getattr(ann, "__name__", "VALUE").upper()
-        parser.add_argument(_flag(name), **kwargs)
-
-
 def build_parser(
     prog: str = "atropos-grpo", description: Optional[str] = None
 ) -> argparse.ArgumentParser:
@@ -331,32 +301,7 @@ def config_from_sources(
         raise ConfigError(format_validation_error(e, model)) from None
 
 
-def _known_fields(model: Optional[type[BaseModel]], path: tuple[Any, ...]) -> list[str]:
-    """Field names of the (nested) model that holds ``path``'s last element."""
-    cls = model
-    for part in path:
-        field = cls.model_fields.get(part) if cls is not None and isinstance(part, str) else None
-        ann = field.annotation if field is not None else None
-        cls = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-    return list(cls.model_fields) if cls is not None else []
-
-
-def format_validation_error(e: ValidationError, model: Optional[type[BaseModel]] = None) -> str:
-    """One line naming each bad field; an unknown field gets a "did you mean" when one is close."""
-    parts = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "config"
-        text = f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if loc != "config" else "")
-        if err["type"] == "extra_forbidden" and err["loc"]:
-            known = _known_fields(model, tuple(err["loc"][:-1]))
-            close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1, cutoff=0.6)
-            text = f"{loc}: unknown field" + (f"; did you mean {close[0]}?" if close else "")
-        parts.append(text)
-    return "invalid config: " + "; ".join(parts)
-
-
 def parse_config(argv: Optional[Sequence[str]] = None) -> TrainingConfig:
     """Parse ``argv`` (flags, optionally ``--config FILE``) into a validated ``TrainingConfig``."""
-    args = vars(build_parser().parse_args(argv))
-    yaml_path = args.pop("config", None)
-    return config_from_sources(TrainingConfig, yaml_path, args)
+    args = build_parser().parse_args(argv)
+    return config_from_sources(TrainingConfig, args.config, model_values(args, TrainingConfig))

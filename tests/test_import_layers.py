@@ -52,8 +52,9 @@ def test_package_does_not_import_upper_layers(package, forbidden):
     assert not bad, bad
 
 
-# The only runtime module allowed to name the test doubles: the re-export under their old path.
-TEST_DOUBLE_ALIASES = {"atroposlib/envs/testing.py"}
+# The only module outside ``atroposlib/testing`` allowed to name the test doubles: Atropos's path
+# of ``launch_api_for_testing``, a thin re-export.
+TEST_DOUBLE_ALIASES = {"atroposlib/tests/api_test_utils.py"}
 
 
 def test_no_production_module_imports_the_test_doubles():
@@ -72,15 +73,18 @@ def test_no_production_module_imports_the_test_doubles():
     assert not bad, bad
 
 
-def test_the_doubles_do_not_import_their_old_alias():
-    """``envs/testing.py`` re-exports ``atroposlib.testing``; importing it back would be a cycle."""
-    files = sorted((PKG / "testing").rglob("*.py"))
-    assert files
+def test_the_deleted_aliases_stay_deleted():
+    """Test doubles have one home, and the tools' old ``frontend`` paths are gone: only Atropos's
+    ``frontend/jsonl2html.py`` and ``tests/api_test_utils.py`` remain, as plain modules."""
+    gone = ["envs/testing.py"] + [
+        f"frontend/{m}.py"
+        for m in ("datagen", "datagen_cli", "render", "report", "samples", "sources", "viewer")
+    ]
+    assert not [g for g in gone if (PKG / g).exists()]
     bad = [
-        f"{f.relative_to(PKG.parent)}: {m}"
-        for f in files
-        for m in sorted(_imported_modules(f))
-        if m.startswith("atroposlib.envs.testing")
+        str(f.relative_to(PKG.parent))
+        for f in sorted(PKG.rglob("*.py"))
+        if "sys.modules[__name__]" in f.read_text()
     ]
     assert not bad, bad
 

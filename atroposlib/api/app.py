@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Optional
+from typing import Any, Optional, Union
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,8 +25,22 @@ from atroposlib.api.routes import admin, batches, ingest, registration, status
 from atroposlib.api.service import RunService
 from atroposlib.api.settings import ApiSettings
 from atroposlib.api.store import Store, make_store
+from atroposlib.type_definitions import ErrorResponse, Health, RootResponse
 
 logger = logging.getLogger("atroposlib.api")
+
+# Declared for the schema: every protected route may answer these, as ``ErrorResponse`` JSON.
+ERROR_RESPONSES: dict[Union[int, str], dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": what}
+    for code, what in [
+        (401, "missing or wrong bearer token"),
+        (404, "unknown env or batch"),
+        (409, "conflicts with the run's state"),
+        (413, "request body too large"),
+        (422, "invalid request"),
+        (503, "queue full; retry after Retry-After seconds"),
+    ]
+}
 
 
 def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = None) -> FastAPI:
@@ -99,25 +113,20 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
         service.metrics.rejected.labels("500").inc()
         return problem_response(ApiProblem(500, f"internal error: {type(exc).__name__}"))
 
-    @app.get("/")
+    @app.get("/", response_model=RootResponse, status_code=200)
     async def root(request: Request) -> Response:
-        return json_response(request, {"message": "AtroposLib API"})
+        return json_response(request, RootResponse(message="AtroposLib API"))
 
-    @app.get("/health")
+    @app.get("/health", response_model=Health, status_code=200)
     async def health(request: Request) -> Response:
         return json_response(
             request,
-            {
-                "status": "ok",
-                "store": settings.store,
-                "durable": store.durable,
-                "step": service.step,
-            },
+            Health(status="ok", store=settings.store, durable=store.durable, step=service.step),
         )
 
     protected = [Depends(check_token)]
     for module in (registration, ingest, batches, status, admin):
-        app.include_router(module.router, dependencies=protected)
+        app.include_router(module.router, dependencies=protected, responses=ERROR_RESPONSES)
     return app
 
 

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import orjson
 
@@ -107,12 +106,6 @@ class DeliveryMixin(RunState):
             if ids[gid] >= cutoff:
                 break
             del ids[gid]
-
-    def delivery_status(self) -> dict[str, Any]:
-        return {
-            "quarantined_groups": self.quarantined,
-            "ack_mode": "explicit" if self.ack_mode_explicit else "implicit",
-        }
 
 
 __all__ = ["ACK_MODE_HEADER", "DeliveryMixin", "payload_is_deliverable"]

@@ -13,7 +13,7 @@ import orjson
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
 logger = logging.getLogger("atroposlib.api")
@@ -43,9 +43,20 @@ def problem_response(p: ApiProblem) -> Response:
     )
 
 
+def to_json(payload: Any) -> bytes:
+    """The JSON of an answer: bytes are sent as they are (pre-serialised payloads), a wire model
+    as the fields its service method set (``exclude_unset``: optional fields it left out are
+    absent, as in Atropos's answers), anything else with orjson."""
+    if isinstance(payload, (bytes, bytearray)):
+        return bytes(payload)
+    if isinstance(payload, BaseModel):
+        return payload.__pydantic_serializer__.to_json(payload, exclude_unset=True)
+    return orjson.dumps(payload)
+
+
 def json_response(request: Request, payload: Any, status_code: int = 200) -> Response:
-    """Serialize with orjson (bytes are sent as they are); gzip when large and the client accepts it."""
-    body = payload if isinstance(payload, (bytes, bytearray)) else orjson.dumps(payload)
+    """Serialize with ``to_json``; gzip when large and the client accepts it."""
+    body = to_json(payload)
     headers: dict[str, str] = {}
     settings = request.app.state.settings
     if len(body) >= settings.gzip_min_bytes and "gzip" in request.headers.get(
@@ -278,5 +289,6 @@ __all__ = [
     "replace_lone_surrogates",
     "problem_response",
     "read_body",
+    "to_json",
     "validation_problem",
 ]

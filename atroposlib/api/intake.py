@@ -6,12 +6,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Optional
 
 from atroposlib.api.http import ApiProblem
 from atroposlib.api.packing import GroupMeta, pick_exact_subset
 from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import BUFFERED, QUEUED, GroupRow, Mutation
+from atroposlib.type_definitions import ScoredDataResponse
 
 
 class IncomingGroup:
@@ -35,8 +36,8 @@ class IncomingGroup:
 class IngestMixin(RunState):
     """``RunService.ingest`` and its helpers."""
 
-    def ingest(self, groups: list[IncomingGroup]) -> list[dict[str, Any]]:
-        """Commit groups atomically (all or none); one legacy status dict per group."""
+    def ingest(self, groups: list[IncomingGroup]) -> list[ScoredDataResponse]:
+        """Commit groups atomically (all or none); one answer per group."""
         t0 = time.perf_counter()
         # cheap early refusal before any payload I/O
         self._check_room(sum(g.n for g in groups), sum(len(g.blob) for g in groups))
@@ -57,7 +58,7 @@ class IngestMixin(RunState):
             kept = [g for g, ok in zip(groups, fresh, strict=True) if ok]
             self._check_room(sum(g.n for g in kept), sum(len(g.blob) for g in kept))
             if self.registration is not None:
-                bs = int(self.registration["batch_size"])
+                bs = self.registration.batch_size
                 for i, g in enumerate(groups):
                     if g.n > bs:
                         where = f"[{i}]: " if len(groups) > 1 else ""
@@ -68,7 +69,7 @@ class IngestMixin(RunState):
                         )
             m = Mutation()
             now = time.time()
-            answers: list[dict[str, Any]] = []
+            answers: list[ScoredDataResponse] = []
             to_queue: list[GroupMeta] = []
             buffers = {k: list(v) for k, v in self.buffers.items()}
             latest = self.latest_seq
@@ -78,7 +79,7 @@ class IngestMixin(RunState):
             for g, ok, handle in zip(groups, fresh, staged, strict=True):
                 if not ok:
                     self.metrics.duplicates.inc()
-                    answers.append({"status": "received", "duplicate": True})
+                    answers.append(ScoredDataResponse(status="received", duplicate=True))
                     continue
                 meta = GroupMeta(
                     seq, g.n, g.env_id, g.policy_version, g.max_len, len(g.blob), g.group_id, now
@@ -104,13 +105,15 @@ class IngestMixin(RunState):
                             m.orders[released.seq] = released.order
                         to_queue.append(released)
                         latest = released.seq
-                    answers.append({"status": "buffered", "buffer_size": sum(x.n for x in buf)})
+                    answers.append(
+                        ScoredDataResponse(status="buffered", buffer_size=sum(x.n for x in buf))
+                    )
                 else:
                     meta.order = order
                     order += 1
                     to_queue.append(meta)
                     latest = meta.seq
-                    answers.append({"status": "received"})
+                    answers.append(ScoredDataResponse(status="received"))
             if latest != self.latest_seq:
                 m.meta["latest_seq"] = latest
             if m.new_groups:

@@ -16,24 +16,27 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from atroposlib.api.run_state import RunState
+from atroposlib.type_definitions import Registration
+
 IDENTITY_KEYS = ("wandb_group", "wandb_project", "batch_size", "max_token_len")
 START_MODES = ("resume", "fresh")
 
 
-def run_label(reg: dict[str, Any]) -> str:
-    if reg.get("run_id"):
-        return f"run_id {reg['run_id']!r}"
-    return ", ".join(f"{k}={reg.get(k)!r}" for k in IDENTITY_KEYS)
+def run_label(reg: Registration) -> str:
+    if reg.run_id:
+        return f"run_id {reg.run_id!r}"
+    return ", ".join(f"{k}={getattr(reg, k)!r}" for k in IDENTITY_KEYS)
 
 
-def same_run(held: dict[str, Any], new: dict[str, Any]) -> bool:
+def same_run(held: Registration, new: Registration) -> bool:
     """Whether registration ``new`` belongs to the run of registration ``held``."""
-    if held.get("run_id") and new.get("run_id"):
-        return bool(held["run_id"] == new["run_id"])
-    return all(held.get(k) == new.get(k) for k in IDENTITY_KEYS)
+    if held.run_id and new.run_id:
+        return held.run_id == new.run_id
+    return all(getattr(held, k) == getattr(new, k) for k in IDENTITY_KEYS)
 
 
-def held_run_summary(svc: Any) -> Optional[str]:
+def held_run_summary(svc: RunState) -> Optional[str]:
     """A one-line description of the run ``svc`` holds, or None when it holds nothing."""
     with svc.lock:
         queued, buffered = len(svc.queue), sum(len(b) for b in svc.buffers.values())
@@ -48,7 +51,7 @@ def held_run_summary(svc: Any) -> Optional[str]:
         return ", ".join(parts)
 
 
-def undelivered(svc: Any) -> int:
+def undelivered(svc: RunState) -> int:
     """Groups the held run would still deliver (queued, buffered, or in the pending batch)."""
     pending = len(svc.pending.seqs) if svc.pending else 0
     return len(svc.queue) + sum(len(b) for b in svc.buffers.values()) + pending

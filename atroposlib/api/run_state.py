@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any, Optional
+from typing import Literal, Optional
 
 from atroposlib.api.env_registry import EnvRegistry
 from atroposlib.api.metrics import ApiMetrics
 from atroposlib.api.packing import GroupMeta, QueueIndex
 from atroposlib.api.settings import ApiSettings
 from atroposlib.api.store.base import BatchRecord, Store
+from atroposlib.type_definitions import Registration
 
 
 class RunState:
@@ -25,7 +26,7 @@ class RunState:
     store: Store
     metrics: ApiMetrics
     lock: threading.RLock
-    registration: Optional[dict[str, Any]]  # the trainer's /register body (first one wins)
+    registration: Optional[Registration]  # the trainer's /register body (first one wins)
     step: int  # the step of the last batch handed out
     started: bool  # the trainer asked for its first /batch (envs may register from then on)
     envs: EnvRegistry
@@ -48,6 +49,14 @@ class RunState:
         str
     ]  # Atropos field repairs done at ingest, by field (kept across /reset)
 
+    def buffered_sequences(self) -> int:
+        """Sequences held in the mixed-size env buffers."""
+        return sum(g.n for b in self.buffers.values() for g in b)
+
+    def ack_mode(self) -> Literal["implicit", "explicit"]:
+        """``explicit`` once the run has seen an explicit ack (see ``delivery``)."""
+        return "explicit" if self.ack_mode_explicit else "implicit"
+
     def _env_name(self, env_id: Optional[int]) -> Optional[str]:
         return self.envs.name(env_id)
 
@@ -56,20 +65,12 @@ class RunState:
 
     # What one part calls and another defines (``RunService`` or a mixin), declared here so that
     # every call is checked against one signature.
-    def buffered_sequences(self) -> int:
-        """Sequences waiting in the per-env buffers."""
-        raise NotImplementedError
-
     def _update_gauges(self) -> None:
         """Bring the queue/step gauges up to date."""
         raise NotImplementedError
 
     def _read_payloads(self, seqs: list[int]) -> tuple[list[bytes], list[int]]:
         """Payloads of ``seqs`` and the seqs whose payload is unreadable."""
-        raise NotImplementedError
-
-    def delivery_status(self) -> dict[str, Any]:
-        """The delivery fields of ``/status``."""
         raise NotImplementedError
 
 

@@ -5,7 +5,10 @@ every change through the store in one atomic ``Mutation`` *before* the route ans
 committed. On start it rebuilds itself from ``store.load()``. All methods take one lock. Ingest
 lives in ``intake.IngestMixin``, the read-only views in ``views.ViewsMixin``, explicit-ack delivery in
 ``delivery.DeliveryMixin``; the state they share is declared in ``run_state.RunState`` and the envs
-are an ``env_registry.EnvRegistry`` (typed records, one 404 for an unknown env).
+are an ``env_registry.EnvRegistry`` (typed records, one 404 for an unknown env). Methods answer
+with the wire models of ``type_definitions`` (``RegisterResponse``, ``Status``, ...), which the
+routes declare as their ``response_model``; ``/batch``, ``/peek`` and ``/latest_example`` answer
+with pre-serialised bytes (stored payloads are never parsed to be sent).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any, Optional
+from typing import Optional
 
 from atroposlib.api.delivery import DeliveryMixin
 from atroposlib.api.env_registry import EnvRegistry
@@ -38,7 +41,14 @@ from atroposlib.api.store.base import (
 )
 from atroposlib.api.views import EMPTY_EXAMPLE, ViewsMixin
 from atroposlib.api.wire import BatchBody
-from atroposlib.type_definitions import RegisterEnv, Registration
+from atroposlib.type_definitions import (
+    BatchAckResponse,
+    DisconnectEnvResponse,
+    RegisterEnv,
+    RegisterEnvResponse,
+    RegisterResponse,
+    Registration,
+)
 
 logger = logging.getLogger("atroposlib.api")
 
@@ -58,7 +68,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
 
     # ------------------------------------------------------------------ state
     def _clear(self) -> None:
-        self.registration: Optional[dict[str, Any]] = None
+        self.registration: Optional[Registration] = None
         self.step = 0
         self.started = False
         self.envs = EnvRegistry()
@@ -79,7 +89,8 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
     def _load(self) -> None:
         self._clear()
         snap = self.store.load()
-        self.registration = snap.meta.get("registration")
+        stored = snap.meta.get("registration")
+        self.registration = Registration.model_validate(stored) if stored is not None else None
         self.step = int(snap.meta.get("step", 0))
         self.started = bool(snap.meta.get("started", False))
         self.latest_seq = snap.meta.get("latest_seq")
@@ -118,15 +129,11 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         m.buffered_sequences.set(self.buffered_sequences())
         m.current_step.set(self.step)
 
-    def buffered_sequences(self) -> int:
-        return sum(g.n for b in self.buffers.values() for g in b)
-
     # ------------------------------------------------------------------ trainer side
-    def register(self, reg: Registration) -> dict[str, Any]:
+    def register(self, reg: Registration) -> RegisterResponse:
         with self.lock:
             m = Mutation()
-            new = reg.model_dump()
-            if self.registration is not None and not same_run(self.registration, new):
+            if self.registration is not None and not same_run(self.registration, reg):
                 if undelivered(self):  # never feed a new run the old run's groups
                     raise ApiProblem(
                         409,
@@ -137,21 +144,21 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 logger.warning(  # Atropos's first-/register-wins: nothing of the old run is fed
                     "a different run registered (%s) while %s is held; keeping the held "
                     "registration (first /register wins)",
-                    run_label(new),
+                    run_label(reg),
                     run_label(self.registration),
                 )
             if self.registration is None:  # Atropos: only the first /register initializes the run
-                self.registration = new
+                self.registration = reg
                 self.step = reg.starting_step
                 self.started = False
-                m.meta.update(registration=self.registration, step=self.step, started=False)
+                m.meta.update(registration=reg.model_dump(), step=self.step, started=False)
                 self.store.commit(m)
             if self.pending is not None:  # a (re)starting trainer gets the unacked batch again
                 self.redeliver = True
             self._update_gauges()
-            return {"uuid": secrets.randbits(52)}
+            return RegisterResponse(uuid=secrets.randbits(52))
 
-    def _require_registration(self) -> dict[str, Any]:
+    def _require_registration(self) -> Registration:
         if self.registration is None:
             raise ApiProblem(409, "no trainer has registered yet: POST /register first")
         return self.registration
@@ -188,7 +195,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 else:  # implicit ack (Atropos): the same session asks for more
                     self._ack_into(m, self.pending)
             self._drop_stale(m)
-            batch_size = int(reg["batch_size"])
+            batch_size = reg.batch_size
             while True:
                 result = self.queue.form_batch(batch_size, self._min_sequences(batch_size))
                 self.blocked_by = result.blocked_by
@@ -250,7 +257,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             m.prune_below_seq = self.next_seq - self.settings.history_size
             self._forget_old_ids(m)
 
-    def ack(self, batch_id: str) -> dict[str, Any]:
+    def ack(self, batch_id: str) -> BatchAckResponse:
         with self.lock:
             if self.pending is not None and self.pending.batch_id == batch_id:
                 step = self.pending.step
@@ -258,14 +265,14 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 self._ack_into(m, self.pending)
                 self._note_explicit_ack(m)
                 self.store.commit(m)
-                return {"status": "acked", "batch_id": batch_id, "step": step}
+                return BatchAckResponse(status="acked", batch_id=batch_id, step=step)
             known = self.store.batch_acked(batch_id)
             if known:
                 if not self.ack_mode_explicit:
                     m = Mutation()
                     self._note_explicit_ack(m)
                     self.store.commit(m)
-                return {"status": "acked", "batch_id": batch_id, "already_acked": True}
+                return BatchAckResponse(status="acked", batch_id=batch_id, already_acked=True)
             if known is None:
                 raise ApiProblem(404, f"unknown batch_id {batch_id!r}")
             raise ApiProblem(409, f"batch {batch_id!r} is not the outstanding batch")
@@ -286,25 +293,25 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         logger.info("dropped %d stale groups (policy_version < %d)", len(dropped), floor)
 
     # ------------------------------------------------------------------ env side
-    def register_env(self, req: RegisterEnv) -> dict[str, Any]:
+    def register_env(self, req: RegisterEnv) -> RegisterEnvResponse:
         with self.lock:
             if not self.started or self.registration is None:
-                return {"status": "wait for trainer to start"}
+                return RegisterEnvResponse(status="wait for trainer to start")
             env = self.envs.new_record(req)
             self.store.commit(Mutation(envs=[env.to_dict()]))
             self.envs.put(env)
             reg = self.registration
-            return {
-                "status": "success",
-                "env_id": env.env_id,
-                "wandb_name": env.real_name,
-                "checkpoint_dir": reg.get("checkpoint_dir", ""),
-                "starting_step": self.step,
-                "checkpoint_interval": reg.get("save_checkpoint_interval", 0),
-                "num_steps": reg.get("num_steps", 0),
-            }
+            return RegisterEnvResponse(
+                status="success",
+                env_id=env.env_id,
+                wandb_name=env.real_name,
+                checkpoint_dir=reg.checkpoint_dir,
+                starting_step=self.step,
+                checkpoint_interval=reg.save_checkpoint_interval,
+                num_steps=reg.num_steps,
+            )
 
-    def disconnect_env(self, env_id: int) -> dict[str, Any]:
+    def disconnect_env(self, env_id: int) -> DisconnectEnvResponse:
         """Atropos's /disconnect-env. An unknown env is the registry's 404 problem, answered as
         Atropos did (200 ``{"status": "failure", "error": ...}``): the one endpoint that does not
         answer 404 for it, because Atropos clients read that body."""
@@ -312,7 +319,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             try:
                 env = EnvRegistry.disconnected(self.envs.get(env_id))
             except ApiProblem as unknown:
-                return {"status": "failure", "error": unknown.error}
+                return DisconnectEnvResponse(status="failure", error=unknown.error)
             # a disconnected env will not complete its mixed-size buffer: queue what it left there
             released = self.buffers.pop(env_id, [])
             m = Mutation(envs=[env.to_dict()], states={g.seq: QUEUED for g in released})
@@ -325,7 +332,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 self.queue.add(meta)
             self.next_order += len(released)
             self._update_gauges()
-            return {"status": "success"}
+            return DisconnectEnvResponse(status="success")
 
     def reset(self) -> None:
         with self.lock:

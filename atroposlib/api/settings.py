@@ -1,6 +1,7 @@
 """Settings of the trajectory API server: one pydantic model, overridable by ``ATROPOS_*`` env vars.
 
-``ApiSettings.from_env(**flags)`` is what the CLI uses: defaults < environment variables < flags.
+``ApiSettings.from_env(**flags)`` is what the CLI uses: defaults < environment variables < flags
+(the flags are generated from the fields by ``atroposlib.utils.settings_cli``).
 Every field's environment variable is ``ATROPOS_`` + the upper-cased field name
 (``ATROPOS_DATA_DIR``, ``ATROPOS_API_TOKEN``, ``ATROPOS_MAX_QUEUED_SEQUENCES`` ...).
 """
@@ -14,6 +15,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atroposlib.errors import ConfigError
+from atroposlib.utils.settings_cli import format_validation_error
 
 ENV_PREFIX = "ATROPOS_"
 
@@ -104,9 +106,9 @@ class ApiSettings(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as e:
-            first = e.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"invalid API setting {loc}: {first['msg']}") from None
+            raise ConfigError(
+                format_validation_error(e, cls, lead="invalid API setting ")
+            ) from None
 
 
 __all__ = ["ENV_PREFIX", "ApiSettings"]

@@ -16,7 +16,14 @@ import orjson
 
 from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import ACKED, DELIVERED
-from atroposlib.type_definitions import ATROPOS_GROUP_KEYS
+from atroposlib.type_definitions import (
+    ATROPOS_GROUP_KEYS,
+    EnvQueueStatus,
+    Info,
+    Status,
+    StatusEnv,
+    WandbInfo,
+)
 
 MIN_ENV_WEIGHT = 0.01
 # Atropos's /latest_example before any group: every Atropos group key but the overrides and env_id,
@@ -29,7 +36,7 @@ EMPTY_EXAMPLE: dict[str, list[Any]] = {
 class ViewsMixin(RunState):
     """The read-only endpoints' logic."""
 
-    def status_env(self, env_id: int) -> dict[str, Any]:
+    def status_env(self, env_id: int) -> StatusEnv:
         """Atropos's /status-env, from the per-env counters (no queue scan)."""
         with self.lock:
             env = self.envs.get(env_id)  # unknown: the registry's 404
@@ -45,7 +52,7 @@ class ViewsMixin(RunState):
             own_sizes = q.env_size_counts.get(env_id, Counter[int]())
             env_group = max([env.group_size, *own_sizes.keys()])
             own = q.env_sequences.get(env_id, 0)
-            bs = int(self.registration["batch_size"]) if self.registration else 0
+            bs = self.registration.batch_size if self.registration else 0
             mins = self.envs.min_sequences(bs)
             others = 0
             if max_group > 1:
@@ -54,71 +61,72 @@ class ViewsMixin(RunState):
                         continue
                     packed = -(-seqs // max_group) * max_group
                     others += max(0, packed - mins.get(other, 0))
-            return {
-                "current_step": self.step,
-                "queue_size": (own + others) // env_group,
-                "unallocated_fraction": 1.0 - min(total_min, 1.0),
-                "self_queue_size": own // env_group,
-                "max_group_size": max_group,
-                "env_weight": weight,
-            }
+            return StatusEnv(
+                current_step=self.step,
+                queue_size=(own + others) // env_group,
+                unallocated_fraction=1.0 - min(total_min, 1.0),
+                self_queue_size=own // env_group,
+                max_group_size=max_group,
+                env_weight=weight,
+            )
 
     # ------------------------------------------------------------------ shared
-    def info(self) -> dict[str, Any]:
+    def info(self) -> Info:
         reg = self.registration
         if reg is None:
-            return {"batch_size": -1, "max_token_len": -1}
-        return {"batch_size": reg["batch_size"], "max_token_len": reg["max_token_len"]}
+            return Info(batch_size=-1, max_token_len=-1)
+        return Info(batch_size=reg.batch_size, max_token_len=reg.max_token_len)
 
-    def wandb_info(self) -> dict[str, Any]:
+    def wandb_info(self) -> WandbInfo:
         reg = self.registration
         if reg is None:
-            return {"group": None, "project": None}
-        return {"group": reg.get("wandb_group"), "project": reg.get("wandb_project")}
+            return WandbInfo(group=None, project=None)
+        return WandbInfo(group=reg.wandb_group, project=reg.wandb_project)
 
     def _blocked_now(self) -> Optional[str]:
         """Why no batch could be formed right now (None when one could, or before registration)."""
         if self.registration is None:
             return None
-        batch_size = int(self.registration["batch_size"])
+        batch_size = self.registration.batch_size
         return self.queue.form_batch(batch_size, self._min_sequences(batch_size)).blocked_by
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         with self.lock:
             drops_by_env: Counter[str] = Counter()
             drops_by_bucket: Counter[str] = Counter()
             for (env, bucket), n in self.stale_drops.items():
                 drops_by_env[env] += n
                 drops_by_bucket[bucket] += n
-            return {
-                "current_step": self.step,
-                "queue_size": len(self.queue),
-                "queued_sequences": self.queue.total_sequences,
-                "buffered_sequences": self.buffered_sequences(),
-                "registered": self.registration is not None,
-                "started": self.started,
-                "pending_batch": self.pending.batch_id if self.pending else None,
-                "blocked_by": self._blocked_now(),
-                "max_staleness": self.settings.max_staleness,
-                "stale_dropped_by_env": dict(drops_by_env),
-                "stale_dropped_by_length": dict(drops_by_bucket),
-                "queued_by_env": self._queued_by_env(),
-                "queued_by_length": dict(self.queue.length_counts),
-                "repaired_fields": dict(self.repaired_fields),
-                **self.delivery_status(),
-            }
+            return Status(
+                current_step=self.step,
+                queue_size=len(self.queue),
+                queued_sequences=self.queue.total_sequences,
+                buffered_sequences=self.buffered_sequences(),
+                registered=self.registration is not None,
+                started=self.started,
+                pending_batch=self.pending.batch_id if self.pending else None,
+                blocked_by=self._blocked_now(),
+                max_staleness=self.settings.max_staleness,
+                stale_dropped_by_env=dict(drops_by_env),
+                stale_dropped_by_length=dict(drops_by_bucket),
+                queued_by_env=self._queued_by_env(),
+                queued_by_length=dict(self.queue.length_counts),
+                repaired_fields=dict(self.repaired_fields),
+                quarantined_groups=self.quarantined,
+                ack_mode=self.ack_mode(),
+            )
 
-    def _queued_by_env(self) -> dict[str, Any]:
+    def _queued_by_env(self) -> dict[str, EnvQueueStatus]:
         """Per env: queued sequences and how long its oldest queued group has waited (starvation)."""
         now = time.time()
         out = {}
         for env_id, seqs in self.queue.env_sequences.items():
             oldest = self.queue.oldest(env_id)
             name = self._env_name(env_id) or str(env_id)
-            out[name] = {
-                "sequences": seqs,
-                "oldest_wait_s": round(now - oldest.received_at, 3) if oldest else 0.0,
-            }
+            out[name] = EnvQueueStatus(
+                sequences=seqs,
+                oldest_wait_s=round(now - oldest.received_at, 3) if oldest else 0.0,
+            )
         return out
 
     def latest_example(self) -> bytes:

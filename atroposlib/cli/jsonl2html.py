@@ -1,4 +1,7 @@
-"""``atropos-jsonl2html IN.jsonl [-o OUT.html]``: a self-contained, escaped HTML report of a groups file."""
+"""``atropos-jsonl2html IN.jsonl [-o OUT.html]``: a self-contained, escaped HTML report of a groups file.
+
+Parses the flags and calls ``atroposlib.frontend.jsonl2html.generate_html``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Optional
 
 from atroposlib.errors import AtroposError
 from atroposlib.frontend.groups import LoadStats
-from atroposlib.report.html import write_html_report
+from atroposlib.frontend.jsonl2html import default_output_path, generate_html
 from atroposlib.utils.cli import fail
 
 PROG = "atropos-jsonl2html"
@@ -38,17 +41,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     src = Path(args.input)
-    out = Path(args.output) if args.output else src.with_suffix(".html")
+    out = Path(args.output) if args.output else default_output_path(args.input)
     if not src.is_file():
         return fail(PROG, f"input file not found: {src}")
     if out.resolve() == src.resolve():
         return fail(PROG, "output would overwrite the input")
     stats = LoadStats()
     try:
-        path = write_html_report(
-            src,
-            out,
-            title=args.title or f"Rollouts - {src.name}",
+        path = generate_html(
+            args.input,
+            str(out),
+            title=args.title,
             tokenizer=args.tokenizer,
             token_view=args.token_view,
             max_groups=args.max_groups,

@@ -15,83 +15,21 @@ import sys
 from typing import Optional
 
 from atroposlib.api.run_identity import START_MODES, start_decision
+from atroposlib.api.settings import ENV_PREFIX, ApiSettings
 from atroposlib.errors import AtroposError
+from atroposlib.utils.settings_cli import Flag, add_model_arguments, model_values
+
+# Where run-api's flags differ from the generated ``--field-name``: one ``--cors-origin`` per origin.
+FLAGS = {"cors_origins": Flag("--cors-origin", repeat=True)}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per ``ApiSettings`` field (help: its description, environment variable and
+    default), plus ``--resume`` / ``--fresh``."""
     p = argparse.ArgumentParser(
         prog="run-api", description="Atropos-compatible durable trajectory API."
     )
-    p.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
-    p.add_argument(
-        "--data-dir", default=None, help="directory of the SQLite store (env ATROPOS_DATA_DIR)"
-    )
-    p.add_argument(
-        "--store", choices=["sqlite", "memory"], default=None, help="store kind (default sqlite)"
-    )
-    p.add_argument(
-        "--sqlite-synchronous",
-        choices=["NORMAL", "FULL"],
-        default=None,
-        help="NORMAL survives process crashes, FULL also power loss (slower)",
-    )
-    p.add_argument(
-        "--api-token", default=None, help="bearer token required by clients (env ATROPOS_API_TOKEN)"
-    )
-    p.add_argument(
-        "--max-queued-sequences", type=int, default=None, help="backpressure bound (503 beyond)"
-    )
-    p.add_argument(
-        "--max-queued-bytes",
-        type=int,
-        default=None,
-        help="backpressure bound on queued payload bytes (503 beyond; default 4 GiB)",
-    )
-    p.add_argument(
-        "--retry-after-seconds", type=float, default=None, help="Retry-After sent with 503"
-    )
-    p.add_argument(
-        "--max-staleness",
-        type=int,
-        default=None,
-        help="drop groups whose policy_version < current_step - S at batch formation",
-    )
-    p.add_argument(
-        "--max-body-bytes", type=int, default=None, help="largest request body (413 beyond)"
-    )
-    p.add_argument(
-        "--max-decompressed-bytes", type=int, default=None, help="largest gunzipped body (413)"
-    )
-    p.add_argument(
-        "--offload-min-bytes",
-        type=int,
-        default=None,
-        help="parse bodies at least this large in a child process (default 8 MiB)",
-    )
-    p.add_argument(
-        "--gzip-min-bytes", type=int, default=None, help="gzip responses at least this large"
-    )
-    p.add_argument(
-        "--gzip-level", type=int, default=None, help="gzip level of responses, 1-9 (default 1)"
-    )
-    p.add_argument(
-        "--dedup-window",
-        type=int,
-        default=None,
-        help="group_ids remembered for idempotency; older acked rows are deleted (default 100000)",
-    )
-    p.add_argument(
-        "--history-size", type=int, default=None, help="delivered groups kept for GET /peek"
-    )
-    p.add_argument(
-        "--cors-origin",
-        action="append",
-        dest="cors_origins",
-        default=None,
-        help="allowed CORS origin (repeatable); none by default",
-    )
-    p.add_argument("--log-level", default=None, help="debug, info, warning, error")
+    add_model_arguments(p, ApiSettings, flags=FLAGS, env_prefix=ENV_PREFIX)
     start = p.add_mutually_exclusive_group()
     start.add_argument(
         "--resume",
@@ -118,7 +56,6 @@ def _is_loopback_host(host: str) -> bool:
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     start_mode = args.start_mode or os.environ.get("ATROPOS_START_MODE") or None
-    del args.start_mode
     if start_mode not in (None, *START_MODES):
         print(
             f"run-api: error: ATROPOS_START_MODE must be resume or fresh, not {start_mode!r}",
@@ -130,9 +67,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         from atroposlib.api.allocator import keep_freed_memory
         from atroposlib.api.app import create_app
-        from atroposlib.api.settings import ApiSettings
 
-        settings = ApiSettings.from_env(**vars(args))
+        settings = ApiSettings.from_env(**model_values(args, ApiSettings))
         logging.basicConfig(
             level=settings.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

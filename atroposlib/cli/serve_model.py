@@ -1,6 +1,7 @@
 """`atropos-serve-model --model DIR`: serve a local transformers model over an OpenAI-compatible HTTP API.
 
-See docs/inference.md. A bad model directory prints one line and exits with status 2.
+See docs/inference.md. The flags are ``EngineConfig``'s fields (``atroposlib.utils.settings_cli``);
+a bad value or model directory prints one line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -13,79 +14,48 @@ from typing import Optional
 from pydantic import ValidationError
 
 from atroposlib.errors import AtroposError
+from atroposlib.inference.config import EngineConfig
+from atroposlib.utils.settings_cli import (
+    Flag,
+    add_model_arguments,
+    format_validation_error,
+    model_values,
+)
+
+# Where the flags differ from the generated ``--field-name``: the model directory is ``--model``.
+FLAGS = {"model_path": Flag("--model")}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per ``EngineConfig`` field (help: its description and default), plus
+    ``--no-batching``."""
     p = argparse.ArgumentParser(
         prog="atropos-serve-model",
         description="Serve a local transformers causal LM with batched CPU generation "
         "(OpenAI-compatible /v1/completions and /v1/chat/completions).",
     )
+    add_model_arguments(p, EngineConfig, flags=FLAGS, require=True)
     p.add_argument(
-        "--model", required=True, help="local model directory (config.json, weights, tokenizer)"
+        "--no-batching",
+        action="store_true",
+        help="one request row at a time (baseline): --max-batch-size 1 --batch-window-ms 0",
     )
-    p.add_argument(
-        "--served-model-name", default=None, help="model name to report (default: dir name)"
-    )
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=9001, help="port (default 9001)")
-    p.add_argument(
-        "--max-batch-size", type=int, default=64, help="most rows per batch (default 64)"
-    )
-    p.add_argument(
-        "--batch-window-ms", type=float, default=5.0, help="batch collection window (default 5)"
-    )
-    p.add_argument(
-        "--no-batching", action="store_true", help="one request row at a time (baseline)"
-    )
-    p.add_argument(
-        "--max-queue", type=int, default=1024, help="queued requests before 503 (default 1024)"
-    )
-    p.add_argument(
-        "--torch-threads",
-        type=int,
-        default=None,
-        help="torch threads (default: half the cores, at least 1)",
-    )
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
-    p.add_argument("--max-model-len", type=int, default=None, help="context length override")
-    p.add_argument(
-        "--default-max-tokens", type=int, default=16, help="completions max_tokens default"
-    )
-    p.add_argument("--log-level", default="info", help="log level (default info)")
     return p
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    values = model_values(args, EngineConfig)
+    if args.no_batching:
+        values.update(max_batch_size=1, batch_window_ms=0.0)
     try:
-        from atroposlib.inference.config import EngineConfig
-
-        config = EngineConfig(
-            model_path=args.model,
-            served_model_name=args.served_model_name,
-            host=args.host,
-            port=args.port,
-            max_batch_size=1 if args.no_batching else args.max_batch_size,
-            batch_window_ms=0.0 if args.no_batching else args.batch_window_ms,
-            max_queue=args.max_queue,
-            torch_threads=args.torch_threads,
-            dtype=args.dtype,
-            device=args.device,
-            max_model_len=args.max_model_len,
-            default_max_tokens=args.default_max_tokens,
-            log_level=args.log_level,
-        )
+        config = EngineConfig(**values)
     except ValidationError as e:
-        err = e.errors()[0]
-        print(
-            f"atropos-serve-model: error: --{str(err['loc'][0]).replace('_', '-')}: {err['msg']}",
-            file=sys.stderr,
-        )
+        line = format_validation_error(e, EngineConfig, lead="", flags=FLAGS, as_flags=True)
+        print(f"atropos-serve-model: error: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         from pathlib import Path

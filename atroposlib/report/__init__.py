@@ -1,3 +1,3 @@
-"""The HTML report of scored groups: ``html`` (``write_html_report``, one self-contained page),
-``render`` (escaped HTML fragments: markdown, messages, token spans, images) and ``jsonl2html``
-(Atropos's ``generate_html`` / ``create_html_for_group`` names over it)."""
+"""The HTML report of scored groups: ``html`` (``write_html_report``, one self-contained page) and
+``render`` (escaped HTML fragments: markdown, messages, token spans, images). Atropos's
+``generate_html`` / ``create_html_for_group`` names over it are ``atroposlib.frontend.jsonl2html``."""

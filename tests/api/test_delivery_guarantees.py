@@ -66,7 +66,7 @@ def test_undeliverable_payload_is_quarantined_not_redelivered_forever(run_api, t
         assert "bad" not in ids and len(ids) == 2 and set(ids) <= {"g0", "g1", "g2"}
         c.ack_batch(b.batch_id)
         status = c.status()
-        assert status.model_extra["quarantined_groups"] == 1
+        assert status.quarantined_groups == 1
         assert "atropos_quarantined_groups_total 1.0" in httpx.get(api.url + "/metrics").text
     assert "quarantined group" in api.log() and "group_id bad" in api.log()
 

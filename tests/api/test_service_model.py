@@ -76,7 +76,7 @@ def test_random_operations_agree_across_stores_and_restarts(seed, tmp_path):
             sql.store.close()
             sql = RunService(settings, SqliteStore(settings.data_dir), ApiMetrics())
             mem.register(Registration(batch_size=batch_size, max_token_len=64))
-        a, b = sql.status(), mem.status()
+        a, b = sql.status().model_dump(), mem.status().model_dump()
         for st in (a, b):
             st.pop("blocked_by")  # the last formation attempt's reason is not persisted
             st["pending_batch"] = st["pending_batch"] is not None  # ids are random per instance

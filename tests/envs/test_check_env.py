@@ -69,10 +69,3 @@ def test_check_env_with_collect_trajectory_and_tokenize_for_trainer():
 def test_check_env_reports_a_broken_group():
     with pytest.raises(SchemaError, match=r"masks\[0\] has"):
         check_env(BrokenEnv, responses=["7"])
-
-
-def test_the_old_import_path_of_the_doubles_still_works():
-    import atroposlib.envs.testing as old
-    import atroposlib.testing as new
-
-    assert old.check_env is new.check_env and old.FakeOpenAIServer is new.FakeOpenAIServer

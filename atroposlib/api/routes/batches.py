@@ -7,6 +7,8 @@ JSON lies in the body (``X-Batch-Group-Bytes``) so that a client can parse the g
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
@@ -14,12 +16,12 @@ from atroposlib.api.delivery import ACK_MODE_HEADER
 from atroposlib.api.deps import get_service, parse_model
 from atroposlib.api.http import PartsResponse, json_response
 from atroposlib.api.service import RunService
-from atroposlib.type_definitions import BatchAck
+from atroposlib.type_definitions import BatchAck, BatchAckResponse, BatchResponse
 
 router = APIRouter()
 
 
-@router.get("/batch")
+@router.get("/batch", response_model=BatchResponse, status_code=200)
 async def get_batch(request: Request, svc: RunService = Depends(get_service)):
     explicit = request.headers.get(ACK_MODE_HEADER, "").strip().lower() == "explicit"
     body = await run_in_threadpool(svc.get_batch_body, explicit)
@@ -28,15 +30,21 @@ async def get_batch(request: Request, svc: RunService = Depends(get_service)):
         "accept-encoding", ""
     ):
         return json_response(request, bytes(body))
-    return PartsResponse(body.parts, headers=body.headers())  # framing: see api.wire
+    # pre-serialised (``BatchResponse`` shape): sent from the stored payloads, framing in api.wire
+    return PartsResponse(body.parts, headers=body.headers())
 
 
-@router.post("/batch/ack")
+@router.post("/batch/ack", response_model=BatchAckResponse, status_code=200)
 async def ack_batch(request: Request, svc: RunService = Depends(get_service)):
     ack = await parse_model(request, BatchAck)
     return json_response(request, await run_in_threadpool(svc.ack, ack.batch_id))
 
 
-@router.get("/latest_example")
+@router.get(
+    "/latest_example",
+    response_model=dict[str, Any],
+    status_code=200,
+    description="The newest queued group as stored (Atropos's empty lists before any group).",
+)
 async def latest_example(request: Request, svc: RunService = Depends(get_service)):
     return json_response(request, await run_in_threadpool(svc.latest_example))

@@ -31,7 +31,12 @@ from atroposlib.api.offload import read_with_null_keys, receive_to_file
 from atroposlib.api.repair import note_repairs, repair_group
 from atroposlib.api.service import RunService
 from atroposlib.api.wire import with_null_keys
-from atroposlib.type_definitions import ATROPOS_GROUP_KEYS, ScoredData
+from atroposlib.type_definitions import (
+    ATROPOS_GROUP_KEYS,
+    ScoredData,
+    ScoredDataListResponse,
+    ScoredDataResponse,
+)
 
 router = APIRouter()
 
@@ -101,19 +106,21 @@ def _list_job(body: bytes) -> tuple[list[IncomingGroup], list[list[str]]]:
     return [build_group(g, where=f"[{i}]") for i, g in enumerate(data)], dropped
 
 
-def _ingest_list(svc: RunService, body: bytes, parsed: Optional[tuple] = None):
+def _ingest_list(
+    svc: RunService, body: bytes, parsed: Optional[tuple] = None
+) -> ScoredDataListResponse:
     groups, dropped = _list_job(body) if parsed is None else parsed
     for i, names in enumerate(dropped):
         note_repairs(svc, names, where=f"[{i}]")
     answers = svc.ingest(groups) if groups else []
-    out = {"status": "received", "groups_processed": len(groups)}
-    dups = sum(1 for a in answers if a.get("duplicate"))
+    out = ScoredDataListResponse(status="received", groups_processed=len(groups))
+    dups = sum(1 for a in answers if a.duplicate)
     if dups:
-        out["duplicates"] = dups
+        out.duplicates = dups
     return out
 
 
-@router.post("/scored_data")
+@router.post("/scored_data", response_model=ScoredDataResponse, status_code=200)
 async def scored_data(request: Request, svc: RunService = Depends(get_service)):
     settings = request.app.state.settings
     declared = request.headers.get("content-length", "")
@@ -159,7 +166,7 @@ async def _large_group(request: Request, settings: Any, svc: RunService) -> Inco
         os.unlink(path)
 
 
-@router.post("/scored_data_list")
+@router.post("/scored_data_list", response_model=ScoredDataListResponse, status_code=200)
 async def scored_data_list(request: Request, svc: RunService = Depends(get_service)):
     body = await read_body(request)
     parsed = None

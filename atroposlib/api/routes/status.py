@@ -7,23 +7,23 @@ from typing import Optional
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse
 from pydantic import ValidationError
 
 from atroposlib.api.deps import get_service
 from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
 from atroposlib.api.service import RunService
-from atroposlib.type_definitions import EnvIdentifier
+from atroposlib.type_definitions import EnvIdentifier, PeekResponse, Status, StatusEnv
 
 router = APIRouter()
 
 
-@router.get("/status")
+@router.get("/status", response_model=Status, status_code=200)
 async def status(request: Request, svc: RunService = Depends(get_service)):
     return json_response(request, svc.status())
 
 
-@router.get("/status-env")
+@router.get("/status-env", response_model=StatusEnv, status_code=200)
 async def status_env(request: Request, svc: RunService = Depends(get_service)):
     body = await read_body(request)
     if body.strip():
@@ -39,7 +39,7 @@ async def status_env(request: Request, svc: RunService = Depends(get_service)):
     return json_response(request, svc.status_env(env.env_id))
 
 
-@router.get("/peek")
+@router.get("/peek", response_model=PeekResponse, status_code=200)
 async def peek(
     request: Request,
     limit: int = Query(50, ge=1, le=1000, description="Most groups to return."),
@@ -47,9 +47,10 @@ async def peek(
     env: Optional[str] = Query(None, description="Only groups of this env (its wandb_name)."),
     svc: RunService = Depends(get_service),
 ):
+    # pre-serialised: the stored payloads are spliced in, never parsed (``PeekResponse`` shape)
     return json_response(request, await run_in_threadpool(svc.peek, limit, after, env))
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse, status_code=200)
 async def metrics(request: Request, svc: RunService = Depends(get_service)):
-    return Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(svc.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -1,30 +1,26 @@
-"""Small composable reward functions, a registry and weighted combination.
+"""Atropos import path of the reward functions: ``atroposlib.envs.reward_fns`` re-exports ``atroposlib.rewards``.
 
-from atroposlib.envs.reward_fns import combine
-reward = combine({"math_accuracy": 1.0, "r1_format": 0.2, "length_penalty": 0.1})
-scores = reward(texts, answers=[gold] * len(texts), max_length=1024)
+Nothing here but re-exports; new code imports ``atroposlib.rewards``.
 """
 
-from atroposlib.envs.reward_fns import builtin  # noqa: F401  (registers the built-ins)
-from atroposlib.envs.reward_fns.builtin import (
-    format_reward,
-    length_penalty,
-    math_accuracy,
-    r1_format,
-    repetition_penalty,
-)
-from atroposlib.envs.reward_fns.combined_reward import CombinedReward
-from atroposlib.envs.reward_fns.registry import (
+from atroposlib.rewards import (
+    CombinedReward,
+    FunctionReward,
     RewardFn,
+    RewardFunction,
     RewardRegistry,
     call_reward_fn,
     combine,
+    format_reward,
     get_reward_fn,
+    length_penalty,
+    math_accuracy,
+    r1_format,
     register,
     registered_names,
     registry,
+    repetition_penalty,
 )
-from atroposlib.envs.reward_fns.reward_function import FunctionReward, RewardFunction
 
 __all__ = [
     "CombinedReward",

@@ -1,19 +1,38 @@
-"""Class-based reward functions (Atropos's ``RewardFunction``), on top of the function registry.
+"""What a reward function is: the plain-function form and the class form (Atropos's ``RewardFunction``).
 
-Subclass ``RewardFunction`` and implement ``compute(completions, **kwargs) -> list[float]``; calling
-the instance applies ``weight``. ``registry.register`` accepts such classes (the registered name is
-the class name in lower case, a trailing ``reward`` removed) and ``registry.create`` builds
-instances, also for plain registered functions (wrapped in ``FunctionReward``).
+A plain reward function takes the completions of one group (strings) plus keyword context (e.g.
+``answers=[...]``) and returns one float per completion; ``call_reward_fn`` calls one with the
+context keys it accepts and checks the count. For the class form, subclass ``RewardFunction`` and
+implement ``compute(completions, **kwargs) -> list[float]``; calling the instance applies
+``weight``. ``FunctionReward`` wraps a plain function as a ``RewardFunction``. The registry
+(``rewards.registry``) builds on this module; this module knows nothing of it.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 logger = logging.getLogger(__name__)
+
+RewardFn = Callable[..., list[float]]
+
+
+def call_reward_fn(fn: RewardFn, completions: Sequence[str], **context: Any) -> list[float]:
+    """Call ``fn`` with the context keys it accepts; check it returned one score per completion."""
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        context = {k: v for k, v in context.items() if k in params}
+    scores = [float(s) for s in fn(list(completions), **context)]
+    if len(scores) != len(completions):
+        raise ValueError(
+            f"reward function {getattr(fn, '__name__', fn)} returned {len(scores)} scores "
+            f"for {len(completions)} completions"
+        )
+    return scores
 
 
 class RewardFunction(ABC):
@@ -94,16 +113,14 @@ class RewardFunction(ABC):
 class FunctionReward(RewardFunction):
     """A registered plain reward function as a ``RewardFunction`` (its ``params`` bound)."""
 
-    def __init__(self, fn: Callable[..., list[float]], weight: float = 1.0, **params: Any) -> None:
+    def __init__(self, fn: RewardFn, weight: float = 1.0, **params: Any) -> None:
         name = params.pop("name", None) or getattr(fn, "__name__", "reward")
         super().__init__(weight=weight, name=name, **params)
         self.fn = fn
 
     def compute(self, completions: list[Any], **kwargs: Any) -> list[float]:
-        from atroposlib.envs.reward_fns.registry import call_reward_fn
-
         texts = [self.get_content(c) for c in completions]
         return call_reward_fn(self.fn, texts, **{**self.config, **kwargs})
 
 
-__all__ = ["FunctionReward", "RewardFunction"]
+__all__ = ["FunctionReward", "RewardFn", "RewardFunction", "call_reward_fn"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from atroposlib.envs.reward_fns import (
+from atroposlib.errors import ConfigError
+from atroposlib.rewards import (
     call_reward_fn,
     combine,
     get_reward_fn,
@@ -15,7 +16,6 @@ from atroposlib.envs.reward_fns import (
     registry,
     repetition_penalty,
 )
-from atroposlib.errors import ConfigError
 
 
 def test_math_accuracy_uses_math_verify():
@@ -70,14 +70,14 @@ def test_atropos_style_registry_create_binds_params():
 
 
 def test_failing_reward_function_scores_zero_logs_once_then_summarises(caplog):
-    from atroposlib.envs.reward_fns import RewardFunction
+    from atroposlib.rewards import RewardFunction
 
     class Broken(RewardFunction):
         def compute(self, completions, **kwargs):
             raise ValueError("no answer tag")
 
     r = Broken(weight=2.0)
-    with caplog.at_level("WARNING", logger="atroposlib.envs.reward_fns.reward_function"):
+    with caplog.at_level("WARNING", logger="atroposlib.rewards.reward_function"):
         results = [r(["a", "b"]) for _ in range(8)]
     assert results == [[0.0, 0.0]] * 8 and r.failures == 8
     records = [rec for rec in caplog.records if "broken" in rec.getMessage()]
@@ -87,3 +87,23 @@ def test_failing_reward_function_scores_zero_logs_once_then_summarises(caplog):
         "4",
         "8",
     ]
+
+
+def test_the_registry_builds_on_reward_function_never_the_reverse():
+    """No circle: ``reward_function`` (what a reward is) imports nothing of the registry, at any
+    depth (no function-local import either); the registry imports it."""
+    import ast
+    from pathlib import Path
+
+    import atroposlib.rewards as rewards
+
+    def imported(name: str) -> set[str]:
+        tree = ast.parse((Path(rewards.__file__).parent / f"{name}.py").read_text())
+        return {
+            n.module
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module is not None
+        } | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert not {m for m in imported("reward_function") if m.startswith("atroposlib.")}
+    assert "atroposlib.rewards.reward_function" in imported("registry")

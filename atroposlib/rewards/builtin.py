@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from atroposlib.envs.reward_fns.registry import register
+from atroposlib.rewards.registry import register
 
 _THINK = re.compile(r"^\s*<think>(?P<thought>.*?)</think>\s*(?P<answer>\S.*)$", re.DOTALL)
 
