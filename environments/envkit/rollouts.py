@@ -24,7 +24,7 @@ from typing import Any, Optional, Protocol
 
 from pydantic import Field
 
-from atroposlib.envs.config import BaseEnvConfig
+from atroposlib.runtime.config import BaseEnvConfig
 from envkit.chat import completion_budget
 
 

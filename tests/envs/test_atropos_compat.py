@@ -1,22 +1,16 @@
-"""The env-runtime seam: run-time values live in ``env.context`` (never written into the loaded
-config), Atropos's attribute names are properties onto it, and ``add_metric``/``set_metric`` are
-drained by the base ``wandb_log``."""
+"""The Atropos names on ``BaseEnv`` (``atropos_compat``): run-time attributes are properties onto
+``env.context``, ``derived_batch_size`` follows an env file's own ``config.batch_size``, and
+``add_metric``/``set_metric`` are drained by the base ``wandb_log``."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
-from pathlib import Path
-from types import SimpleNamespace
 
-import pytest
-
-from atroposlib.envs.atropos_hooks import apply_info
-from atroposlib.envs.context import RunContext
-from atroposlib.envs.registration import _apply
+from atroposlib.envs.atropos_compat import AtroposCompat
+from atroposlib.envs.base import BaseEnv
 from atroposlib.envs.server_handling.server_manager import APIServerConfig
-from atroposlib.errors import ConfigError
-from atroposlib.type_definitions import RegisterEnv
+from atroposlib.runtime.atropos_hooks import overrides
+from atroposlib.runtime.context import RunContext
 from tests.envs.example_env import AdditionEnv
 
 
@@ -57,29 +51,6 @@ def test_atropos_names_are_properties_onto_the_context(tok_dir, tmp_path):
     assert env.process_mode is False and env.n_groups_to_process is None
 
 
-def test_info_and_registration_write_the_context_not_the_config(tok_dir, tmp_path):
-    env = _env(tok_dir, tmp_path, total_steps=-1)
-    before = env.config.model_dump()
-    apply_info(env, 8, 256)
-    assert env.context.batch_size == 8 and env.max_token_len == 256
-    assert env.derived_batch_size == 8
-    req = RegisterEnv(max_token_length=256, desired_name="addition", weight=1.0, group_size=2)
-    resp = SimpleNamespace(
-        env_id=2,
-        wandb_name="addition_2",
-        starting_step=0,
-        checkpoint_dir=str(tmp_path),
-        checkpoint_interval=5,
-        num_steps=11,
-    )
-    _apply(SimpleNamespace(env=env, cfg=env.config), req, resp)
-    assert env.context.effective_total_steps(env.config) == 11
-    assert (env.env_id, env.checkpoint_interval) == (2, 5)
-    assert env.config.model_dump() == before  # the loaded config is what the user asked for
-    with pytest.raises(ConfigError, match="must not exceed the trainer's batch_size \\(1\\)"):
-        apply_info(env, 1, -1)
-
-
 def test_an_env_file_that_sets_config_batch_size_itself_still_drives_the_runtime(tok_dir, tmp_path):
     env = _env(tok_dir, tmp_path)
     env.config.batch_size = 16  # what Atropos env files overriding get_server_info do
@@ -113,45 +84,63 @@ def test_base_wandb_log_drains_add_metric_means_keeps_gauges_and_eval_metrics(to
     assert second["train/judge_failures"] == 2
 
 
-RUNTIME_MODULES = [
-    "base.py",
-    "runner.py",
-    "sending.py",
-    "process.py",
-    "evaluation.py",
-    "registration.py",
-    "step_hooks.py",
-    "progress.py",
-    "backpressure.py",
-    "failures.py",
-    "atropos_hooks.py",
-]
+def test_run_time_lists_and_counters_are_context_state_too(tok_dir, tmp_path):
+    env = _env(tok_dir, tmp_path)
+    env.backlog.append({"question": "q"})
+    env.eval_metrics.append(("eval/acc", 1.0))
+    env.items_sent_this_step = 2
+    ctx = env.context
+    assert ctx.backlog == [{"question": "q"}] and ctx.eval_metrics == [("eval/acc", 1.0)]
+    assert ctx.items_sent_this_step == 2 and env.rollouts_for_wandb is ctx.rollouts_for_wandb
 
 
-def _config_writes(source: str) -> list[str]:
-    """``cfg.X = ...`` / ``config.X = ...`` / ``<anything>.config.X = ...`` assignments."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
-            else []
-        )
-        for t in targets:
-            if not isinstance(t, ast.Attribute):
-                continue
-            owner = t.value
-            if (isinstance(owner, ast.Name) and owner.id in ("cfg", "config")) or (
-                isinstance(owner, ast.Attribute) and owner.attr in ("cfg", "config")
-            ):
-                out.append(f"line {t.lineno}: {ast.unparse(t)}")
-    return out
+CONTRACT = {
+    "setup",
+    "get_next_item",
+    "collect_trajectories",
+    "collect_trajectory",
+    "postprocess_histories",
+    "evaluate",
+    "config_init",
+    "cleanup",
+    "wandb_log",
+    "add_metric",
+    "set_metric",
+}
+ATROPOS_ONLY = {
+    "handle_send_to_api",
+    "evaluate_log",
+    "save_checkpoint",
+    "load_checkpoint",
+    "add_rollouts_for_wandb",
+    "create_rollout_table",
+    "perf_stats",
+    "env_manager",
+    "process_manager",
+    "cli",
+    "get_server_info",
+    "env_step_checks",
+    "add_train_workers",
+    "derived_batch_size",
+    "curr_step",
+    "env_id",
+    "status_dict",
+    "backlog",
+}
 
 
-def test_the_runtime_never_writes_into_the_loaded_config():
-    assert _config_writes("self.config.batch_size = 1\ncfg.total_steps += 2\n")  # detector works
-    root = Path(__file__).resolve().parents[2] / "atroposlib" / "envs"
-    bad = {m: _config_writes((root / m).read_text()) for m in RUNTIME_MODULES}
-    assert not {m: w for m, w in bad.items() if w}
+def test_the_contract_and_the_atropos_names_are_fenced_apart():
+    own = set(vars(BaseEnv))
+    assert CONTRACT <= own
+    assert ATROPOS_ONLY <= set(vars(AtroposCompat)) and not ATROPOS_ONLY & own
+
+
+def test_the_runtime_calls_only_the_hooks_an_env_file_overrides():
+    class OwnLoop(AdditionEnv):
+        async def env_step_checks(self):
+            await super().env_step_checks()
+
+    env = object.__new__(OwnLoop)  # the class decides; no servers needed
+    assert overrides(env, "env_step_checks") and overrides(env, "evaluate")
+    assert not overrides(env, "get_server_info") and not overrides(env, "add_train_workers")
+    assert not overrides(object.__new__(BaseEnv), "evaluate")
