@@ -20,7 +20,7 @@ __version__ = "0.5.0"
 
 _LAZY = {
     "BaseEnv": "atroposlib.envs.base",
-    "BaseEnvConfig": "atroposlib.envs.config",
+    "BaseEnvConfig": "atroposlib.runtime.config",
     "APIServerConfig": "atroposlib.inference_clients.config",
     "ServerManager": "atroposlib.inference_clients.server_manager",
     "TrajectoryClient": "atroposlib.api.client",

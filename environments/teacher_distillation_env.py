@@ -22,7 +22,7 @@ top-k keyed by token text (ids that decode alike cannot be told apart). ``auto``
 """
 
 import logging
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 import httpx
 from envkit.distill import (
@@ -36,8 +36,10 @@ from envkit.servers import extra_server
 from gsm8k_server import GSM8kConfig, GSM8kEnv
 from pydantic import Field
 
-from atroposlib.envs.base import ScoredDataGroup, load_tokenizer
+from atroposlib.envs.base import load_tokenizer
 from atroposlib.errors import ConfigError, InferenceError
+from atroposlib.groups import Groups
+from atroposlib.type_definitions import ScoredData
 
 logger = logging.getLogger(__name__)
 
@@ -168,12 +170,13 @@ class TeacherDistillationEnv(GSM8kEnv):
                 ids[p], logprobs[p] = top_k_entry(top, self.token_ids, self.config.teacher_top_k)
         return ids, logprobs
 
-    async def postprocess_histories(
-        self, trajectories: Union[Optional[ScoredDataGroup], list[Optional[ScoredDataGroup]]]
-    ) -> Union[Optional[ScoredDataGroup], list[Optional[ScoredDataGroup]]]:
-        for group in trajectories if isinstance(trajectories, list) else [trajectories]:
+    async def postprocess_histories(self, trajectories: Groups) -> Groups:
+        groups = trajectories if isinstance(trajectories, list) else [trajectories]
+        for i, group in enumerate(groups):
             if group is None:
                 continue
+            if isinstance(group, ScoredData):  # built and validated: extend its dict, sent checked
+                group = groups[i] = group.as_group()
             try:
                 fetched = [
                     await self.teacher_top_k(t, m)
@@ -190,7 +193,7 @@ class TeacherDistillationEnv(GSM8kEnv):
                 continue
             group["distill_token_ids"] = [f[0] for f in fetched]
             group["distill_logprobs"] = [f[1] for f in fetched]
-        return trajectories
+        return groups if isinstance(trajectories, list) else groups[0]
 
 
 if __name__ == "__main__":

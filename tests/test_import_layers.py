@@ -2,8 +2,10 @@
 
 The API must not depend on the env runtime, the inference engine or the trainer; the inference engine
 must not depend on the env runtime, the API or the trainer; the inference clients must not depend on
-the envs, the runtime, the API or the trainer (all checked on every ``import`` and ``from ... import``
-statement, lazy ones included). No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
+the envs, the runtime, the API or the trainer; the runtime (``atroposlib/runtime``) and the group
+builder (``atroposlib/groups.py``) import nothing from ``atroposlib.envs``, the env contract that sits
+on top of them (all checked on every ``import`` and ``from ... import`` statement, lazy and
+``TYPE_CHECKING`` ones included). No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
 the trainer. The tools and the env runtime load without torch.
 """
 
@@ -52,9 +54,39 @@ def test_package_does_not_import_upper_layers(package, forbidden):
     assert not bad, bad
 
 
-# The only module outside ``atroposlib/testing`` allowed to name the test doubles: Atropos's path
-# of ``launch_api_for_testing``, a thin re-export.
-TEST_DOUBLE_ALIASES = {"atroposlib/tests/api_test_utils.py"}
+def _names_the_env_contract(module: str) -> bool:
+    return module == "atroposlib.envs" or module.startswith("atroposlib.envs.")
+
+
+@pytest.mark.parametrize("part", ["runtime", "groups.py"])
+def test_the_runtime_imports_nothing_from_the_env_contract(part):
+    """``atroposlib/runtime`` (and ``groups.py`` below it) use an env only through the
+    ``EnvRuntime`` protocol; ``atroposlib.envs`` imports them, never the other way."""
+    target = PKG / part
+    files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    assert len(files) >= 1 and target.exists()
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        for m in sorted(_imported_modules(f))
+        if _names_the_env_contract(m)
+    ]
+    assert not bad, bad
+
+
+def test_the_env_contract_rule_is_not_vacuous():
+    assert _names_the_env_contract("atroposlib.envs.base")
+    assert _names_the_env_contract("atroposlib.envs")
+    assert _names_the_env_contract("atroposlib.envs.server_handling.server_manager")
+    assert not _names_the_env_contract("atroposlib.inference_clients.server_manager")
+
+
+# The only modules outside ``atroposlib/testing`` allowed to name the test doubles: Atropos's paths
+# of ``launch_api_for_testing`` and ``ServerHarness``, thin re-exports.
+TEST_DOUBLE_ALIASES = {
+    "atroposlib/tests/api_test_utils.py",
+    "atroposlib/envs/server_handling/server_harness.py",
+}
 
 
 def test_no_production_module_imports_the_test_doubles():
@@ -111,7 +143,8 @@ def test_forbidden_import_is_detected(tmp_path):
 
 TOOL_MODULES = [
     "atroposlib.envs.base",
-    "atroposlib.envs.runner",
+    "atroposlib.runtime.runner",
+    "atroposlib.runtime.cli",
     "atroposlib.report.html",
     "atroposlib.viewer.app",
     "atroposlib.datagen.export",

@@ -1,9 +1,8 @@
-"""The environment runtime: ``BaseEnv`` and what runs it.
+"""The env contract an author sees, and Atropos's module paths.
 
-``base`` (the contract), ``config`` / ``config_loader`` (settings and the one CLI loader), ``cli``
-(serve / process / evaluate), ``runner`` (serve loop), ``process``, ``evaluation``, ``sending`` and
-``groups`` (group building, filtering, validation), ``spool`` (durable outbox), ``metrics_logger``
-(wandb or null), ``checkpoint``, ``server_handling`` (inference backends, routing, token tracking),
-``reward_fns``. The test doubles (``check_env``, the fake OpenAI server) live in
-``atroposlib.testing``; ``testing`` here only re-exports them under their old path.
+``base`` (``BaseEnv``: the hooks an env implements), ``atropos_compat`` (the Atropos-named methods
+and attributes env files use, fenced off from the contract and delegating to ``atroposlib.runtime``),
+``eval`` (Atropos's stand-alone ``EvalBase``), ``server_handling`` and ``reward_fns`` (Atropos's
+import paths of the inference clients and reward functions). What runs an env lives in
+``atroposlib.runtime``, which imports nothing from here.
 """

@@ -3,15 +3,15 @@
 An eval is a class with ``setup_data()`` (the items) and ``async run_item(server, item)`` returning
 ``(metrics_dict, samples_list)``; calling the instance with a ``ServerManager`` runs every item
 concurrently, averages each metric over the items, writes ``metrics.json`` / ``samples.jsonl`` to
-``eval_dir`` (when given) and returns the averaged metrics. ``python my_eval.py --server-url URL
---model-name M`` runs it through ``eval_runner``.
+``eval_dir`` (when given; the runtime's one writer, ``atroposlib.runtime.eval_results``) and returns
+the averaged metrics. ``python my_eval.py --server-url URL --model-name M`` runs it through
+``eval_runner``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from atroposlib.envs.evaluation import format_table
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-from atroposlib.envs.server_handling.server_manager import ServerManager
+from atroposlib.inference_clients.config import APIServerConfig
+from atroposlib.inference_clients.server_manager import ServerManager
+from atroposlib.runtime.eval_results import write_eval_files
 
 logger = logging.getLogger(__name__)
 
@@ -51,30 +51,20 @@ def evaluate_log(
 ) -> Optional[Path]:
     """Write ``eval_dir/metrics.json`` (lighteval-like layout, as ``BaseEnv.evaluate_log``) and
     ``eval_dir/samples.jsonl``; without ``eval_dir`` only warn. Returns the metrics file."""
-    end = end_time if end_time is not None else time.time()
-    start = start_time if start_time is not None else end
-    if verbose:
-        print(format_table(str(task_name), metrics, end - start), flush=True)
-    if eval_dir is None:
-        logger.warning("eval_dir is not set; evaluation results are not saved")
-        return None
-    out = Path(eval_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    result = {
-        "config_general": {
-            "model_name": model_name,
-            "total_evaluation_time_seconds": str(end - start),
-            "generation_parameters": dict(generation_parameters or {}),
-        },
-        "results": {f"atropos|{task_name}|0": metrics, "all": metrics},
-    }
-    path = out / "metrics.json"
-    path.write_text(json.dumps(result, indent=2, default=str))
-    if samples:
-        with open(out / "samples.jsonl", "w", encoding="utf-8") as f:
-            for s in samples:
-                f.write(json.dumps(s, default=str, ensure_ascii=False) + "\n")
-    print(f"Evaluation results saved to {path}", flush=True)
+    path = write_eval_files(
+        eval_dir,
+        metrics,
+        task=str(task_name),
+        model_name=model_name,
+        start_time=start_time,
+        end_time=end_time,
+        generation_parameters=generation_parameters,
+        samples=samples,
+        verbose=verbose,
+        missing_dir_hint="eval_dir is not set",
+    )
+    if path is not None:
+        print(f"Evaluation results saved to {path}", flush=True)
     return path
 
 

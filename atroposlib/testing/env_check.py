@@ -16,11 +16,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from atroposlib.envs.groups import check_group
-from atroposlib.envs.sending import normalize_group
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from atroposlib.groups import check_group, normalize_group
+from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.testing.fake_server import FakeOpenAIServer, Responder
 from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
+from atroposlib.type_definitions import ScoredData
 
 
 async def acheck_env(
@@ -62,17 +62,19 @@ async def acheck_env(
     try:
         await env.setup()
         for i in range(items):
-            item = env.backlog.pop() if env.backlog else await env.get_next_item()
+            backlog = env.context.backlog
+            item = backlog.pop() if backlog else await env.get_next_item()
             if item is None:
                 raise AssertionError(f"get_next_item() returned None for item {i}")
-            groups, backlog = await env.collect_trajectories(item)
-            env.backlog.extend(backlog or [])
+            groups, more = await env.collect_trajectories(item)
+            env.context.backlog.extend(more or [])
             if groups:
                 groups = await env.postprocess_histories(groups)
             for raw in groups if isinstance(groups, list) else [groups]:
                 if raw is None:
                     continue
-                group = normalize_group(raw)
+                built = isinstance(raw, ScoredData)  # GroupBuilder.build() validated it
+                group = dict(raw.as_group()) if built else normalize_group(raw)
                 expected = (group.get("group_overrides") or {}).get(
                     "group_size", env.config.group_size
                 )
@@ -80,12 +82,13 @@ async def acheck_env(
                     raise AssertionError(
                         f"item {i}: a group has {len(group['tokens'])} sequences, expected {expected}"
                     )
-                check_group(group)
+                if not built:
+                    check_group(group)
                 produced.append(group)
     finally:
         await env.server.close()
-        if env.jsonl_writer is not None:
-            env.jsonl_writer.close()
+        if env.context.jsonl_writer is not None:
+            env.context.jsonl_writer.close()
     if not produced:
         raise AssertionError(f"{env_cls.__name__} produced no group from {items} item(s)")
     return produced

@@ -235,7 +235,7 @@ def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_
 def test_side_server_url_without_scheme_is_a_config_error(module, env_name, flag):
     import importlib
 
-    from atroposlib.envs.config_loader import load_config
+    from atroposlib.runtime.config_loader import load_config
 
     env_cls = getattr(importlib.import_module(module), env_name)
     with pytest.raises(ConfigError, match=flag.replace(".", r"\.") + ".*https"):

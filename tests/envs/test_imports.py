@@ -18,7 +18,7 @@ from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from atroposlib.type_definitions import Item, number, Message
 from atroposlib.envs.reward_fns.registry import registry
 from atroposlib.testing import check_env, FakeOpenAIServer
-import atroposlib.envs.runner, atroposlib.envs.process, atroposlib.envs.cli, atroposlib.envs.evaluation
+import atroposlib.runtime.runner, atroposlib.runtime.process, atroposlib.runtime.cli, atroposlib.runtime.evaluation
 import atroposlib
 assert atroposlib.BaseEnv is BaseEnv and atroposlib.BaseEnvConfig is BaseEnvConfig
 assert A2 is APIServerConfig

@@ -20,8 +20,9 @@ import logging
 import time
 from typing import Any, Optional
 
-from atroposlib.envs.spool import Spool
+from atroposlib.api.client import AsyncTrajectoryClient
 from atroposlib.errors import APIError, APIUnavailable, AuthError
+from atroposlib.runtime.spool import Spool
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,11 @@ class SpoolSender:
     """The loop that moves groups from the ``Spool`` to ``POST /scored_data``."""
 
     def __init__(
-        self, spool: Spool, client: Any, wake: asyncio.Event, counts: dict[str, int]
+        self,
+        spool: Spool,
+        client: AsyncTrajectoryClient,
+        wake: asyncio.Event,
+        counts: dict[str, int],
     ) -> None:
         self.spool, self.client, self.wake, self.counts = spool, client, wake, counts
         self.delay = 0.2
@@ -138,7 +143,7 @@ class SpoolSender:
         self.spool.reject(offset, group, f"{e.status_code}: {e.message}")
         logger.error(
             "the API rejected group %s for good (%s); kept with the reason in %s. "
-            "Once fixed, resend with: python -m atroposlib.envs.spool resend %s",
+            "Once fixed, resend with: python -m atroposlib.runtime.spool resend %s",
             group.get("group_id"),
             e,
             self.spool.rejected_path,

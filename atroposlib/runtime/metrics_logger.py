@@ -1,4 +1,4 @@
-"""Where env metrics go: Weights & Biases, or a null object when it is off.
+"""Where env metrics go (``MetricsSink``): Weights & Biases, or a null object when it is off.
 
 ``make_metrics_logger(use_wandb, ...)`` never blocks on a login prompt or the network: without
 credentials (no ``WANDB_API_KEY``, no netrc entry) and no explicit ``WANDB_MODE`` it runs wandb
@@ -11,9 +11,19 @@ from __future__ import annotations
 import logging
 import netrc
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 logger = logging.getLogger(__name__)
+
+
+class MetricsSink(Protocol):
+    """Where ``wandb_log`` sends a step's metrics (wandb, or nothing)."""
+
+    def log(self, metrics: dict[str, Any], step: Optional[int] = None) -> None: ...
+
+    def table(self, columns: list[str], rows: list[tuple[Any, ...]]) -> Any: ...
+
+    def finish(self) -> None: ...
 
 
 class NullMetricsLogger:
@@ -27,7 +37,7 @@ class NullMetricsLogger:
     def log(self, metrics: dict[str, Any], step: Optional[int] = None) -> None:
         self.last = dict(metrics)
 
-    def table(self, columns: list, rows: list) -> Any:
+    def table(self, columns: list[str], rows: list[tuple[Any, ...]]) -> Any:
         return None
 
     def finish(self) -> None:
@@ -57,7 +67,7 @@ class WandbMetricsLogger(NullMetricsLogger):
         super().log(metrics, step)
         self.run.log(metrics, step=step)
 
-    def table(self, columns: list, rows: list) -> Any:
+    def table(self, columns: list[str], rows: list[tuple[Any, ...]]) -> Any:
         import wandb
 
         t = wandb.Table(columns=columns)
@@ -105,4 +115,4 @@ def make_metrics_logger(
         return NullMetricsLogger()
 
 
-__all__ = ["NullMetricsLogger", "WandbMetricsLogger", "make_metrics_logger"]
+__all__ = ["MetricsSink", "NullMetricsLogger", "WandbMetricsLogger", "make_metrics_logger"]

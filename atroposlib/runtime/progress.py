@@ -15,14 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:  # the runner imports this module
-    from atroposlib.envs.runner import ServeRunner
+from collections.abc import Callable, Mapping
+from typing import Optional
 
 logger = logging.getLogger(__name__)
-DROP_LOGGER = "atroposlib.envs.sending"
+DROP_LOGGER = "atroposlib.runtime.sending"
+"""The logger of the module that drops groups (``sending``)."""
 
 
 class FirstOfEachDrop(logging.Filter):
@@ -82,30 +80,21 @@ def progress_text(
 
 
 class ProgressLine:
-    """Logs ``progress_text`` every ``interval`` seconds (0: never)."""
+    """Logs a progress line (``progress_text``) every ``interval`` seconds (0: never)."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._last = time.monotonic()
 
-    def maybe_log(self, runner: ServeRunner, force: bool = False) -> Optional[str]:
+    def maybe_log(self, make_text: Callable[[], str], force: bool = False) -> Optional[str]:
+        """Log ``make_text()`` if the interval has passed (or ``force``); the line, or None."""
         if self.interval <= 0 and not force:
             return None
         now = time.monotonic()
         if not force and now - self._last < self.interval:
             return None
         self._last = now
-        env = runner.env
-        text = progress_text(
-            sent=runner.counts["groups_sent"],
-            drops=dict(env.drop_counts),
-            failures=runner.failures.summary(),
-            in_flight=len(runner.running),
-            spooled=runner.spool.pending(),
-            queue=env.status_dict.get("queue_size"),
-            step=env.curr_step,
-            total_steps=runner.env.context.effective_total_steps(runner.cfg),
-        )
+        text = make_text()
         logger.info(text)
         return text
 

@@ -1,5 +1,9 @@
 """``MyEnv.cli()``: the ``serve`` / ``process`` / ``evaluate`` subcommands of an environment file.
 
+``main(env_cls)`` loads the configuration (``config_loader``), checks the URLs (``preflight``),
+builds the env and runs the subcommand (``runner.serve``, ``process.process``,
+``evaluation.run_evaluate``).
+
 User mistakes (bad flag, bad value, missing file, unloadable tokenizer, a URL without ``http://`` or
 with a host that does not exist) print one ``error:`` line and exit 2, without a traceback. A run
 that could not do its job (``RunFailed``: nothing produced, every attempt failed, a permanent server
@@ -11,12 +15,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Optional
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, Optional
 
-from atroposlib.envs.config_loader import SUBCOMMANDS, HelpRequested, load_config
-from atroposlib.envs.preflight import check_urls
 from atroposlib.errors import AtroposError, ConfigError, ModelLoadError
+from atroposlib.runtime.config_loader import SUBCOMMANDS, HelpRequested, load_config
+from atroposlib.runtime.context import EnvClass, EnvRuntime
+from atroposlib.runtime.evaluation import run_evaluate
+from atroposlib.runtime.preflight import check_urls
+from atroposlib.runtime.process import process
+from atroposlib.runtime.runner import serve
 
+_RUNS: dict[str, Callable[[EnvRuntime], Coroutine[Any, Any, None]]] = {
+    "serve": serve,
+    "process": process,
+    "evaluate": run_evaluate,
+}
 _DESCRIPTIONS = {
     "serve": "register with the trajectory API and feed the trainer",
     "process": "generate groups locally to a JSONL file + HTML report (no API needed)",
@@ -24,7 +38,7 @@ _DESCRIPTIONS = {
 }
 
 
-def usage(env_cls: type) -> str:
+def usage(env_cls: EnvClass) -> str:
     lines = [f"usage: {env_cls.__name__} {{{','.join(SUBCOMMANDS)}}} [options]", "", "subcommands:"]
     lines += [f"  {name:<9} {_DESCRIPTIONS[name]}" for name in SUBCOMMANDS]
     lines += ["", f"`{env_cls.__name__} <subcommand> --help` lists every option."]
@@ -42,12 +56,12 @@ def banner(sub: str, total_steps: int, group_size: int) -> str:
     return "running evaluate()"
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(code)
 
 
-def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
+def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage(env_cls))
@@ -84,13 +98,8 @@ def main(env_cls: type, argv: Optional[list[str]] = None) -> None:
         banner(sub, loaded.env.total_steps, loaded.env.group_size),
         ", ".join(s.config.base_url or s.config.server_type for s in env.server.servers),
     )
-    runner = {
-        "serve": env.env_manager,
-        "process": env.process_manager,
-        "evaluate": env._run_evaluate,
-    }[sub]
     try:
-        asyncio.run(runner())
+        asyncio.run(_RUNS[sub](env))
     except ConfigError as e:
         _fail(str(e))
     except AtroposError as e:

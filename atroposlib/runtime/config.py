@@ -1,4 +1,5 @@
-"""Typed configuration of an environment: ``BaseEnvConfig`` (Atropos field names and defaults).
+"""The settings of a run: ``BaseEnvConfig`` (Atropos field names and defaults), ``EvalHandlingEnum``
+and ``ServerConfigs`` (the inference servers an env is given).
 
 Environments subclass ``BaseEnvConfig`` to add their own fields; every field carries a description so
 that ``--help`` can list it. The layering of defaults, YAML and flags lives in ``config_loader``.
@@ -7,9 +8,14 @@ that ``--help`` can list it. The layering of defaults, YAML and flags lives in `
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
+
+ServerConfigs = Union[ServerBaseline, list[APIServerConfig]]
+"""An env's inference servers: one config per server, or a ``ServerBaseline`` (defaults only)."""
 
 
 class EvalHandlingEnum(str, Enum):
@@ -163,4 +169,4 @@ class BaseEnvConfig(BaseModel):
     )
 
 
-__all__ = ["BaseEnvConfig", "EvalHandlingEnum"]
+__all__ = ["BaseEnvConfig", "EvalHandlingEnum", "ServerConfigs"]

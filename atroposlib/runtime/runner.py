@@ -26,32 +26,45 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional, TypedDict
 
 from atroposlib.api.client import AsyncTrajectoryClient
-from atroposlib.envs.atropos_hooks import overrides
-from atroposlib.envs.backpressure import SpoolSender, held_room, offpolicy_budget
-from atroposlib.envs.config import EvalHandlingEnum
-from atroposlib.envs.context import EnvRuntime
-from atroposlib.envs.failures import FailureTracker
-from atroposlib.envs.metrics_logger import make_metrics_logger
-from atroposlib.envs.progress import FirstOfEachDrop, ProgressLine
-from atroposlib.envs.registration import read_info, register
-from atroposlib.envs.sending import current_policy_version
-from atroposlib.envs.spool import Spool, SpoolSink
-from atroposlib.envs.step_hooks import on_new_step
 from atroposlib.errors import APIError, APIUnavailable, InferenceUnavailable, RunFailed
+from atroposlib.runtime.atropos_hooks import overrides
+from atroposlib.runtime.backpressure import SpoolSender, held_room, offpolicy_budget
+from atroposlib.runtime.config import EvalHandlingEnum
+from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.failures import FailureTracker
+from atroposlib.runtime.metrics_logger import make_metrics_logger
+from atroposlib.runtime.progress import FirstOfEachDrop, ProgressLine, progress_text
+from atroposlib.runtime.registration import read_info, register
+from atroposlib.runtime.sending import current_policy_version
+from atroposlib.runtime.spool import Spool, SpoolSink
+from atroposlib.runtime.step_hooks import StepHooks
+from atroposlib.runtime.stopping import sleep_or_stop
+from atroposlib.type_definitions import Item
 
 logger = logging.getLogger(__name__)
 MAX_ITEM_ATTEMPTS = 3
 
 
+class Running(TypedDict):
+    """An item in flight: the item, its worker task, when it started (monotonic seconds)."""
+
+    item: Item
+    task: asyncio.Task[None]
+    start: float
+
+
 class ServeRunner:
+    """``serve`` for one env (see the module docstring)."""
+
     def __init__(
         self, env: EnvRuntime, *, tick_seconds: float = 0.2, shutdown_grace: float = 30.0
     ) -> None:
         self.env = env
-        env.context.fill_workers = self._fill_to_target  # what the base add_train_workers does
+        self.ctx = env.context
+        self.ctx.fill_workers = self._fill_to_target  # what the base add_train_workers does
         self.cfg = env.config
         self.tick_seconds = tick_seconds
         self.shutdown_grace = shutdown_grace
@@ -66,10 +79,9 @@ class ServeRunner:
         self.slot_free = (
             asyncio.Event()
         )  # a worker finished: refill now rather than at the next tick
-        self.running: dict[int, dict[str, Any]] = {}
+        self.running: dict[int, Running] = {}
         self.attempts: dict[int, int] = {}
-        self.eval_task: Optional[asyncio.Task] = None
-        self.counts = {
+        self.counts: dict[str, int] = {
             "groups_sent": 0,
             "hook_errors": 0,
             "timeouts": 0,
@@ -94,13 +106,14 @@ class ServeRunner:
             max_groups=self.cfg.spool_max_groups,
             max_bytes=self.cfg.spool_max_bytes,
         )
+        self.hooks = StepHooks(env, self.counts, self.spool.pending)
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def run(self) -> None:
         self._install_signals()
         env = self.env
         await env.setup()
-        env.group_sink = SpoolSink(self.spool, self.wake)
+        self.ctx.group_sink = SpoolSink(self.spool, self.wake)
         if self.spool.pending():
             logger.warning(
                 "resending %d spooled group(s) left from an earlier run", self.spool.pending()
@@ -139,13 +152,13 @@ class ServeRunner:
         self.stop.set()
 
     async def _register(self) -> bool:
-        return await register(self)
+        return await register(self.env, self.client, self.stop)
 
     async def _read_info(self) -> None:
         if overrides(self.env, "get_server_info"):
             await self.env.get_server_info()  # an Atropos env file's own version
             return
-        await read_info(self)
+        await read_info(self.env, self.client, self.stop)
 
     async def _setup_metrics(self) -> None:
         project = group = None
@@ -155,18 +168,20 @@ class ServeRunner:
                 project, group = info.project, info.group
             except (APIUnavailable, APIError) as e:
                 logger.warning("no wandb project from the API (%s); using defaults", e)
-        self.env.metrics_logger = make_metrics_logger(
+        self.ctx.metrics_logger = make_metrics_logger(
             self.cfg.use_wandb,
             project=project,
             group=group,
-            name=self.env.wandb_prepend,
+            name=self.ctx.wandb_prepend,
             config=self.cfg.model_dump(mode="json"),
         )
 
     async def _main_loop(self) -> None:
         while not self.stop.is_set():
+            env_id = self.ctx.env_id
+            assert env_id is not None, "registration sets env_id before the loop starts"
             try:
-                status = await self.client.status_env(self.env.env_id)
+                status = await self.client.status_env(env_id)
             except APIUnavailable:
                 if self.api_ok:
                     logger.warning(
@@ -191,7 +206,7 @@ class ServeRunner:
             if not self.api_ok:
                 logger.warning("trajectory API is back")
             self.api_ok = True
-            self.env.status_dict = status.model_dump()
+            self.ctx.status_dict = status.model_dump()
             if self.cfg.inference_weight != -1:
                 await self.env.server.update_weight(status.env_weight)
             if overrides(self.env, "env_step_checks"):
@@ -199,8 +214,7 @@ class ServeRunner:
             await self._step_checks(status.current_step)
             if self._done(status.current_step, status.queue_size):
                 logger.info(
-                    "reached total_steps=%s; finishing",
-                    self.env.context.effective_total_steps(self.cfg),
+                    "reached total_steps=%s; finishing", self.ctx.effective_total_steps(self.cfg)
                 )
                 return
             if overrides(self.env, "add_train_workers"):
@@ -208,40 +222,36 @@ class ServeRunner:
             else:
                 await self._fill_to_target()
             self._reap_timeouts()
-            self.progress.maybe_log(self)
+            self.progress.maybe_log(self._progress_text)
             self.slot_free.clear()
             await self._sleep_or_stop(self.tick_seconds, also=self.slot_free)
 
     def _done(self, step: int, queue_size: int) -> bool:
-        ctx = self.env.context
+        ctx = self.ctx
         bs = max(ctx.effective_batch_size(self.cfg), 1)
         total = ctx.effective_total_steps(self.cfg)
         return step + (queue_size * self.cfg.group_size) // bs >= total
 
     # --- scheduling --------------------------------------------------------------------------
-    def _eval_running(self) -> bool:
-        return self.eval_task is not None and not self.eval_task.done()
-
     def _target_in_flight(self) -> int:
-        cfg, st = self.cfg, self.env.status_dict
-        if self.env.derived_batch_size == -1:
+        cfg, st = self.cfg, self.ctx.status_dict
+        derived_batch_size = self.ctx.derived_batch_size(cfg)
+        if derived_batch_size == -1:
             return 0
         limit = self.env.max_num_workers
-        if self._eval_running():
+        if self.hooks.eval_running():
             if cfg.eval_handling == EvalHandlingEnum.STOP_TRAIN:
                 return 0
             if cfg.eval_handling == EvalHandlingEnum.LIMIT_TRAIN:
                 limit = int(limit * cfg.eval_limit_ratio)
         queue, max_gs = st.get("queue_size", 0), max(st.get("max_group_size", cfg.group_size), 1)
         # what the spool holds counts too: against a full API it stops growing at the budget
-        budget = offpolicy_budget(
-            cfg.max_batches_offpolicy, self.env.derived_batch_size, cfg.group_size
-        )
+        budget = offpolicy_budget(cfg.max_batches_offpolicy, derived_batch_size, cfg.group_size)
         room = held_room(budget, queue, self.spool.unsent)
         if cfg.max_batches_offpolicy <= 0:
             room = limit
         target = min(limit, room)
-        batch_size = self.env.context.effective_batch_size(cfg)
+        batch_size = self.ctx.effective_batch_size(cfg)
         if cfg.min_batch_allocation is not None and batch_size > 0:
             wanted_groups = math.ceil(
                 cfg.min_batch_allocation
@@ -261,10 +271,10 @@ class ServeRunner:
         await self._fill(self._target_in_flight())
 
     async def _fill(self, target: int) -> None:
-        env = self.env
+        backlog = self.ctx.backlog
         while len(self.running) < target and not self.stop.is_set() and self.failures.ready():
             try:
-                item = env.backlog.pop() if env.backlog else await env.get_next_item()
+                item = backlog.pop() if backlog else await self.env.get_next_item()
             except Exception as e:  # noqa: BLE001 - counted by cause and backed off
                 self.counts["hook_errors"] += 1
                 self.failures.failure(e)
@@ -273,20 +283,24 @@ class ServeRunner:
                 return
             self._start(item)
 
-    def _start(self, item: Any) -> None:
+    def _start(self, item: Item) -> None:
         wid = self._next_id
         self._next_id += 1
-        task = asyncio.create_task(self._work(item, self.env.curr_step))
+        task = asyncio.create_task(self._work(item, self.ctx.curr_step))
         self.running[wid] = {"item": item, "task": task, "start": time.monotonic()}
-        task.add_done_callback(lambda _t, w=wid: (self.running.pop(w, None), self.slot_free.set()))
+        task.add_done_callback(lambda _t: self._finished(wid))
         self.counts["items_started"] += 1
 
-    async def _work(self, item: Any, step: int) -> None:
+    def _finished(self, wid: int) -> None:
+        self.running.pop(wid, None)
+        self.slot_free.set()  # refill now rather than at the next tick
+
+    async def _work(self, item: Item, step: int) -> None:
         env = self.env
         current_policy_version.set(step)
         try:
             groups, backlog = await env.collect_trajectories(item)
-            env.backlog.extend(backlog or [])
+            self.ctx.backlog.extend(backlog or [])
             if groups:
                 groups = await env.postprocess_histories(groups)
             if groups:
@@ -302,11 +316,11 @@ class ServeRunner:
             self.counts["hook_errors"] += 1
             logger.exception("cleanup() raised")
 
-    def _failed(self, item: Any, e: Exception) -> None:
+    def _failed(self, item: Item, e: Exception) -> None:
         verdict = self.failures.failure(e, ever_answered=self.env.server.ever_answered)
         if isinstance(e, InferenceUnavailable):
             self.counts["inference_unavailable"] += 1
-            self.env.backlog.append(item)  # the item was fine; the server was not there
+            self.ctx.backlog.append(item)  # the item was fine; the server was not there
         elif verdict.cause.startswith("hook error"):
             self.counts["hook_errors"] += 1
         if verdict.fatal and not self.fatal:
@@ -330,18 +344,31 @@ class ServeRunner:
                 logger.warning(
                     "worker timed out after %.0fs; its item goes back to the backlog", limit
                 )
-                self.env.backlog.append(entry["item"])
+                self.ctx.backlog.append(entry["item"])
             else:
                 logger.error("an item timed out %d times; giving up on it", MAX_ITEM_ATTEMPTS)
 
     async def _step_checks(self, new_step: int) -> None:
-        await on_new_step(self, new_step)
+        await self.hooks.on_new_step(new_step)
+
+    def _progress_text(self) -> str:
+        ctx = self.ctx
+        return progress_text(
+            sent=self.counts["groups_sent"],
+            drops=dict(ctx.drop_counts),
+            failures=self.failures.summary(),
+            in_flight=len(self.running),
+            spooled=self.spool.pending(),
+            queue=ctx.status_dict.get("queue_size"),
+            step=ctx.curr_step,
+            total_steps=ctx.effective_total_steps(self.cfg),
+        )
 
     # --- sending -----------------------------------------------------------------------------
     async def _sender(self) -> None:
         await SpoolSender(self.spool, self.client, self.wake, self.counts).run()
 
-    async def _shutdown(self, sender: asyncio.Task) -> None:
+    async def _shutdown(self, sender: asyncio.Task[None]) -> None:
         tasks = [e["task"] for e in self.running.values()]
         if tasks:
             logger.info(
@@ -350,8 +377,7 @@ class ServeRunner:
             _, pending = await asyncio.wait(tasks, timeout=self.shutdown_grace)
             for t in pending:
                 t.cancel()
-        if self.eval_task is not None and not self.eval_task.done():
-            self.eval_task.cancel()
+        self.hooks.cancel_eval()
         deadline = time.monotonic() + 15.0
         while self.spool.pending() and time.monotonic() < deadline and not sender.done():
             await asyncio.sleep(0.1)
@@ -363,30 +389,28 @@ class ServeRunner:
                 left,
                 self.spool.path,
             )
-        if self.env.env_id is not None:
+        if self.ctx.env_id is not None:
             try:
-                await self.client.disconnect_env(self.env.env_id)
+                await self.client.disconnect_env(self.ctx.env_id)
             except (APIUnavailable, APIError) as e:
                 logger.warning("could not /disconnect-env: %s", e)
-        self.progress.maybe_log(self, force=True)
+        self.progress.maybe_log(self._progress_text, force=True)
         self.failures.maybe_summarise(force=True)
         logger.info("serve finished: %s", self.counts)
         self.spool.close()
         await self.env.server.close()
-        self.env.metrics_logger.finish()
-        if self.env.jsonl_writer is not None:
-            self.env.jsonl_writer.close()
+        self.ctx.metrics_logger.finish()
+        if self.ctx.jsonl_writer is not None:
+            self.ctx.jsonl_writer.close()
         await self.client.aclose()
 
     async def _sleep_or_stop(self, seconds: float, also: Optional[asyncio.Event] = None) -> None:
-        waits = [asyncio.ensure_future(self.stop.wait())]
-        if also is not None:
-            waits.append(asyncio.ensure_future(also.wait()))
-        try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
+        await sleep_or_stop(self.stop, seconds, also)
 
 
-__all__ = ["ServeRunner"]
+async def serve(env: EnvRuntime) -> None:
+    """The ``serve`` subcommand (``BaseEnv.env_manager``)."""
+    await ServeRunner(env).run()
+
+
+__all__ = ["ServeRunner", "serve"]

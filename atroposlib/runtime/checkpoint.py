@@ -1,6 +1,8 @@
 """Env checkpoints (Atropos layout): ``<checkpoint_dir>/env_checkpoints/<env>/step-<N>.json``.
 
 Written atomically (temp file + rename), so a crash never leaves a half-written checkpoint.
+``save_env`` / ``load_env`` are ``BaseEnv.save_checkpoint`` / ``load_checkpoint``: the directory
+and interval come from the trainer (``RunContext``), the name is the env's wandb name.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import logging
 import os
 from pathlib import Path
 from typing import Any, Optional
+
+from atroposlib.runtime.context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -39,4 +43,20 @@ def load(checkpoint_dir: str, env_name: str, step: int) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-__all__ = ["checkpoint_path", "load", "save"]
+def _env_key(context: RunContext, env_name: Optional[str]) -> str:
+    return context.wandb_prepend or env_name or "env"
+
+
+def save_env(
+    context: RunContext, env_name: Optional[str], step: int, data: Optional[dict[str, Any]]
+) -> Optional[Path]:
+    """Save an env's ``data`` for ``step`` under the run's checkpoint directory."""
+    return save(context.checkpoint_dir, _env_key(context, env_name), step, data)
+
+
+def load_env(context: RunContext, env_name: Optional[str]) -> dict[str, Any]:
+    """What ``save_env`` saved for the run's current step (``{}`` when nothing was)."""
+    return load(context.checkpoint_dir, _env_key(context, env_name), context.curr_step)
+
+
+__all__ = ["checkpoint_path", "load", "load_env", "save", "save_env"]

@@ -6,10 +6,10 @@ import pytest
 import yaml
 
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig
-from atroposlib.envs.config import EvalHandlingEnum
-from atroposlib.envs.config_loader import HelpRequested, load_config
-from atroposlib.envs.server_handling.server_manager import APIServerConfig, ServerBaseline
 from atroposlib.errors import ConfigError
+from atroposlib.inference_clients.server_manager import APIServerConfig, ServerBaseline
+from atroposlib.runtime.config import EvalHandlingEnum
+from atroposlib.runtime.config_loader import HelpRequested, load_config
 from tests.envs.example_env import AdditionEnv
 from tests.envs.helpers import run_env
 

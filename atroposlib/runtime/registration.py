@@ -10,16 +10,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from atroposlib.envs.atropos_hooks import apply_info
+from atroposlib.api.client import AsyncTrajectoryClient
 from atroposlib.errors import APIUnavailable, ConfigError, RunFailed
-from atroposlib.type_definitions import RegisterEnv
-
-if TYPE_CHECKING:  # the runner imports this module
-    from atroposlib.envs.runner import ServeRunner
+from atroposlib.runtime.atropos_hooks import apply_info
+from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.stopping import sleep_or_stop
+from atroposlib.type_definitions import RegisterEnv, RegisterEnvResponse
 
 logger = logging.getLogger(__name__)
 HINT_EVERY = 30.0
@@ -35,10 +35,10 @@ def no_trainer_hint(url: str, group_size: int) -> str:
     )
 
 
-async def register(runner: ServeRunner) -> bool:
+async def register(env: EnvRuntime, client: AsyncTrajectoryClient, stop: asyncio.Event) -> bool:
     """Register the env; True once registered, False if stopped first. Raises ``RunFailed`` when
     the API never answered within the deadline, ``ConfigError`` for an impossible setting."""
-    env, cfg = runner.env, runner.cfg
+    cfg = env.config
     req = RegisterEnv(
         max_token_length=cfg.max_token_length,
         desired_name=cfg.wandb_name or env.name or type(env).__name__,
@@ -49,9 +49,9 @@ async def register(runner: ServeRunner) -> bool:
     start = time.monotonic()
     answered = False
     last_hint = 0.0
-    while not runner.stop.is_set():
+    while not stop.is_set():
         try:
-            resp = await runner.client.register_env(req)
+            resp = await client.register_env(req)
         except APIUnavailable as e:
             waited = time.monotonic() - start
             if not answered and waited > cfg.unreachable_timeout:
@@ -66,51 +66,52 @@ async def register(runner: ServeRunner) -> bool:
         else:
             answered = True
             if resp.env_id is not None and resp.status != WAIT_STATUS:
-                _apply(runner, req, resp)
+                apply_registration(env, req, resp)
                 return True
             if time.monotonic() - last_hint > HINT_EVERY:
                 logger.info(no_trainer_hint(cfg.rollout_server_url, cfg.group_size))
                 last_hint = time.monotonic()
-        await runner._sleep_or_stop(1.0)
+        await sleep_or_stop(stop, 1.0)
     return False
 
 
-def _apply(runner: ServeRunner, req: RegisterEnv, resp: object) -> None:
-    env, cfg = runner.env, runner.cfg
-    env.env_id = resp.env_id
-    env.wandb_prepend = resp.wandb_name or req.desired_name
-    env.curr_step = resp.starting_step or 0
-    env.checkpoint_dir = resp.checkpoint_dir or ""
-    env.checkpoint_interval = (
+def apply_registration(env: EnvRuntime, req: RegisterEnv, resp: RegisterEnvResponse) -> None:
+    """What ``/register-env`` answered goes to the env's run context (never its config); an env
+    that resumes past step 0 loads its checkpoint."""
+    ctx, cfg = env.context, env.config
+    ctx.env_id = resp.env_id
+    ctx.wandb_prepend = resp.wandb_name or req.desired_name
+    ctx.curr_step = resp.starting_step or 0
+    ctx.checkpoint_dir = resp.checkpoint_dir or ""
+    ctx.checkpoint_interval = (
         resp.checkpoint_interval if resp.checkpoint_interval is not None else -1
     )
     if cfg.total_steps == -1:
         if not resp.num_steps:
             raise ConfigError("total_steps is -1 and the trainer did not set num_steps")
-        env.context.total_steps = resp.num_steps  # run-time value: the config stays as loaded
-    if env.curr_step > 0:
+        ctx.total_steps = resp.num_steps
+    if ctx.curr_step > 0:
         env.load_checkpoint()
     logger.info(
         "registered as env %s (%s) at step %s; serving until trainer step %s",
-        env.env_id,
-        env.wandb_prepend,
-        env.curr_step,
-        env.context.effective_total_steps(cfg),
+        ctx.env_id,
+        ctx.wandb_prepend,
+        ctx.curr_step,
+        ctx.effective_total_steps(cfg),
     )
 
 
-async def read_info(runner: ServeRunner) -> None:
+async def read_info(env: EnvRuntime, client: AsyncTrajectoryClient, stop: asyncio.Event) -> None:
     """Batch size and max token length from the trainer's registration (``/info``)."""
-    env = runner.env
-    while not runner.stop.is_set():
+    while not stop.is_set():
         try:
-            info = await runner.client.info()
+            info = await client.info()
             break
         except APIUnavailable:
-            await runner._sleep_or_stop(1.0)
+            await sleep_or_stop(stop, 1.0)
     else:
         return
-    apply_info(env, info.batch_size, info.max_token_len)
+    apply_info(env.context, env.config, info.batch_size, info.max_token_len)
 
 
-__all__ = ["HINT_EVERY", "no_trainer_hint", "read_info", "register"]
+__all__ = ["HINT_EVERY", "apply_registration", "no_trainer_hint", "read_info", "register"]

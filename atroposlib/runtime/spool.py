@@ -6,7 +6,7 @@ when everything is sent the file is truncated. A restarted env resends what a cr
 order; the API drops duplicates by ``group_id``. One process at a time owns a spool (a file lock).
 Groups the API rejects for good (a 4xx about their content) are moved to ``rejected.jsonl`` next to
 it (kept with the reason, counted, logged) so they never block the queue;
-``python -m atroposlib.envs.spool resend DIR`` puts them back once the cause is fixed.
+``python -m atroposlib.runtime.spool resend DIR`` puts them back once the cause is fixed.
 
 The spool is bounded (``max_groups`` unsent groups, ``max_bytes`` of them): ``SpoolSink.put``
 waits while it is full, so a worker that finished a group holds it instead of growing the spool,
@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -81,7 +82,7 @@ class Spool:
             self.unsent >= self.max_groups or self.unsent_bytes >= self.max_bytes
         )
 
-    def append(self, group: dict[str, Any]) -> None:
+    def append(self, group: Mapping[str, Any]) -> None:
         line = orjson.dumps(group, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
         self._f.write(line)
         self._f.flush()
@@ -156,7 +157,7 @@ class SpoolSink:
         self.waiting = 0
         self.full_since: Optional[float] = None
 
-    async def put(self, group: dict[str, Any]) -> None:
+    async def put(self, group: Mapping[str, Any]) -> None:
         s = self.spool
         if s.full():
             self.waiting += 1
@@ -185,8 +186,8 @@ class SpoolSink:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """``python -m atroposlib.envs.spool resend DIR``: requeue the groups the API rejected."""
-    p = argparse.ArgumentParser(prog="python -m atroposlib.envs.spool")
+    """``python -m atroposlib.runtime.spool resend DIR``: requeue the groups the API rejected."""
+    p = argparse.ArgumentParser(prog="python -m atroposlib.runtime.spool")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("resend", help="put the groups of DIR/rejected.jsonl back into the spool")
     r.add_argument("dir")

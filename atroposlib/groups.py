@@ -1,4 +1,4 @@
-"""Builders for ``ScoredDataGroup`` so environments never fill the group dict key by key.
+"""A group of scored sequences on its way from an env to the wire: build, normalize, validate.
 
     group = GroupBuilder()
     for node, score in zip(nodes, scores):
@@ -6,18 +6,22 @@
     return group.build(), []
 
 Optional per-sequence fields (messages, inference_logprobs, advantages, ...) must be given for every
-sequence or for none; ``build()`` validates the result with the wire schema and names what is wrong.
+sequence or for none. ``build()`` validates the group with the wire schema (``SchemaError`` names what
+is wrong) and returns the validated ``ScoredData`` model; the runtime sends a model as it is, without
+validating it again. A group an env builds as a plain ``ScoredDataGroup`` dict (Atropos's way) is
+normalized (``normalize_group``) and validated once (``check_group``) when it is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Optional
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from pydantic import ValidationError
 
 from atroposlib.errors import SchemaError
 from atroposlib.type_definitions import (
+    ScoredData,
     ScoredDataGroup,
     ScoredDataItem,
     per_sequence_fields,
@@ -26,9 +30,16 @@ from atroposlib.type_definitions import (
 
 _PER_SEQUENCE = per_sequence_fields()  # optional one-per-sequence fields, from the wire schema
 
+Group = Union[ScoredDataGroup, ScoredData]
+"""A group as an env returns it: Atropos's dict (validated when it is sent) or the model that
+``GroupBuilder.build()`` validated (sent as it is)."""
+
+Groups = Union[Optional[Group], list[Optional[Group]]]
+"""What ``collect_trajectories`` / ``postprocess_histories`` give: one group, several, or None."""
+
 
 class GroupBuilder:
-    """Accumulates scored sequences of one item and builds a validated ``ScoredDataGroup``."""
+    """Accumulates scored sequences of one item and builds the validated ``ScoredData`` model."""
 
     def __init__(
         self,
@@ -55,11 +66,11 @@ class GroupBuilder:
         masks: Sequence[int],
         score: float,
         *,
-        messages: Optional[Sequence[dict[str, Any]]] = None,
+        messages: Optional[Sequence[Mapping[str, Any]]] = None,
         inference_logprobs: Optional[Sequence[float]] = None,
         advantages: Optional[Sequence[float]] = None,
         ref_logprobs: Optional[Sequence[float]] = None,
-        overrides: Optional[dict[str, Any]] = None,
+        overrides: Optional[Mapping[str, Any]] = None,
         reward_unavailable: bool = False,
     ) -> GroupBuilder:
         """Add one sequence. ``reward_unavailable=True`` marks the group's reward as unavailable
@@ -71,7 +82,7 @@ class GroupBuilder:
         self.tokens.append(list(tokens))
         self.masks.append(list(masks))
         self.scores.append(float(score))
-        values = {
+        values: dict[str, Any] = {
             "messages": messages,
             "inference_logprobs": inference_logprobs,
             "advantages": advantages,
@@ -101,8 +112,9 @@ class GroupBuilder:
             overrides=item.get("overrides"),
             reward_unavailable=item.get("reward_status") == "unavailable",
         )
-        if item.get("group_overrides"):
-            self.group_overrides.update(item["group_overrides"])
+        group_overrides = item.get("group_overrides")
+        if group_overrides:
+            self.group_overrides.update(group_overrides)
         return self
 
     def add_node(self, node: Any, score: float, **kwargs: Any) -> GroupBuilder:
@@ -111,8 +123,9 @@ class GroupBuilder:
             node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs, **kwargs
         )
 
-    def build(self, validate: bool = True) -> ScoredDataGroup:
-        """The group dict; raises ``SchemaError`` naming the field when it would be rejected."""
+    def to_dict(self) -> ScoredDataGroup:
+        """The group as a plain ``ScoredDataGroup`` dict, not validated (the runtime validates it
+        once when it is sent); ``build()`` is the validated form."""
         group: dict[str, Any] = {"tokens": self.tokens, "masks": self.masks, "scores": self.scores}
         for key, rows in self.optional.items():
             if rows:
@@ -129,28 +142,60 @@ class GroupBuilder:
             group["images"] = self.images
         if self.reward_unavailable:
             group["reward_status"] = "unavailable"
-        if validate:
-            check_group(group)
         return group  # type: ignore[return-value]
 
+    def build(self) -> ScoredData:
+        """The validated group; raises ``SchemaError`` naming the field when it would be rejected."""
+        return check_group(self.to_dict())
 
-def check_group(group: dict[str, Any]) -> None:
-    """Validate with the wire schema; raise ``SchemaError`` with the first problem, one line."""
+
+def check_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> ScoredData:
+    """Validate with the wire schema and return the model; raise ``SchemaError`` with the first
+    problem, on one line."""
     try:
-        validate_group(group)
+        return validate_group(group)
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ())) or "group"
         raise SchemaError(f"invalid ScoredDataGroup ({loc}): {first.get('msg')}") from None
 
 
+def normalize_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> dict[str, Any]:
+    """Plain lists of plain numbers; drop None values and the empty lists Atropos's builder leaves."""
+    g = {k: v for k, v in dict(group).items() if v is not None}
+    n = len(g.get("tokens") or [])
+    g["tokens"] = [[int(t) for t in seq] for seq in g.get("tokens") or []]
+    g["masks"] = [[int(t) for t in seq] for seq in g.get("masks") or []]
+    g["scores"] = [float(s) for s in g.get("scores") or []]
+    for key in _PER_SEQUENCE:
+        if key in g and isinstance(g[key], (list, tuple)) and len(g[key]) == 0 and n > 0:
+            del g[key]  # Atropos's default builder leaves empty lists for absent fields
+    if "messages" in g:
+        g["messages"] = [[dict(m) for m in conv] for conv in g["messages"]]
+    if "inference_logprobs" in g:
+        g["inference_logprobs"] = [[float(x) for x in row] for row in g["inference_logprobs"]]
+    if g.get("images") == []:
+        del g["images"]
+    if g.get("group_overrides") == {}:
+        del g["group_overrides"]
+    return g
+
+
 def group_from_items(items: Iterable[Optional[ScoredDataItem]]) -> Optional[ScoredDataGroup]:
-    """Combine ``collect_trajectory`` results into one group (None results are skipped)."""
+    """Combine ``collect_trajectory`` results into one group (None results are skipped); the dict
+    is validated once, when it is sent."""
     builder = GroupBuilder()
     for item in items:
         if item is not None:
             builder.add_item(item)
-    return builder.build(validate=False) if len(builder) else None
+    return builder.to_dict() if len(builder) else None
 
 
-__all__ = ["GroupBuilder", "check_group", "group_from_items"]
+__all__ = [
+    "Group",
+    "GroupBuilder",
+    "Groups",
+    "check_group",
+    "group_from_items",
+    "normalize_group",
+]

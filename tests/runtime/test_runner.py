@@ -8,10 +8,10 @@ import logging
 
 import pytest
 
-from atroposlib.envs.config import EvalHandlingEnum
-from atroposlib.envs.runner import ServeRunner
-from atroposlib.envs.server_handling.server_manager import APIServerConfig
-from atroposlib.envs.spool import SpoolSink
+from atroposlib.inference_clients.server_manager import APIServerConfig
+from atroposlib.runtime.config import EvalHandlingEnum
+from atroposlib.runtime.runner import ServeRunner
+from atroposlib.runtime.spool import SpoolSink
 from tests.envs.example_env import AdditionEnv
 
 GROUP = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": [1.0, 0.0]}
@@ -124,14 +124,14 @@ def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
         full = runner._target_in_flight()
         env.status_dict = dict(st, queue_size=10)
         almost = runner._target_in_flight()
-        runner.eval_task = asyncio.create_task(asyncio.sleep(10))
+        runner.hooks.eval_task = asyncio.create_task(asyncio.sleep(10))
         env.status_dict = dict(st)
         env.config.eval_handling = EvalHandlingEnum.STOP_TRAIN
         stopped = runner._target_in_flight()
         env.config.eval_handling = EvalHandlingEnum.LIMIT_TRAIN
         limited = runner._target_in_flight()
-        runner.eval_task.cancel()
-        runner.eval_task = None
+        runner.hooks.eval_task.cancel()
+        runner.hooks.eval_task = None
         env.config.min_batch_allocation = 0.5
         env.status_dict = dict(st, queue_size=12, unallocated_fraction=0.5)
         reserved = runner._target_in_flight()
@@ -161,9 +161,9 @@ def test_step_checks_run_scheduled_evals_and_checkpoints(env, tmp_path):
     async def go():
         runner = ServeRunner(env)
         await runner._step_checks(1)
-        assert runner.eval_task is None
+        assert runner.hooks.eval_task is None
         await runner._step_checks(2)
-        await runner.eval_task
+        await runner.hooks.eval_task
         await runner._step_checks(3)
         return runner
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from atroposlib.api.client import AsyncTrajectoryClient, TrajectoryClient
-from atroposlib.envs.backpressure import SpoolSender, offpolicy_budget
-from atroposlib.envs.spool import Spool, SpoolSink
 from atroposlib.errors import APIError, APIUnavailable
+from atroposlib.runtime.backpressure import SpoolSender, offpolicy_budget
+from atroposlib.runtime.spool import Spool, SpoolSink
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import Registration
 from tests.envs.conftest import answer_responder
@@ -213,7 +213,7 @@ def test_retry_after_is_honoured_and_content_errors_are_dead_lettered_with_a_res
     assert rejected[0]["group"]["group_id"] == "bad" and rejected[0]["reason"].startswith("422")
     spool.close()
     r = subprocess.run(
-        [sys.executable, "-m", "atroposlib.envs.spool", "resend", str(tmp_path / "spool")],
+        [sys.executable, "-m", "atroposlib.runtime.spool", "resend", str(tmp_path / "spool")],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

@@ -19,17 +19,24 @@ import logging
 import signal
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from atroposlib.envs.context import EnvRuntime
-from atroposlib.envs.failures import FailureTracker
-from atroposlib.envs.metrics_logger import make_metrics_logger
 from atroposlib.errors import RunFailed
+from atroposlib.groups import Group
+from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.failures import FailureTracker
+from atroposlib.runtime.metrics_logger import make_metrics_logger
+from atroposlib.type_definitions import Item
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 logger = logging.getLogger(__name__)
 
 
 class ProcessRunner:
+    """``process`` for one env (see the module docstring)."""
+
     def __init__(
         self, env: EnvRuntime, n_groups: Optional[int] = None, progress: bool = True
     ) -> None:
@@ -55,14 +62,15 @@ class ProcessRunner:
 
     async def run(self) -> None:
         env = self.env
-        if env.jsonl_writer is None:
+        ctx = env.context  # Atropos's names for these are properties onto it (read by some envs)
+        writer = ctx.jsonl_writer
+        if writer is None:
             raise ValueError("process needs --env.data_path_to_save_groups")
         self._install_signals()
-        ctx = env.context  # Atropos's names for these are properties onto it (read by some envs)
         ctx.process_mode = True
         ctx.n_groups_to_process = self.n_groups
         ctx.group_size_to_process = env.config.group_size
-        env.metrics_logger = make_metrics_logger(
+        ctx.metrics_logger = make_metrics_logger(
             env.config.use_wandb,
             project="atropos-process",
             group=None,
@@ -73,14 +81,12 @@ class ProcessRunner:
             await env.setup()
             await self._produce()
         finally:
-            env.jsonl_writer.close()
-            self._write_report()
+            writer.close()
+            self._write_report(writer.path)
             await env.server.close()
-            env.metrics_logger.finish()
+            ctx.metrics_logger.finish()
         summary = self.summary()
-        logger.info(
-            "process: %d group(s) written to %s; %s", self.done, env.jsonl_writer.path, summary
-        )
+        logger.info("process: %d group(s) written to %s; %s", self.done, writer.path, summary)
         if self.fatal:
             raise RunFailed(self.fatal)
         if self.done == 0 and not self.interrupted:
@@ -93,7 +99,7 @@ class ProcessRunner:
             parts.append(self.failures.summary())
         no_group = self.failed - self.failures.total
         if no_group > 0:
-            drops = ", ".join(f"{r}: {n}" for r, n in sorted(self.env.drop_counts.items()))
+            drops = ", ".join(f"{r}: {n}" for r, n in sorted(self.env.context.drop_counts.items()))
             parts.append(f"{no_group} gave no group" + (f" (dropped: {drops})" if drops else ""))
         if self.exhausted and self.done < self.n_groups:
             parts.append("the env ran out of items")
@@ -113,13 +119,13 @@ class ProcessRunner:
                 )
 
     async def _produce(self) -> None:
-        env = self.env
+        env, backlog = self.env, self.env.context.backlog
         concurrency = max(1, env.max_num_workers)
         max_attempts = max(self.n_groups * 5, self.n_groups + 10)
         give_up_after = max(10, 2 * concurrency)  # failures in a row before any success
         bar = self._bar()
         start = time.monotonic()
-        running: set = set()
+        running: set[asyncio.Future[Any]] = set()
         stop_wait = asyncio.ensure_future(self.stop.wait())
         try:
             while not self.stop.is_set():
@@ -137,7 +143,7 @@ class ProcessRunner:
                     and not self.exhausted
                 ):
                     try:
-                        item = env.backlog.pop() if env.backlog else await env.get_next_item()
+                        item = backlog.pop() if backlog else await env.get_next_item()
                     except Exception as e:  # noqa: BLE001 - counted like any failed item
                         self.attempted += 1
                         self.failed += 1
@@ -188,17 +194,17 @@ class ProcessRunner:
                 self.n_groups,
             )
 
-    async def _one(self, item: Any) -> None:
+    async def _one(self, item: Item) -> None:
         env = self.env
         try:
             groups, backlog = await env.collect_trajectories(item)
-            env.backlog.extend(backlog or [])
+            env.context.backlog.extend(backlog or [])
             if groups:
                 groups = await env.postprocess_histories(groups)
             written = []
             if groups:
                 room = self.n_groups - self.done
-                items = groups if isinstance(groups, list) else [groups]
+                items: list[Optional[Group]] = groups if isinstance(groups, list) else [groups]
                 written = await env.handle_send_to_api(
                     items[: max(room, 0)],
                     item,
@@ -227,17 +233,17 @@ class ProcessRunner:
 
     async def _log_metrics(self) -> None:
         """Atropos calls ``wandb_log`` after every processed group, with the group count as step."""
-        env = self.env
-        step, env.curr_step = env.curr_step, self.done
+        env, ctx = self.env, self.env.context
+        step, ctx.curr_step = ctx.curr_step, self.done
         try:
             await env.wandb_log({})
         except Exception:
             self.hook_errors += 1
             logger.exception("wandb_log() raised")
         finally:
-            env.curr_step = step
+            ctx.curr_step = step
 
-    def _bar(self):
+    def _bar(self) -> Optional[tqdm]:
         if not self.progress:
             return None
         from tqdm import tqdm
@@ -248,8 +254,7 @@ class ProcessRunner:
             unit="group",
         )
 
-    def _write_report(self) -> None:
-        path = Path(self.env.jsonl_writer.path)
+    def _write_report(self, path: Path) -> None:
         try:
             from atroposlib.report.html import write_html_report
         except ImportError:
@@ -269,4 +274,9 @@ class ProcessRunner:
             logger.exception("writing the HTML report failed (the JSONL %s is complete)", path)
 
 
-__all__ = ["ProcessRunner"]
+async def process(env: EnvRuntime, n_groups: Optional[int] = None) -> None:
+    """The ``process`` subcommand (``BaseEnv.process_manager``)."""
+    await ProcessRunner(env, n_groups=n_groups).run()
+
+
+__all__ = ["ProcessRunner", "process"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from atroposlib.envs.failures import FailureTracker, cause_of
 from atroposlib.errors import InferenceRejected, InferenceUnavailable
+from atroposlib.runtime.failures import FailureTracker, cause_of
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.utils.net import free_port
 from tests.envs.helpers import run_env
@@ -131,7 +131,7 @@ def test_urls_that_cannot_work_are_start_up_errors(tok_dir, tmp_path):
 
 
 def test_banner_says_what_total_steps_means_for_each_command():
-    from atroposlib.envs.cli import banner
+    from atroposlib.runtime.cli import banner
 
     assert banner("process", 6, 4) == "6 group(s) of 4"
     assert banner("serve", 20, 8) == "groups of 8 until trainer step 20"
@@ -179,19 +179,21 @@ def test_eval_results_keep_json_types(tmp_path):
 
     import numpy as np
 
-    from atroposlib.envs.evaluation import write_eval_results
+    from atroposlib.runtime.context import RunContext
+    from atroposlib.runtime.evaluation import write_eval_results
 
     env = SimpleNamespace(
         name="t",
         config=SimpleNamespace(data_dir_to_save_evals=str(tmp_path), max_token_length=64),
         server=SimpleNamespace(servers=[]),
+        context=RunContext(),
     )
     samples = [{"correct": np.bool_(False), "score": np.float32(0.5), "ids": np.array([1, 2])}]
     write_eval_results(env, {"acc": np.float64(0.25)}, samples=samples, verbose=False)
     (sample,) = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert sample == {"correct": False, "score": 0.5, "ids": [1, 2]}
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["results"]["all"] == {"acc": 0.25}
+    assert metrics["results"]["all"] == {"acc": 0.25} and env.context.eval_logged
 
 
 def test_evaluate_shows_progress_while_it_runs(tok_dir, tmp_path):

@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 
-from atroposlib.envs.metrics_logger import NullMetricsLogger, make_metrics_logger
+from atroposlib.runtime.metrics_logger import NullMetricsLogger, make_metrics_logger
 
 SCRIPT = """
 import logging
 logging.basicConfig(level=logging.INFO)
-from atroposlib.envs.metrics_logger import make_metrics_logger
+from atroposlib.runtime.metrics_logger import make_metrics_logger
 m = make_metrics_logger(True, project="p", group=None, name="n", config={"a": 1})
 m.log({"x": 1.0}, step=1)
 m.finish()

@@ -29,12 +29,12 @@ from typing import Any, Optional, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from atroposlib.envs.config import BaseEnvConfig
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
 from atroposlib.errors import ConfigError
+from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
+from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
+from atroposlib.runtime.context import EnvClass
 from atroposlib.utils.yaml_config import load_yaml_mapping
 
-ServerConfigs = Union[ServerBaseline, list[APIServerConfig]]
 SUBCOMMANDS = ("serve", "process", "evaluate")
 _TOP_LEVEL_YAML_KEYS = ("env", "openai", "slurm", "testing")
 _TRUE = {"true", "1", "yes", "on", "y"}
@@ -172,9 +172,11 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return {k: getattr(model, k) for k in type(model).model_fields}
 
 
-def subcommand_env_defaults(env_cls: type, subcommand: str, env: BaseEnvConfig) -> dict[str, Any]:
+def subcommand_env_defaults(
+    env_cls: EnvClass, subcommand: str, env: BaseEnvConfig
+) -> dict[str, Any]:
     """Per-subcommand default adjustments (applied below YAML and flags)."""
-    name = getattr(env_cls, "name", None) or env_cls.__name__
+    name = env_cls.name or env_cls.__name__
     out: dict[str, Any] = {}
     if env.wandb_name is None:
         out["wandb_name"] = name
@@ -252,7 +254,7 @@ def _resolve_servers(
     return servers
 
 
-def load_config(env_cls: type, subcommand: str, argv: Sequence[str]) -> LoadedConfig:
+def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> LoadedConfig:
     """Build the env and server configs for ``subcommand`` from defaults, ``--config`` YAML and flags.
 
     Raises ``ConfigError`` (one line, naming the flag/field) on any mistake; ``--help`` raises
@@ -327,7 +329,7 @@ def _fmt_default(v: Any) -> str:
 
 
 def render_help(
-    env_cls: type,
+    env_cls: EnvClass,
     subcommand: str,
     env_model: type[BaseModel],
     env_values: dict[str, Any],
@@ -369,7 +371,6 @@ def render_help(
 __all__ = [
     "HelpRequested",
     "LoadedConfig",
-    "ServerConfigs",
     "load_config",
     "render_help",
     "subcommand_env_defaults",

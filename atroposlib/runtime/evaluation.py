@@ -1,0 +1,138 @@
+"""The ``evaluate`` subcommand, and what ``BaseEnv.evaluate_log`` writes.
+
+If an env's ``evaluate()`` only appends ``(name, value)`` pairs to ``self.eval_metrics`` and never
+calls ``evaluate_log``, the runner writes those. Eval requests use the servers' eval limits
+(``split="eval"``, ``num_requests_for_eval``); ``max_eval_workers`` is the env's own eval concurrency
+setting. The files (``metrics.json``, ``samples.jsonl``) are written by ``eval_results``.
+
+``config_general.model_name`` is the model the server's answers name (what was really served),
+else the configured one; ``generation_parameters.max_new_tokens`` is the ``max_tokens`` the eval
+requests asked for (a list when they differed), else ``max_token_length``.
+
+``evaluate`` fails with one line (``RunFailed``, exit 1) when the env defines no ``evaluate()``,
+when ``evaluate()`` raises, or when it reports no metrics. While it runs, a line every
+``--env.progress_interval`` seconds says how many inference requests have been answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from atroposlib.errors import AtroposError, RunFailed
+from atroposlib.runtime.atropos_hooks import overrides
+from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.eval_results import write_eval_files
+from atroposlib.runtime.failures import one_line
+
+logger = logging.getLogger(__name__)
+
+
+def _model_name(env: EnvRuntime) -> Optional[str]:
+    servers = list(env.server.servers)
+    served = next((s.served_model for s in servers if getattr(s, "served_model", None)), None)
+    if served:
+        return served
+    name: Optional[str] = getattr(env.config, "model_name", None)
+    if name is None and servers:
+        name = getattr(getattr(servers[0], "config", None), "model_name", None)
+    return name
+
+
+def _max_new_tokens(env: EnvRuntime) -> Union[int, list[int]]:
+    used: set[int] = set()
+    for s in env.server.servers:
+        used |= set(getattr(s, "eval_max_tokens", set()))
+    if not used:
+        return env.config.max_token_length
+    return next(iter(used)) if len(used) == 1 else sorted(used)
+
+
+def write_eval_results(
+    env: EnvRuntime,
+    metrics: dict[str, Any],
+    *,
+    task_name: Optional[str] = None,
+    model_name: Optional[str] = None,
+    start_time: Optional[float] = None,
+    end_time: Optional[float] = None,
+    generation_parameters: Optional[dict[str, Any]] = None,
+    samples: Optional[list[dict[str, Any]]] = None,
+    verbose: bool = True,
+) -> Optional[Path]:
+    """``BaseEnv.evaluate_log``: the env's results to ``data_dir_to_save_evals``, with the model
+    and generation parameters its servers used."""
+    env.context.eval_logged = True
+    return write_eval_files(
+        env.config.data_dir_to_save_evals,
+        metrics,
+        task=task_name or f"{env.name or type(env).__name__}_eval",
+        model_name=model_name or _model_name(env),
+        start_time=start_time,
+        end_time=end_time,
+        generation_parameters={
+            "max_new_tokens": _max_new_tokens(env),
+            **(generation_parameters or {}),
+        },
+        samples=samples,
+        verbose=verbose,
+        missing_dir_hint="data_dir_to_save_evals is not set",
+    )
+
+
+async def _progress(env: EnvRuntime, start: float, every: float) -> None:
+    """Every ``every`` seconds: how long, and how many inference requests were answered."""
+    while True:
+        await asyncio.sleep(every)
+        servers = list(env.server.servers)
+        answered = sum(getattr(s, "answered", 0) for s in servers)
+        failed = sum(getattr(s, "failures", 0) for s in servers)
+        logger.info(
+            "evaluate: %.0fs, %d inference request(s) answered%s",
+            time.time() - start,
+            answered,
+            f", {failed} failed attempt(s)" if failed else "",
+        )
+
+
+async def run_evaluate(env: EnvRuntime) -> None:
+    """Set the env up, run its ``evaluate()``, make sure results were written; ``RunFailed`` when
+    there is no evaluation, it raised, or it reported nothing."""
+    ctx = env.context
+    ctx.eval_logged = False
+    name = type(env).__name__
+    if not overrides(env, "evaluate"):
+        await env.server.close()
+        raise RunFailed(f"{name} defines no evaluate(): it has no evaluation to run")
+    ticker: Optional[asyncio.Task[None]] = None
+    try:
+        await env.setup()
+        start = time.time()
+        every = float(env.config.progress_interval or 0)
+        if every > 0:
+            ticker = asyncio.create_task(_progress(env, start, every))
+        try:
+            await env.evaluate()
+        except AtroposError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one line for the user; the traceback at DEBUG
+            logger.debug("evaluate() raised", exc_info=True)
+            raise RunFailed(f"{name}.evaluate() failed: {one_line(e)}") from None
+        if not ctx.eval_logged:
+            metrics = dict(ctx.eval_metrics)
+            if not metrics:
+                raise RunFailed(
+                    f"{name}.evaluate() reported no metrics: call self.evaluate_log(metrics=...) "
+                    "or append (name, value) pairs to self.eval_metrics"
+                )
+            write_eval_results(env, metrics, start_time=start, end_time=time.time())
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+        await env.server.close()
+
+
+__all__ = ["run_evaluate", "write_eval_results"]

@@ -1,0 +1,140 @@
+"""From what an env returns to groups ready to leave: normalize, filter, validate, stamp, write.
+
+``prepare_groups`` applies Atropos's rules (wrong group size, all-equal scores when
+``ensure_scores_are_not_same``, too long for the trainer) and ours: every group is stamped with
+``policy_version`` (the trainer step its generation started under), ``env_id`` and a ``group_id``,
+and validated with the wire schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
+``GroupBuilder.build()`` returned already validated (it is sent as it is). Every dropped group is
+counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``reward_status`` is
+``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros.
+
+``send_groups`` is ``BaseEnv.handle_send_to_api``: prepare, record completion lengths and rollouts
+for logging, append to the JSONL file, hand each group to the run's sink.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from typing import Any, Optional
+
+from atroposlib.errors import SchemaError
+from atroposlib.groups import Group, Groups, check_group, normalize_group
+from atroposlib.runtime.config import BaseEnvConfig
+from atroposlib.runtime.context import EnvRuntime, RunContext, TokenDecoder
+from atroposlib.type_definitions import Item, ScoredData, ScoredDataGroup
+
+logger = logging.getLogger(__name__)
+
+current_policy_version: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar(
+    "current_policy_version", default=None
+)
+"""Set by the runner when a worker starts: the trainer step the item is generated under."""
+
+
+def _as_dict(raw: Group) -> tuple[dict[str, Any], bool]:
+    """The group as a plain dict, and whether it still needs validating (a built model does not)."""
+    if isinstance(raw, ScoredData):
+        return dict(raw.as_group()), False
+    return normalize_group(raw), True
+
+
+def prepare_groups(
+    scored_data: Groups,
+    config: BaseEnvConfig,
+    context: RunContext,
+    tokenizer: Optional[TokenDecoder] = None,
+    abort_on_any_max_length_exceeded: bool = True,
+) -> list[ScoredDataGroup]:
+    """Normalize, filter, stamp and (once) validate what ``collect_trajectories`` /
+    ``postprocess_histories`` gave; drops are counted in ``context.drop_counts``."""
+    drops = context.drop_counts
+    items = scored_data if isinstance(scored_data, list) else [scored_data]
+    out: list[ScoredDataGroup] = []
+    for raw in items:
+        if raw is None:
+            continue
+        if not isinstance(raw, (dict, ScoredData)):
+            drops["not_a_group"] += 1
+            logger.error(
+                "dropping a %s returned where a ScoredDataGroup was expected", type(raw).__name__
+            )
+            continue
+        group, unchecked = _as_dict(raw)
+        unavailable = group.get("reward_status") == "unavailable"
+        expected = (group.get("group_overrides") or {}).get("group_size", config.group_size)
+        if len(group["tokens"]) != expected:
+            drops["wrong_group_size"] += 1
+            logger.warning(
+                "dropping a group of %d sequences (expected group_size %d)",
+                len(group["tokens"]),
+                expected,
+            )
+            continue
+        if config.ensure_scores_are_not_same and not unavailable and len(set(group["scores"])) == 1:
+            drops["same_scores"] += 1
+            logger.info(
+                "dropping a group whose scores are all %s (ensure_scores_are_not_same)",
+                group["scores"][0],
+            )
+            continue
+        max_len = context.max_token_len or -1
+        if (
+            abort_on_any_max_length_exceeded
+            and max_len > 0
+            and any(len(t) > max_len for t in group["tokens"])
+        ):
+            drops["too_long"] += 1
+            logger.warning(
+                "dropping a group with a sequence longer than the trainer's max_token_len %d",
+                max_len,
+            )
+            continue
+        if config.include_messages and "messages" not in group and tokenizer is not None:
+            group["messages"] = [
+                [{"role": "text", "content": tokenizer.decode(t)}] for t in group["tokens"]
+            ]
+        if not context.process_mode:  # `process` trains nothing: no policy version
+            version = current_policy_version.get()
+            group.setdefault(
+                "policy_version", version if version is not None else max(0, int(context.curr_step))
+            )
+        group.setdefault("group_id", uuid.uuid4().hex)
+        if context.env_id is not None:
+            group["env_id"] = context.env_id
+        if unchecked:
+            try:
+                check_group(group)
+            except SchemaError as e:
+                drops["invalid"] += 1
+                logger.error("dropping an invalid group: %s", e)
+                continue
+        out.append(group)  # type: ignore[arg-type]
+    return out
+
+
+async def send_groups(
+    env: EnvRuntime,
+    scored_data: Groups,
+    item: Item = None,
+    do_send_to_api: bool = True,
+    abort_on_any_max_length_exceeded: bool = True,
+) -> list[ScoredDataGroup]:
+    """Prepare groups, save them to JSONL if configured, hand them to the sink (``handle_send_to_api``)."""
+    ctx = env.context
+    groups = prepare_groups(
+        scored_data, env.config, ctx, env.tokenizer, abort_on_any_max_length_exceeded
+    )
+    for group in groups:
+        ctx.completion_lengths.extend(sum(1 for m in mask if m != -100) for mask in group["masks"])
+        await env.add_rollouts_for_wandb(group, item)
+        if ctx.jsonl_writer is not None:
+            ctx.jsonl_writer.write(group)
+        if do_send_to_api:
+            await ctx.group_sink.put(group)
+    ctx.items_sent_this_step += len(groups)
+    return groups
+
+
+__all__ = ["current_policy_version", "prepare_groups", "send_groups"]

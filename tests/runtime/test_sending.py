@@ -1,0 +1,128 @@
+"""prepare_groups (filters, stamping, validating once, unavailable rewards), the JSONL group file
+and the on-disk spool."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from atroposlib.errors import ConfigError
+from atroposlib.groups import GroupBuilder
+from atroposlib.runtime import sending
+from atroposlib.runtime.config import BaseEnvConfig
+from atroposlib.runtime.context import RunContext
+from atroposlib.runtime.sending import current_policy_version, prepare_groups
+from atroposlib.runtime.sinks import JsonlGroupWriter
+from atroposlib.runtime.spool import Spool
+from atroposlib.testing import tiny_tokenizer_dir
+from atroposlib.type_definitions import ScoredDataGroup
+from atroposlib.utils.tokenizer_loading import load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(str(tiny_tokenizer_dir()))
+
+
+def _run(**cfg):
+    """What prepare_groups takes of an env: its config and run context (a whole BaseEnv needs
+    servers and an API)."""
+    return BaseEnvConfig(group_size=2, **cfg), RunContext(max_token_len=-1, curr_step=5, env_id=3)
+
+
+def test_prepare_filters_stamps_and_keeps_unavailable():
+    config, ctx = _run()
+    same = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [0.0, 0.0]}
+    unavailable = dict(same, reward_status="unavailable")
+    small = {"tokens": [[1]], "masks": [[1]], "scores": [1.0]}
+    atropos_style = ScoredDataGroup()
+    atropos_style["tokens"], atropos_style["masks"], atropos_style["scores"] = (
+        [[1, 2], [3, 4]],
+        [[-100, 2], [-100, 4]],
+        [1, 0],
+    )
+    atropos_style["advantages"], atropos_style["images"] = [], []
+    atropos_style["messages"] = [
+        ({"role": "user", "content": "a"},),
+        ({"role": "user", "content": "b"},),
+    ]
+    token = current_policy_version.set(4)
+    try:
+        out = prepare_groups([same, unavailable, small, atropos_style, None], config, ctx)
+    finally:
+        current_policy_version.reset(token)
+    assert ctx.drop_counts == Counter({"same_scores": 1, "wrong_group_size": 1})
+    assert [g["scores"] for g in out] == [[0.0, 0.0], [1.0, 0.0]]
+    assert (
+        out[0]["reward_status"] == "unavailable"
+    )  # sent as-is, never turned into a dropped zero group
+    assert all(g["policy_version"] == 4 and g["env_id"] == 3 and g["group_id"] for g in out)
+    assert "advantages" not in out[1] and isinstance(out[1]["messages"][0], list)
+
+
+def test_prepare_drops_too_long_and_invalid_and_fills_messages(tokenizer):
+    config, ctx = _run(include_messages=True)
+    ctx.max_token_len = 2
+    first, second = (
+        tokenizer.encode("hi", add_special_tokens=False),
+        tokenizer.encode("7", add_special_tokens=False),
+    )
+    assert (len(first), len(second)) == (2, 1)  # fits max_token_len=2
+    long = {"tokens": [[1, 2, 3], [1]], "masks": [[1, 2, 3], [1]], "scores": [1.0, 0.0]}
+    ragged = {"tokens": [[1, 2], [1]], "masks": [[1], [1]], "scores": [1.0, 0.0]}
+    ok = {"tokens": [first, second], "masks": [first, second], "scores": [1.0, 0.0]}
+    out = prepare_groups([long, ragged, ok], config, ctx, tokenizer)
+    assert ctx.drop_counts == Counter({"too_long": 1, "invalid": 1})
+    assert out[0]["messages"] == [
+        [{"role": "text", "content": "hi"}],
+        [{"role": "text", "content": "7"}],
+    ]
+    assert out[0]["policy_version"] == 5  # no worker context: the env's current step
+
+
+def test_jsonl_writer_never_overwrites(tmp_path):
+    (tmp_path / "g.jsonl").write_text("keep\n")
+    w = JsonlGroupWriter(tmp_path / "g.jsonl")
+    w.write({"a": 1})
+    w.close()
+    assert w.path.name == "g_1.jsonl" and (tmp_path / "g.jsonl").read_text() == "keep\n"
+    assert w.path.read_text() == '{"a":1}\n'
+
+
+def test_spool_is_ordered_durable_and_sets_rejects_aside(tmp_path):
+    s = Spool(tmp_path)
+    for i in range(3):
+        s.append({"i": i})
+    off, g = s.peek()
+    assert g == {"i": 0}
+    s.ack(off)
+    with pytest.raises(ConfigError, match="used by another running env"):
+        Spool(tmp_path)
+    s.close()
+    s2 = Spool(tmp_path)  # a restart resumes after the last acknowledged group
+    assert s2.pending() == 2
+    off, g = s2.peek()
+    assert g == {"i": 1}
+    s2.reject(off, g, "422 bad")
+    off, g = s2.peek()
+    assert g == {"i": 2}
+    s2.ack(off)
+    assert s2.peek() is None and s2.pending() == 0 and s2.rejected == 1
+    assert '"reason":"422 bad"' in (tmp_path / "rejected.jsonl").read_text()
+    s2.append({"i": 3})
+    assert s2.peek()[1] == {"i": 3}
+
+
+def test_a_built_group_is_validated_once_a_dict_once_when_sent(monkeypatch):
+    checked = []
+    real = sending.check_group
+    monkeypatch.setattr(sending, "check_group", lambda g: checked.append(g) or real(g))
+    built = GroupBuilder().add([1, 2], [-100, 2], 1.0).add([1, 3], [-100, 3], 0.0).build()
+    as_dict = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": [1.0, 0.0]}
+    config, ctx = _run()
+    out = prepare_groups([built, as_dict], config, ctx)
+    assert len(checked) == 1 and checked[0]["tokens"] == as_dict["tokens"]  # only the dict
+    assert [g["scores"] for g in out] == [[1.0, 0.0], [1.0, 0.0]]
+    assert all(isinstance(g, dict) and g["env_id"] == 3 and g["group_id"] for g in out)
+    assert "policy_version" in out[0] and "reward_status" not in out[0]
