@@ -17,6 +17,7 @@ Two views of a scored group exist on purpose:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal, Optional, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -35,6 +36,11 @@ MAX_TOKEN_ID = 2**63 - 1  # token ids are int64 in every trainer
 
 MASK_IGNORE = -100
 """Value in ``masks`` for a token that is not trained on (prompt, tool output, user turn)."""
+
+
+def first_trained(masks: Sequence[int]) -> Optional[int]:
+    """Index of the first trained token (mask not ``MASK_IGNORE``); None when nothing is trained."""
+    return next((j for j, m in enumerate(masks) if m != MASK_IGNORE), None)
 
 
 class Message(TypedDict, total=False):

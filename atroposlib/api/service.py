@@ -63,7 +63,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         self.metrics = metrics
         self.lock = threading.RLock()
         self._acks_since_prune = 0
-        self.repaired_fields: Counter = Counter()  # kept across /reset (process-wide counts)
+        self.repaired_fields: Counter[str] = Counter()  # kept across /reset (process-wide counts)
         self._load()
 
     # ------------------------------------------------------------------ state
@@ -83,7 +83,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         self.next_seq = 1
         self.next_order = 1
         self.latest_seq: Optional[int] = None
-        self.stale_drops: Counter = Counter()
+        self.stale_drops: Counter[tuple[str, str]] = Counter()
         self.blocked_by: Optional[str] = None
 
     def _load(self) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from atroposlib.errors import AtroposError
-from atroposlib.frontend.groups import LoadStats
 from atroposlib.frontend.jsonl2html import default_output_path, generate_html
+from atroposlib.report.groups import LoadStats
 from atroposlib.utils.cli import fail
 
 PROG = "atropos-jsonl2html"

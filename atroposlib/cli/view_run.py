@@ -91,7 +91,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from atroposlib.frontend.tokenizer import make_decoder, make_token_text, optional_tokenizer
+    from atroposlib.report.tokenizer import make_decoder, make_token_text, optional_tokenizer
     from atroposlib.viewer.app import VIEW_CSS, ViewerState, build_app, launch_theme
     from atroposlib.viewer.sources import ApiSource, FileSource
 

@@ -27,15 +27,15 @@ from atroposlib.datagen.export import (
     open_output,
     run_datagen,
 )
-from atroposlib.errors import APIError, APIUnavailable, AtroposError
-from atroposlib.frontend.selection import (
+from atroposlib.datagen.selection import (
     CHAT_TEMPLATE_ROLES,
     DpoOptions,
     SftOptions,
     select_dpo,
     select_sft,
 )
-from atroposlib.frontend.tokenizer import load_tokenizer, make_decoder
+from atroposlib.errors import APIError, APIUnavailable, AtroposError
+from atroposlib.report.tokenizer import load_tokenizer, make_decoder
 from atroposlib.utils.cli import fail
 
 DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-8B-Preview"

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.api.client import TrajectoryClient
+from atroposlib.datagen.selection import RULE_TARGET_REACHED, Selection
 from atroposlib.errors import AtroposError, ConfigError
-from atroposlib.frontend.groups import LoadStats, iter_groups_jsonl
-from atroposlib.frontend.selection import RULE_TARGET_REACHED, Selection
+from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 from atroposlib.type_definitions import Registration
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,3 @@
-"""What the tools share: ``groups`` (reading groups and the display model), ``selection`` (which
-sequences an SFT/DPO export keeps) and ``tokenizer`` (the tools' tokenizer and decoders); and
-``jsonl2html``, Atropos's module path for ``generate_html`` / ``create_html_for_group``.
-
-The tools themselves live in ``atroposlib.report``, ``atroposlib.datagen`` and ``atroposlib.viewer``.
-"""
+"""Atropos's module path ``atroposlib.frontend.jsonl2html`` (``generate_html``,
+``create_html_for_group``), nothing else: the report lives in ``atroposlib.report``, the exporters in
+``atroposlib.datagen``, view-run in ``atroposlib.viewer``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from atroposlib.frontend.groups import LoadStats
+from atroposlib.report.groups import LoadStats
 from atroposlib.report.html import safe_render_group, write_html_report
 
 

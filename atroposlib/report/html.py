@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from atroposlib.frontend.groups import GroupsInput, GroupView, LoadStats, build_view, iter_groups
-from atroposlib.frontend.tokenizer import make_decoder, make_token_text, optional_tokenizer
+from atroposlib.report.groups import GroupsInput, GroupView, LoadStats, build_view, iter_groups
 from atroposlib.report.render import (
     esc,
     fmt_score,
@@ -28,6 +27,7 @@ from atroposlib.report.render import (
     score_class,
     score_color,
 )
+from atroposlib.report.tokenizer import make_decoder, make_token_text, optional_tokenizer
 
 PAGE_CSS = """
 body { margin:0; font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif; background:#f6f7f9; color:#1d2330; }

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from markdown_it import MarkdownIt
 
-from atroposlib.frontend.groups import GroupView, SequenceView
+from atroposlib.report.groups import GroupView, SequenceView
 from atroposlib.type_definitions import MASK_IGNORE
 
 _md = (

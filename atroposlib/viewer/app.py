@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from atroposlib.errors import AtroposError
-from atroposlib.frontend.groups import Decoder, build_view
+from atroposlib.report.groups import Decoder, build_view
 from atroposlib.report.html import CARD_CSS, error_card, render_group
 from atroposlib.report.render import esc, logprob_color
 from atroposlib.viewer.sources import GroupSource

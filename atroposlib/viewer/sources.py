@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional, Protocol
 
 from atroposlib.api.client import TrajectoryClient
-from atroposlib.frontend.groups import LoadStats, iter_groups_jsonl
+from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 
 
 class GroupSource(Protocol):

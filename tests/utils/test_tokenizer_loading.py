@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from atroposlib.errors import ModelLoadError
-from atroposlib.frontend.tokenizer import TOOLS_HINT
-from atroposlib.frontend.tokenizer import load_tokenizer as tools_load
 from atroposlib.inference.loading import load_tokenizer as engine_load
+from atroposlib.report.tokenizer import TOOLS_HINT
+from atroposlib.report.tokenizer import load_tokenizer as tools_load
 from atroposlib.testing import tiny_tokenizer_dir
 from atroposlib.utils.tokenizer_loading import ENV_HINT, load_tokenizer
 

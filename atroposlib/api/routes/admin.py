@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
@@ -15,12 +15,12 @@ router = APIRouter()
 
 
 @router.post("/reset", response_model=StatusMessage, status_code=200)
-async def reset(request: Request, svc: RunService = Depends(get_service)):
+async def reset(request: Request, svc: RunService = Depends(get_service)) -> Response:
     await run_in_threadpool(svc.reset)
     return json_response(request, StatusMessage(status="reset"))
 
 
 @router.get("/reset_data", response_class=PlainTextResponse, status_code=200)
-async def reset_data(svc: RunService = Depends(get_service)):
+async def reset_data(svc: RunService = Depends(get_service)) -> Response:
     await run_in_threadpool(svc.reset)
     return PlainTextResponse("Reset successful")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from atroposlib.api.delivery import ACK_MODE_HEADER
@@ -22,7 +22,7 @@ router = APIRouter()
 
 
 @router.get("/batch", response_model=BatchResponse, status_code=200)
-async def get_batch(request: Request, svc: RunService = Depends(get_service)):
+async def get_batch(request: Request, svc: RunService = Depends(get_service)) -> Response:
     explicit = request.headers.get(ACK_MODE_HEADER, "").strip().lower() == "explicit"
     body = await run_in_threadpool(svc.get_batch_body, explicit)
     settings = request.app.state.settings
@@ -35,7 +35,7 @@ async def get_batch(request: Request, svc: RunService = Depends(get_service)):
 
 
 @router.post("/batch/ack", response_model=BatchAckResponse, status_code=200)
-async def ack_batch(request: Request, svc: RunService = Depends(get_service)):
+async def ack_batch(request: Request, svc: RunService = Depends(get_service)) -> Response:
     ack = await parse_model(request, BatchAck)
     return json_response(request, await run_in_threadpool(svc.ack, ack.batch_id))
 
@@ -46,5 +46,5 @@ async def ack_batch(request: Request, svc: RunService = Depends(get_service)):
     status_code=200,
     description="The newest queued group as stored (Atropos's empty lists before any group).",
 )
-async def latest_example(request: Request, svc: RunService = Depends(get_service)):
+async def latest_example(request: Request, svc: RunService = Depends(get_service)) -> Response:
     return json_response(request, await run_in_threadpool(svc.latest_example))

@@ -14,7 +14,7 @@ import os
 from typing import Any, Optional
 
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
@@ -49,7 +49,9 @@ def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> Inco
     return _build(data, raw, where)[0]
 
 
-def _build(data: Any, raw: Optional[bytes], where: str) -> tuple[IncomingGroup, Optional[list]]:
+def _build(
+    data: Any, raw: Optional[bytes], where: str
+) -> tuple[IncomingGroup, Optional[list[str]]]:
     """``build_group`` and, when the stored blob is ``raw`` plus null keys, those keys' names."""
     if not isinstance(data, dict):
         raise ApiProblem(
@@ -86,7 +88,7 @@ def _build(data: Any, raw: Optional[bytes], where: str) -> tuple[IncomingGroup, 
     return group, (missing if raw is not None else None)
 
 
-def _group_job(body: bytes) -> tuple:
+def _group_job(body: bytes) -> tuple[Any, ...]:
     """Parse, repair (``api.repair``) and validate one group (in the offload child for large
     bodies). When the stored blob is the body itself, only its metadata comes back: the server
     still holds the bytes. The last element is the list of optional fields the repair dropped."""
@@ -107,7 +109,9 @@ def _list_job(body: bytes) -> tuple[list[IncomingGroup], list[list[str]]]:
 
 
 def _ingest_list(
-    svc: RunService, body: bytes, parsed: Optional[tuple] = None
+    svc: RunService,
+    body: bytes,
+    parsed: Optional[tuple[list[IncomingGroup], list[list[str]]]] = None,
 ) -> ScoredDataListResponse:
     groups, dropped = _list_job(body) if parsed is None else parsed
     for i, names in enumerate(dropped):
@@ -121,7 +125,7 @@ def _ingest_list(
 
 
 @router.post("/scored_data", response_model=ScoredDataResponse, status_code=200)
-async def scored_data(request: Request, svc: RunService = Depends(get_service)):
+async def scored_data(request: Request, svc: RunService = Depends(get_service)) -> Response:
     settings = request.app.state.settings
     declared = request.headers.get("content-length", "")
     if (
@@ -161,13 +165,14 @@ async def _large_group(request: Request, settings: Any, svc: RunService) -> Inco
         if out[0] == "exact":
             blob = await run_in_threadpool(read_with_null_keys, path, out[2])
             return IncomingGroup(blob, *out[1])
-        return out[1]
+        group: IncomingGroup = out[1]
+        return group
     finally:
         os.unlink(path)
 
 
 @router.post("/scored_data_list", response_model=ScoredDataListResponse, status_code=200)
-async def scored_data_list(request: Request, svc: RunService = Depends(get_service)):
+async def scored_data_list(request: Request, svc: RunService = Depends(get_service)) -> Response:
     body = await read_body(request)
     parsed = None
     if len(body) >= request.app.state.settings.offload_min_bytes:

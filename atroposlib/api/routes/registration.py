@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from atroposlib.api.deps import get_service, parse_model
@@ -24,28 +24,28 @@ router = APIRouter()
 
 
 @router.post("/register", response_model=RegisterResponse, status_code=200)
-async def register(request: Request, svc: RunService = Depends(get_service)):
+async def register(request: Request, svc: RunService = Depends(get_service)) -> Response:
     reg = await parse_model(request, Registration)
     return json_response(request, await run_in_threadpool(svc.register, reg))
 
 
 @router.post("/register-env", response_model=RegisterEnvResponse, status_code=200)
-async def register_env(request: Request, svc: RunService = Depends(get_service)):
+async def register_env(request: Request, svc: RunService = Depends(get_service)) -> Response:
     req = await parse_model(request, RegisterEnv)
     return json_response(request, await run_in_threadpool(svc.register_env, req))
 
 
 @router.post("/disconnect-env", response_model=DisconnectEnvResponse, status_code=200)
-async def disconnect_env(request: Request, svc: RunService = Depends(get_service)):
+async def disconnect_env(request: Request, svc: RunService = Depends(get_service)) -> Response:
     req = await parse_model(request, EnvIdentifier)
     return json_response(request, await run_in_threadpool(svc.disconnect_env, req.env_id))
 
 
 @router.get("/wandb_info", response_model=WandbInfo, status_code=200)
-async def wandb_info(request: Request, svc: RunService = Depends(get_service)):
+async def wandb_info(request: Request, svc: RunService = Depends(get_service)) -> Response:
     return json_response(request, svc.wandb_info())
 
 
 @router.get("/info", response_model=Info, status_code=200)
-async def info(request: Request, svc: RunService = Depends(get_service)):
+async def info(request: Request, svc: RunService = Depends(get_service)) -> Response:
     return json_response(request, svc.info())

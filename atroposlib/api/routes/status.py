@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 from pydantic import ValidationError
@@ -19,12 +19,12 @@ router = APIRouter()
 
 
 @router.get("/status", response_model=Status, status_code=200)
-async def status(request: Request, svc: RunService = Depends(get_service)):
+async def status(request: Request, svc: RunService = Depends(get_service)) -> Response:
     return json_response(request, svc.status())
 
 
 @router.get("/status-env", response_model=StatusEnv, status_code=200)
-async def status_env(request: Request, svc: RunService = Depends(get_service)):
+async def status_env(request: Request, svc: RunService = Depends(get_service)) -> Response:
     body = await read_body(request)
     if body.strip():
         data = parse_json(body)
@@ -46,11 +46,11 @@ async def peek(
     after: Optional[int] = Query(None, ge=0, description="Only groups with seq > after."),
     env: Optional[str] = Query(None, description="Only groups of this env (its wandb_name)."),
     svc: RunService = Depends(get_service),
-):
+) -> Response:
     # pre-serialised: the stored payloads are spliced in, never parsed (``PeekResponse`` shape)
     return json_response(request, await run_in_threadpool(svc.peek, limit, after, env))
 
 
 @router.get("/metrics", response_class=PlainTextResponse, status_code=200)
-async def metrics(request: Request, svc: RunService = Depends(get_service)):
+async def metrics(request: Request, svc: RunService = Depends(get_service)) -> Response:
     return PlainTextResponse(svc.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
-from atroposlib.type_definitions import MASK_IGNORE
+from atroposlib.type_definitions import first_trained
 
 Decoder = Callable[[list[int]], str]
 
@@ -154,11 +154,6 @@ def split_prefix(texts: Sequence[str]) -> tuple[str, list[str]]:
     generators split at the masks instead (``first_trained``)."""
     prefix = find_common_prefix(texts) if len(texts) > 1 else ""
     return prefix, [t[len(prefix) :] for t in texts]
-
-
-def first_trained(masks: Sequence[int]) -> Optional[int]:
-    """Index of the first trained token (mask not ``MASK_IGNORE``); None when nothing is trained."""
-    return next((j for j, m in enumerate(masks) if m != MASK_IGNORE), None)
 
 
 def _scores(group: dict[str, Any]) -> list[float]:

@@ -9,15 +9,15 @@ import re
 
 import pytest
 
-from atroposlib.frontend.groups import build_view
-from atroposlib.frontend.selection import (
+from atroposlib.datagen.selection import (
     DpoOptions,
     SftOptions,
     select_dpo,
     select_sft,
 )
-from atroposlib.frontend.tokenizer import make_decoder, make_token_text
+from atroposlib.report.groups import build_view
 from atroposlib.report.html import render_group, write_html_report
+from atroposlib.report.tokenizer import make_decoder, make_token_text
 from atroposlib.viewer.app import render_view
 from atroposlib.viewer.samples import make_group
 
@@ -102,7 +102,7 @@ def test_without_a_tokenizer_the_ids_start_at_the_first_trained_token(shared_fir
 
 
 def test_groups_the_split_cannot_use_are_counted(tok, shared_first_token_group):
-    from atroposlib.frontend.selection import RULE_NO_MASKS, RULE_NOTHING_TRAINED
+    from atroposlib.datagen.selection import RULE_NO_MASKS, RULE_NOTHING_TRAINED
 
     g = dict(shared_first_token_group)
     no_masks = {k: v for k, v in g.items() if k != "masks"}

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from atroposlib.datagen.export import JsonlFeed, run_datagen
-from atroposlib.frontend.selection import (
+from atroposlib.datagen.selection import (
     CHAT_TEMPLATE_ROLES,
     RULE_MIN_DIFF,
     RULE_NO_MESSAGES,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from atroposlib.errors import SchemaError
-from atroposlib.frontend.groups import (
+from atroposlib.report.groups import (
     LoadStats,
     build_view,
     iter_groups,

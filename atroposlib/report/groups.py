@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from atroposlib.errors import SchemaError
-from atroposlib.frontend.selection import first_trained
-from atroposlib.type_definitions import MASK_IGNORE
+from atroposlib.type_definitions import MASK_IGNORE, first_trained
 
 log = logging.getLogger(__name__)
 
