@@ -71,6 +71,7 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
+from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
     check_device,
@@ -168,6 +169,8 @@ def train(cfg: TrainingConfig) -> int:
     precision = resolve_precision(cfg, device, fsdp=fsdp)
     warn_if_pure(precision)
     model, tokenizer = load_policy(cfg.model_name if lora else start_from, precision.master, device)
+    if cfg.logprob_chunk_tokens > 0:  # before DDP/FSDP: its probe forward must be no collective
+        inspect_output_head(model)
     checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)
     if checkpointing:
         enable_gradient_checkpointing(model)

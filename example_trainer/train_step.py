@@ -48,9 +48,9 @@ def forward_logprobs(
     """``[B, T, K]`` fp32 log-probabilities of ``ids`` (chunked head when ``chunk_tokens`` > 0 and the
     model allows it, else the full-vocabulary path)."""
     if chunk_tokens > 0:
-        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as swapped:
-            if swapped:
-                return model(**_inputs(mb)).logits
+        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as head:
+            if head is not None:
+                return head.result(model(**_inputs(mb)).logits)
     logits = model(**_inputs(mb)).logits
     return full_vocab_logprobs(logits, ids, mb.inv_temperature)
 
