@@ -213,7 +213,7 @@ def train(cfg: TrainingConfig) -> int:
         client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
         register(client, cfg, step)
         refresher.start(
-            str(Path(start_from).resolve()) if Path(start_from).exists() else start_from
+            str(Path(start_from).resolve()) if Path(start_from).exists() else start_from, step
         )
         metrics = MetricsLogger(
             save_path / "metrics.jsonl",
