@@ -1,27 +1,39 @@
-"""Memory of one trainer step on a Qwen2.5-0.5B-shaped model: the full-vocabulary path vs the new path.
+"""Memory of one trainer step on a Qwen2.5-0.5B-shaped model: chunked log-probs and gradient
+checkpointing, each alone and together, against the full-vocabulary path without checkpointing.
 
 The model has Qwen2.5-0.5B's width and vocabulary (hidden 896, intermediate 4864, 14 heads / 2 KV heads,
 vocab 151,936) built locally with random weights; fewer layers than the real 24 are fine (``--layers``,
 default 2), since the logits' share of the memory does not depend on depth.
 
-Each (path, tokens) configuration runs in its own process, which builds the model, AdamW and the
-gradients (one small warm-up step allocates them), then measures one forward/backward of the real
-``train_step`` on a micro-batch of ``tokens`` tokens (sequences of ``--seq-len``) and prints the memory
-the step needed *above* what model, gradients and optimizer state already hold: the peak RSS on CPU
-(``/proc/self/status`` VmHWM after resetting it through ``/proc/self/clear_refs``) or
-``torch.cuda.max_memory_allocated`` on GPU, minus the value just before the step.
+Each (path, tokens) configuration runs in its own process, which builds the model and AdamW and runs
+one small warm-up step (allocating AdamW's moments), then measures one whole optimizer step as the
+trainer runs it: ``zero_grad(set_to_none=True)``, the real ``train_step`` forward/backward on a
+micro-batch of ``tokens`` tokens (sequences of ``--seq-len``), gradient-norm clipping and
+``optimizer.step()``. It prints the memory that step needed *above* what the weights and AdamW's state
+hold: the peak RSS on CPU (``/proc/self/status`` VmHWM after resetting it through
+``/proc/self/clear_refs``) or ``torch.cuda.max_memory_allocated`` on GPU, minus the value just before
+the step. So the figure includes the gradients, the activations, the logits and the optimizer's
+temporaries.
 
-* ``full``: the old path: full-vocabulary logits and fp32 log-softmax (``--logprob-chunk-tokens 0``),
-  no gradient checkpointing;
-* ``new``: chunked sampled-token log-probabilities (the default 512 positions at a time) and gradient
-  checkpointing.
+Paths (``--paths``, default all four):
 
-On CPU the full path only runs at 4k tokens by default (at 16k it needs ~4x as much, beyond this kind of
-machine) and a new-path configuration whose predicted peak (extrapolated linearly from the two largest
-measured ones) exceeds ``--cpu-peak-limit-gib`` (default 8) is skipped with a line saying so. The last line reads
-``4k tokens: full-vocab path X MiB, new path Y MiB, ratio R``.
+* ``full``: full-vocabulary logits and fp32 log-softmax (``--logprob-chunk-tokens 0``), no checkpointing
+  (the old default);
+* ``full+ckpt``: the same with gradient checkpointing (checkpointing alone);
+* ``chunked``: chunked sampled-token log-probabilities (512 positions at a time), no checkpointing
+  (chunking alone);
+* ``chunked+ckpt``: both (the GPU default now).
 
-Usage: python bench/trainer_memory.py [--tokens 4096,16384,32768] [--layers 2] [--device cpu|cuda]
+The summary prints, per size where the needed paths ran, the ratio of ``full`` to each of the others:
+chunking alone, checkpointing alone, both.
+
+On CPU the full-vocabulary paths only run at 4k tokens by default (at 16k they need ~4x as much, beyond
+this kind of machine) and a chunked configuration whose predicted peak (extrapolated linearly from the
+two largest measured sizes of that path) exceeds ``--cpu-peak-limit-gib`` (default 8) is skipped with a
+line saying so.
+
+Usage: python bench/trainer_memory.py [--tokens 4096,16384,32768] [--paths full,chunked] [--layers 2]
+       [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -37,6 +49,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# path -> (chunked log-probs, gradient checkpointing)
+PATHS = {
+    "full": (False, False),
+    "full+ckpt": (False, True),
+    "chunked": (True, False),
+    "chunked+ckpt": (True, True),
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -96,26 +115,33 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         use_cache=False,
     )
     model = Qwen2ForCausalLM(config).to(device).train()
-    new = spec["path"] == "new"
-    if spec.get("checkpointing", new):
+    chunked, checkpointing = PATHS[spec["path"]]
+    if checkpointing:
         enable_gradient_checkpointing(model)
     cfg = TrainingConfig(
         model_name="bench",
         seq_len=spec["seq_len"],
         micro_batch_tokens=10**9,  # the whole micro-batch in one forward: what is measured
         logprob_chunk_tokens=spec.get(
-            "chunk", TrainingConfig.model_fields["logprob_chunk_tokens"].default if new else 0
+            "chunk", TrainingConfig.model_fields["logprob_chunk_tokens"].default if chunked else 0
         ),
         dtype=spec["dtype"],
         lr=1e-6,
     )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     pad = 0
-    # warm-up: allocate gradients and AdamW's moments (kept allocated: zero_grad(set_to_none=False))
-    warm = flatten_batch(_groups(16, 16, spec["vocab"], 1), seq_len=16)
-    train_step(model, None, warm, cfg, DistInfo(), device, pad)
-    opt.step()
-    opt.zero_grad(set_to_none=False)
+
+    def optimizer_step(flat: Any) -> dict[str, float]:
+        """The trainer's loop body (grpo.train): zero_grad, forward/backward, clip, AdamW step."""
+        opt.zero_grad(set_to_none=True)
+        stats = train_step(model, None, flat, cfg, DistInfo(), device, pad)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        opt.step()
+        return stats
+
+    # warm-up: allocates AdamW's moments (held from then on, like the weights)
+    optimizer_step(flatten_batch(_groups(16, 16, spec["vocab"], 1), seq_len=16))
+    opt.zero_grad(set_to_none=True)
     flat = flatten_batch(
         _groups(spec["tokens"], spec["seq_len"], spec["vocab"], 2), seq_len=spec["seq_len"]
     )
@@ -129,7 +155,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM := current RSS
         before = _rss_kib("VmRSS") * 1024
     t0 = time.perf_counter()
-    stats = train_step(model, None, flat, cfg, DistInfo(), device, pad)
+    stats = optimizer_step(flat)
     if cuda:
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
@@ -172,10 +198,52 @@ def _label(tokens: int) -> str:
     return f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
 
 
+def _predicted_peak_mib(results: dict, path: str, tokens: int) -> float | None:
+    """Peak at ``tokens`` extrapolated linearly from the two largest measured sizes of ``path``."""
+    done = sorted((t, r) for (pp, t), r in results.items() if pp == path and "error" not in r)
+    if len(done) < 2:
+        return None
+    (ta, ra), (tb, rb) = done[-2], done[-1]
+    slope = (rb["step_mib"] - ra["step_mib"]) / (tb - ta)
+    return rb["held_mib"] + rb["step_mib"] + slope * (tokens - tb)
+
+
+def summary_lines(results: dict, sizes: list[int]) -> list[str]:
+    """Per size: full-vocab step memory over each other path's (chunking alone, checkpointing
+    alone, both)."""
+    lines = []
+    effects = (
+        ("chunking alone", "chunked"),
+        ("checkpointing alone", "full+ckpt"),
+        ("both", "chunked+ckpt"),
+    )
+    for tokens in sizes:
+        full = results.get(("full", tokens))
+        if not full or "error" in full:
+            continue
+        parts = []
+        for name, path in effects:
+            r = results.get((path, tokens))
+            if r and "error" not in r:
+                parts.append(
+                    f"{name} x{full['step_mib'] / max(r['step_mib'], 1e-9):.1f} "
+                    f"({r['step_mib']:.0f} MiB)"
+                )
+        if parts:
+            lines.append(
+                f"{_label(tokens)} tokens: full-vocab without checkpointing {full['step_mib']:.0f} "
+                f"MiB; " + ", ".join(parts)
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--tokens", default="4096,16384,32768", help="micro-batch sizes, comma-separated"
+    )
+    p.add_argument(
+        "--paths", default=",".join(PATHS), help=f"comma-separated, of {', '.join(PATHS)}"
     )
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=896)
@@ -191,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         "--full-max-tokens",
         type=int,
         default=None,
-        help="largest micro-batch the full-vocab path runs (default: 4096 on CPU, all on GPU)",
+        help="largest micro-batch the full-vocab paths run (default: 4096 on CPU, all on GPU)",
     )
     p.add_argument("--cpu-peak-limit-gib", type=float, default=8.0)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -207,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     cpu = device == "cpu"
     sizes = [int(x) for x in args.tokens.split(",") if x.strip()]
+    paths = [x.strip() for x in args.paths.split(",") if x.strip()]
+    unknown = [x for x in paths if x not in PATHS]
+    if unknown:
+        p.error(f"--paths: unknown {unknown}; choose from {list(PATHS)}")
     full_max = args.full_max_tokens or (4096 if cpu else max(sizes))
     base = {
         k: getattr(args, k)
@@ -215,62 +287,54 @@ def main(argv: list[str] | None = None) -> int:
     base.update(device=device, dtype=args.dtype, threads=args.threads)
     print(
         f"model: hidden {args.hidden}, intermediate {args.intermediate}, {args.layers} layers, "
-        f"vocab {args.vocab}, device {device}, "
-        f"dtype {args.dtype}; step memory above model + gradients + AdamW state "
+        f"vocab {args.vocab}, device {device}, dtype {args.dtype}; memory of one optimizer step "
+        f"(zero_grad, forward/backward, clip, AdamW step) above weights + AdamW state "
         f"({'peak RSS' if cpu else 'max_memory_allocated'})",
         flush=True,
     )
-    print(f"{'tokens':>7} {'path':>5} {'step MiB':>9} {'held MiB':>9} {'s':>6}", flush=True)
+    print(f"{'tokens':>7} {'path':>12} {'step MiB':>9} {'held MiB':>9} {'s':>6}", flush=True)
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for tokens in sizes:
-        for path in ("full", "new"):
-            if path == "full" and tokens > full_max:
-                print(f"{_label(tokens):>7} {path:>5}   skipped (--full-max-tokens {full_max})")
+        for path in paths:
+            chunked, _ = PATHS[path]
+            if not chunked and tokens > full_max:
+                print(f"{_label(tokens):>7} {path:>12}   skipped (--full-max-tokens {full_max})")
                 continue
-            if cpu and path == "new":
-                done = sorted(
-                    (t, r) for (pp, t), r in results.items() if pp == "new" and "error" not in r
+            predicted = _predicted_peak_mib(results, path, tokens) if cpu else None
+            if predicted is not None and predicted > args.cpu_peak_limit_gib * 1024:
+                print(
+                    f"{_label(tokens):>7} {path:>12}   skipped on CPU: predicted peak "
+                    f"{predicted / 1024:.1f} GiB > --cpu-peak-limit-gib "
+                    f"{args.cpu_peak_limit_gib:g} (runs on a GPU or with a higher limit)",
+                    flush=True,
                 )
-                if len(done) >= 2:  # extrapolate the last two measured sizes linearly
-                    (ta, ra), (tb, rb) = done[-2], done[-1]
-                    slope = (rb["step_mib"] - ra["step_mib"]) / (tb - ta)
-                    predicted = rb["held_mib"] + rb["step_mib"] + slope * (tokens - tb)
-                    if predicted > args.cpu_peak_limit_gib * 1024:
-                        print(
-                            f"{_label(tokens):>7} {path:>5}   skipped on CPU: predicted peak "
-                            f"{predicted / 1024:.1f} GiB > --cpu-peak-limit-gib "
-                            f"{args.cpu_peak_limit_gib:g} (runs on a GPU or with a higher limit)",
-                            flush=True,
-                        )
-                        continue
+                continue
             r = measure(dict(base, path=path, tokens=tokens))
             results[(path, tokens)] = r
             if "error" in r:
-                print(f"{_label(tokens):>7} {path:>5}   failed: {r['error']}", flush=True)
+                print(f"{_label(tokens):>7} {path:>12}   failed: {r['error']}", flush=True)
             else:
                 print(
-                    f"{_label(tokens):>7} {path:>5} {r['step_mib']:9.0f} {r['held_mib']:9.0f} "
+                    f"{_label(tokens):>7} {path:>12} {r['step_mib']:9.0f} {r['held_mib']:9.0f} "
                     f"{r['seconds']:6.1f}",
                     flush=True,
                 )
-    new = sorted((t, r) for (pp, t), r in results.items() if pp == "new" and "error" not in r)
-    if len(new) >= 2:
-        (t0, r0), (t1, r1) = new[0], new[-1]
-        growth = r1["step_mib"] / max(r0["step_mib"], 1e-9)
-        print(
-            f"new path growth {_label(t0)} -> {_label(t1)} tokens: x{growth:.2f} "
-            f"(linear: x{t1 / t0:.2f})"
-        )
-    full4, new4 = results.get(("full", 4096)), results.get(("new", 4096))
-    if full4 and new4 and "error" not in full4 and "error" not in new4:
-        ratio = full4["step_mib"] / max(new4["step_mib"], 1e-9)
-        print(
-            f"4k tokens: full-vocab path {full4['step_mib']:.0f} MiB, new path "
-            f"{new4['step_mib']:.0f} MiB, ratio {ratio:.1f}"
-        )
-        return 0
-    print("4k tokens: not measured (include 4096 in --tokens)")
-    return 1
+    for path in paths:
+        done = sorted((t, r) for (pp, t), r in results.items() if pp == path and "error" not in r)
+        if len(done) >= 2:
+            (t0, r0), (t1, r1) = done[0], done[-1]
+            growth = r1["step_mib"] / max(r0["step_mib"], 1e-9)
+            print(
+                f"{path} growth {_label(t0)} -> {_label(t1)} tokens: x{growth:.2f} "
+                f"(linear: x{t1 / t0:.2f})"
+            )
+    lines = summary_lines(results, sizes)
+    for line in lines:
+        print(line)
+    if not lines:
+        print("no size with the full path and another path measured (include 4096 in --tokens)")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -152,11 +152,15 @@ class MicroBatch:
     targets: torch.Tensor  # [B, T]
     mask: torch.Tensor  # [B, T] float, 1 where the target token is trained
     advantages: torch.Tensor  # [B, T]
-    inf_logprobs: Optional[torch.Tensor]  # [B, T] or None when any sequence lacks them
-    ref_logprobs: Optional[torch.Tensor]
+    inf_logprobs: Optional[torch.Tensor]  # [B, T]; None when no sequence carries them
+    ref_logprobs: Optional[torch.Tensor]  # [B, T]; None when no sequence carries them
     distill_ids: Optional[torch.Tensor]  # [B, T, K]
     distill_logprobs: Optional[torch.Tensor]
     inv_temperature: Optional[torch.Tensor] = None  # [B, T] 1 / temperature; None = all 1
+    # [B] bool: which rows of inf_logprobs / ref_logprobs hold the sequence's own values (the others
+    # are zeros: that sequence sent none); None when the tensor is None
+    inf_present: Optional[torch.Tensor] = None
+    ref_present: Optional[torch.Tensor] = None
 
     def to(self, device: torch.device) -> MicroBatch:
         def mv(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -179,11 +183,16 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
     adv = [s.advantages[1:] for s in seqs]
     attn = [[1] * len(r) for r in inputs]
 
-    def opt(name: str, fill: float) -> Optional[torch.Tensor]:
+    def opt(name: str) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """Per-token values some sequences carry: padded rows (zeros for a sequence without them)
+        and which rows are real, so one sequence without them does not change how the others train."""
         rows = [getattr(s, name) for s in seqs]
-        if any(r is None for r in rows):
-            return None
-        return _pad_rows([r[1:] for r in rows], width, fill, torch.float32)
+        if all(r is None for r in rows):
+            return None, None
+        values = _pad_rows(
+            [r[1:] if r is not None else [] for r in rows], width, 0.0, torch.float32
+        )
+        return values, torch.tensor([r is not None for r in rows], dtype=torch.bool)
 
     distill_ids = distill_lps = None
     # (ids, logprobs, sequence length) of every sequence, when all of them carry distillation data
@@ -206,6 +215,8 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
             [pad_k(lps[1:], 0.0) + [[0.0] * k] * (width - n + 1) for _, lps, n in distill],
             dtype=torch.float32,
         )
+    inf_lps, inf_present = opt("inf_logprobs")
+    ref_lps, ref_present = opt("ref_logprobs")
     inv_temp = None
     if any(s.temperature != 1.0 for s in seqs):
         inv_temp = torch.tensor([[1.0 / s.temperature] * width for s in seqs], dtype=torch.float32)
@@ -215,9 +226,11 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
         targets=_pad_rows(targets, width, pad_id, torch.long),
         mask=_pad_rows(trained, width, 0.0, torch.float32),
         advantages=_pad_rows(adv, width, 0.0, torch.float32),
-        inf_logprobs=opt("inf_logprobs", 0.0),
-        ref_logprobs=opt("ref_logprobs", 0.0),
+        inf_logprobs=inf_lps,
+        ref_logprobs=ref_lps,
         distill_ids=distill_ids,
         distill_logprobs=distill_lps,
         inv_temperature=inv_temp,
+        inf_present=inf_present,
+        ref_present=ref_present,
     )

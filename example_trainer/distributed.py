@@ -3,6 +3,14 @@
 Under ``torchrun`` rank 0 talks to the trajectory API and broadcasts each batch (a list of group dicts)
 to every rank; every rank trains on its shard; rank 0 acks and refreshes the inference servers.
 Without ``torchrun`` (WORLD_SIZE unset) everything here is a no-op on a single process.
+
+Every collective the trainer issues outside DDP/FSDP (batch broadcast, statistics all-reduce, barrier)
+is one of the helpers below, and each puts its tensors on ``DistInfo.device``: the device the process
+group serves, chosen once by ``collective_device``. NCCL serves only CUDA tensors (a CPU tensor fails
+with "No backend type associated with device type cpu"), so on GPUs that is the rank's ``cuda:N``; gloo
+serves CPU tensors. ``ATROPOS_DIST_BACKEND`` overrides the backend string (e.g. ``cpu:gloo,cuda:nccl``, or
+``cuda:gloo``, which dispatches like NCCL and lets CPU tests catch a CPU tensor sent to a CUDA-only
+group: ``tests/trainer/test_trainer_collectives.py``).
 """
 
 from __future__ import annotations
@@ -15,12 +23,16 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
+from atroposlib.errors import ConfigError
+
 
 @dataclass
 class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    # where the tensors of this rank's collectives live: a device type the process group serves
+    device: torch.device = torch.device("cpu")
 
     @property
     def enabled(self) -> bool:
@@ -34,14 +46,48 @@ class DistInfo:
 def init_distributed(device: torch.device) -> DistInfo:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return DistInfo()
-    backend = "nccl" if device.type == "cuda" else "gloo"
+        return DistInfo(device=device)
+    backend = os.environ.get("ATROPOS_DIST_BACKEND") or (
+        "nccl" if device.type == "cuda" else "gloo"
+    )
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":  # resolve_device gave this rank cuda:LOCAL_RANK
         torch.cuda.set_device(device)
-    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local)
+    return DistInfo(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=local,
+        device=collective_device(device),
+    )
+
+
+def group_device_types(group: Optional[Any] = None) -> list[str]:
+    """The device types the (default) process group has a backend for, from its public backend
+    config (``"cuda:nccl"``, ``"cpu:gloo,cuda:gloo"``, ...)."""
+    config = str(dist.get_backend_config(group))
+    return [pair.split(":", 1)[0].strip() for pair in config.split(",") if ":" in pair]
+
+
+def collective_device(device: torch.device, group: Optional[Any] = None) -> torch.device:
+    """The device this rank's collective tensors go on: its own ``device`` when the group serves that
+    device type, else CPU when the group serves CPU; otherwise a ``ConfigError`` at start-up (rather
+    than the first collective failing after a whole training step)."""
+    served = group_device_types(group)
+    if device.type in served:
+        return device
+    if "cpu" in served:
+        return torch.device("cpu")
+    raise ConfigError(
+        f"distributed: the process group ({dist.get_backend_config(group)}) serves only "
+        f"{', '.join(served) or 'no'} tensors, but this rank's device is {device}"
+    )
+
+
+def _device_tensor(values: list[float], info: DistInfo, dtype: torch.dtype) -> torch.Tensor:
+    """The one place a collective's tensor is made: on ``info.device``."""
+    return torch.tensor(values, dtype=dtype, device=info.device)
 
 
 def broadcast_object(obj: Any, info: DistInfo) -> Any:
@@ -49,14 +95,16 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
     if not info.enabled:
         return obj
     box: list[Any] = [obj if info.is_main else None]
-    dist.broadcast_object_list(box, src=0)
+    # the pickled bytes travel as a tensor on info.device (torch would otherwise pick the device)
+    dist.broadcast_object_list(box, src=0, device=info.device)
     return box[0]
 
 
 def all_reduce_sums(
     values: dict[str, float], info: DistInfo, maxima: tuple = (), minima: tuple = ()
 ) -> dict[str, float]:
-    """Sum (or max/min for the named keys) scalar statistics over ranks."""
+    """Sum (or max/min for the named keys) scalar statistics over ranks, as float64 on
+    ``info.device`` (NCCL reduces float64 too)."""
     if not info.enabled or not values:
         return values
     keys = sorted(values)
@@ -68,7 +116,7 @@ def all_reduce_sums(
     ):
         if not selected:
             continue
-        t = torch.tensor([float(values[k]) for k in selected], dtype=torch.float64)
+        t = _device_tensor([float(values[k]) for k in selected], info, torch.float64)
         dist.all_reduce(t, op=op)
         out.update({k: float(v) for k, v in zip(selected, t.tolist(), strict=False)})
     return out
@@ -168,8 +216,10 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def barrier(info: DistInfo) -> None:
+    """Every rank waits for every other: an all-reduce of one element on ``info.device``
+    (``dist.barrier`` picks its device from the accelerator it detects, not from the group)."""
     if info.enabled:
-        dist.barrier()
+        dist.all_reduce(_device_tensor([0.0], info, torch.float32))
 
 
 def shutdown(info: DistInfo) -> None:

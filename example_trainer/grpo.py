@@ -72,6 +72,7 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
+from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
     check_device,
@@ -169,6 +170,8 @@ def train(cfg: TrainingConfig) -> int:
     precision = resolve_precision(cfg, device, fsdp=fsdp)
     warn_if_pure(precision)
     model, tokenizer = load_policy(cfg.model_name if lora else start_from, precision.master, device)
+    if cfg.logprob_chunk_tokens > 0:  # before DDP/FSDP: its probe forward must be no collective
+        inspect_output_head(model)
     checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)
     if checkpointing:
         enable_gradient_checkpointing(model)
@@ -213,7 +216,7 @@ def train(cfg: TrainingConfig) -> int:
         client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
         register(client, cfg, step)
         refresher.start(
-            str(Path(start_from).resolve()) if Path(start_from).exists() else start_from
+            str(Path(start_from).resolve()) if Path(start_from).exists() else start_from, step
         )
         metrics = MetricsLogger(
             save_path / "metrics.jsonl",

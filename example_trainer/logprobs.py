@@ -17,15 +17,52 @@ gathered ``z[id] / T - lse``; it saves only ``hidden``, ``W`` (the parameter its
 computation *inside* the model's own forward: the model returns ``[B, T, K]`` log-probabilities in
 ``.logits``. Calling through the model's forward keeps DDP's and FSDP2's hooks (parameter all-gather,
 gradient reduce-scatter) exactly as for a plain forward.
+
+Some models post-process the head's output in their forward, which would then be applied to our
+log-probabilities: Granite divides by ``logits_scaling``, Cohere multiplies by ``logit_scale``,
+HyperCLOVAX by ``logits_scaling``, Falcon-H1 by ``lm_head_multiplier``, Gemma-2/3/4 and others soft-cap
+(``cap * tanh(z / cap)``, ``final_logit_softcapping``, also in a composite model's ``text_config``),
+MuseSpark scales and then soft-caps; Chameleon masks image tokens, Inkling slices off padded vocabulary.
+``inspect_output_head`` finds out once per model, by running it on one token with the head replaced
+by a random ``[1, 1, V]`` tensor: returned untouched, the chunked path is exact; changed, the change is
+matched against ``cap * tanh(scale * z / cap)`` (or ``scale * z``) for the scales and caps its config
+declares, and the chunked path applies the match inside its logsumexp and backward; anything else (an
+unrecognised change, a probe that fails) keeps the full-vocabulary path, with a log line. The trainer
+inspects its models at set-up, before DDP/FSDP wrap them; an uninspected model is inspected on first
+use in one process, and left on the full path under ``torch.distributed`` (a probe forward there would
+be a collective the other ranks do not join).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LogitTransform:
+    """What a model's forward does to its output embedding's result ``z``:
+    ``cap * tanh(scale * z / cap)`` when ``cap`` is set, else ``scale * z``."""
+
+    scale: float = 1.0
+    cap: Optional[float] = None
+
+    def apply(self, z: torch.Tensor) -> torch.Tensor:
+        if self.cap is not None:
+            return torch.tanh(z * (self.scale / self.cap)) * self.cap
+        return z * self.scale
+
+    @property
+    def identity(self) -> bool:
+        return self.scale == 1.0 and self.cap is None
 
 
 def _compute_dtype(weight: torch.Tensor, hidden: torch.Tensor) -> torch.dtype:
@@ -48,6 +85,8 @@ class ChunkedLogprobs(torch.autograd.Function):
         ids: torch.Tensor,  # [N, K] long, >= 0
         inv_temp: torch.Tensor,  # [N] float32
         chunk_tokens: int,
+        cap: Optional[float] = None,  # soft-cap: logits are cap * tanh(scale * z / cap)
+        scale: float = 1.0,  # with a cap (without one the scale is folded into inv_temp)
     ) -> torch.Tensor:
         cdt = _compute_dtype(weight, hidden)
         w = weight.to(cdt)
@@ -59,6 +98,8 @@ class ChunkedLogprobs(torch.autograd.Function):
             for s in range(0, n, chunk_tokens):
                 e = min(s + chunk_tokens, n)
                 z = torch.nn.functional.linear(hidden[s:e].to(cdt), w, b).float()
+                if cap is not None:
+                    z.mul_(scale / cap).tanh_().mul_(cap)
                 z.mul_(inv_temp[s:e, None])
                 picked = z.gather(-1, ids[s:e])
                 # logsumexp in z's own buffer (one [chunk, V] fp32 tensor alive at a time)
@@ -69,6 +110,7 @@ class ChunkedLogprobs(torch.autograd.Function):
         ctx.save_for_backward(hidden, weight, bias, ids, inv_temp, lse)
         ctx.chunk_tokens = chunk_tokens
         ctx.cdt = cdt
+        ctx.cap, ctx.scale = cap, scale
         return out
 
     @staticmethod
@@ -94,12 +136,22 @@ class ChunkedLogprobs(torch.autograd.Function):
                 h = hidden[s:e].to(cdt)
                 g = g_all[s:e]
                 z = torch.nn.functional.linear(h, w, b).float()
+                dcap = None
+                if (
+                    ctx.cap is not None
+                ):  # y = cap * t, t = tanh(scale * z / cap): dy/dz = scale (1 - t^2)
+                    t = z.mul_(ctx.scale / ctx.cap).tanh_()
+                    dcap = torch.square(t).neg_().add_(1.0).mul_(ctx.scale)
+                    z = t.mul_(ctx.cap)
                 z.mul_(inv_temp[s:e, None])
                 # dz = (scatter(g) - sum(g) * softmax) / T, built in place in z's buffer
                 p = z.sub_(lse[s:e, None]).exp_()
                 dz = p.mul_(-g.sum(-1, keepdim=True))
                 dz.scatter_add_(-1, ids[s:e], g)
                 dz.mul_(inv_temp[s:e, None])
+                if dcap is not None:
+                    dz.mul_(dcap)
+                    del dcap
                 dzc = dz.to(cdt)
                 if grad_h is not None:
                     grad_h[s:e] = (dzc @ w).to(hidden.dtype)
@@ -113,7 +165,7 @@ class ChunkedLogprobs(torch.autograd.Function):
                 del z, p, dz, dzc
         gw = None if grad_w is None else grad_w.to(weight.dtype)
         gb = None if grad_b is None else grad_b.to(bias.dtype)
-        return grad_h, gw, gb, None, None, None
+        return grad_h, gw, gb, None, None, None, None, None
 
 
 def chunked_logprobs(
@@ -124,9 +176,11 @@ def chunked_logprobs(
     bias: Optional[torch.Tensor] = None,
     inv_temperature: Optional[torch.Tensor] = None,
     chunk_tokens: int = 512,
+    transform: Optional[LogitTransform] = None,
 ) -> torch.Tensor:
     """``hidden [..., H]``, ``ids [..., K]`` (negative ids read as 0), optional ``inv_temperature [...]``
-    (1 / temperature per position); returns fp32 ``[..., K]`` log-probabilities."""
+    (1 / temperature per position) and the model's ``transform`` of its logits (applied before the
+    temperature); returns fp32 ``[..., K]`` log-probabilities."""
     lead = hidden.shape[:-1]
     h = hidden.reshape(-1, hidden.shape[-1])
     i = ids.clamp_min(0).reshape(h.shape[0], -1)
@@ -134,7 +188,12 @@ def chunked_logprobs(
         t = torch.ones(h.shape[0], dtype=torch.float32, device=h.device)
     else:
         t = inv_temperature.to(device=h.device, dtype=torch.float32).reshape(-1)
-    out = ChunkedLogprobs.apply(h, weight, bias, i, t, max(1, int(chunk_tokens)))
+    cap, scale = None, 1.0
+    if transform is not None and transform.cap is not None:
+        cap, scale = float(transform.cap), float(transform.scale)
+    elif transform is not None and transform.scale != 1.0:
+        t = t * transform.scale  # (scale * z) / T
+    out = ChunkedLogprobs.apply(h, weight, bias, i, t, max(1, int(chunk_tokens)), cap, scale)
     return out.reshape(*lead, i.shape[-1])
 
 
@@ -148,18 +207,172 @@ def full_vocab_logprobs(
     return torch.log_softmax(z, dim=-1).gather(-1, ids.clamp_min(0))
 
 
-def output_head(model: torch.nn.Module) -> Optional[torch.nn.Linear]:
-    """The model's output embedding (``lm_head``) when the chunked path is exact for it, else None
-    (models that post-process logits, e.g. Gemma's final soft-capping, keep the full-vocab path)."""
-    base = model.module if hasattr(model, "module") and not hasattr(model, "config") else model
-    config = getattr(base, "config", None)
-    if config is not None and getattr(config, "final_logit_softcapping", None):
-        return None
-    get = getattr(base, "get_output_embeddings", None)
+def _base(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if hasattr(model, "module") and not hasattr(model, "config") else model
+
+
+def _linear_head(model: torch.nn.Module) -> Optional[torch.nn.Linear]:
+    get = getattr(_base(model), "get_output_embeddings", None)
     head = get() if callable(get) else None
-    if not isinstance(head, torch.nn.Linear):
+    return head if isinstance(head, torch.nn.Linear) else None
+
+
+def output_vocab_size(model: torch.nn.Module) -> Optional[int]:
+    """The number of logits the model produces per position (its output embedding's rows), or the
+    config's ``vocab_size``; None when neither is known."""
+    head = _linear_head(model)
+    if head is not None:
+        return int(head.weight.shape[0])
+    config = getattr(_base(model), "config", None)
+    if config is not None and hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    size = getattr(config, "vocab_size", None)
+    return int(size) if isinstance(size, int) else None
+
+
+# attributes (of the config, its text/decoder config, or the model) that scale or soft-cap the logits
+_SCALE_ATTRS = ("logits_scaling", "logit_scale", "lm_head_multiplier", "output_multiplier")
+_CAP_ATTRS = ("final_logit_softcapping", "logits_soft_cap", "output_logit_soft_cap")
+_UNSUPPORTED = "unsupported"
+# the inspection's verdict per output embedding: a LogitTransform, or _UNSUPPORTED
+_VERDICTS: weakref.WeakKeyDictionary[torch.nn.Module, Any] = weakref.WeakKeyDictionary()
+
+
+def _declared(base: torch.nn.Module, names: tuple[str, ...]) -> list[float]:
+    config = getattr(base, "config", None)
+    holders: list[Any] = [config, base, getattr(base, "model", None)]
+    for sub in ("text_config", "decoder", "decoder_config"):
+        holders.append(getattr(config, sub, None))
+    if config is not None and hasattr(config, "get_text_config"):
+        holders.append(config.get_text_config())
+    values: list[float] = []
+    for holder in holders:
+        for name in names:
+            v = getattr(holder, name, None) if holder is not None else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v != 0:
+                values.append(float(v))
+    return values
+
+
+def _candidates(base: torch.nn.Module) -> list[LogitTransform]:
+    scales = [1.0]
+    for v in _declared(base, _SCALE_ATTRS):
+        scales += [v, 1.0 / v]
+    caps: list[Optional[float]] = [None, *(abs(c) for c in _declared(base, _CAP_ATTRS))]
+    return [LogitTransform(scale, cap) for cap in caps for scale in dict.fromkeys(scales)]
+
+
+def _probe(model: torch.nn.Module, head: torch.nn.Linear) -> Any:
+    """Run the model on one token with ``head`` returning a known random tensor; see the module doc."""
+    name = type(_base(model)).__name__
+    vocab = head.weight.shape[0]
+    gen = torch.Generator().manual_seed(0)
+    # spread like real logits, wide enough that a soft-cap of 30-50 is far from the identity
+    probe = (torch.randn(1, 1, vocab, generator=gen) * 20.0).to(head.weight.device)
+    pristine = probe.clone()
+    ids = torch.zeros(1, 1, dtype=torch.long, device=head.weight.device)
+    head.forward = lambda hidden: probe  # an instance attribute, removed below
+    try:
+        with torch.no_grad():
+            got = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+    except Exception as e:  # any model we cannot run this way keeps the exact full path
+        log.warning(
+            "chunked log-probs: %s could not be inspected (%s: %s); using the full-vocabulary path",
+            name,
+            type(e).__name__,
+            str(e).splitlines()[0][:200] if str(e) else "",
+        )
+        return _UNSUPPORTED
+    finally:
+        del head.forward
+    if got is probe and torch.equal(got, pristine):
+        return LogitTransform()
+    if isinstance(got, torch.Tensor) and got.shape == pristine.shape and got is not probe:
+        got = got.float()
+        for cand in _candidates(_base(model)):
+            want = cand.apply(pristine)
+            if torch.allclose(got, want, rtol=1e-3, atol=1e-3 * float(want.abs().max()) + 1e-6):
+                log.info(
+                    "chunked log-probs: %s post-processes its logits (scale %g, soft-cap %s); the "
+                    "chunked head applies the same",
+                    name,
+                    cand.scale,
+                    cand.cap,
+                )
+                return cand
+    log.warning(
+        "chunked log-probs: %s changes its logits after the output embedding in a way not "
+        "recognised (not a scale or soft-cap its config declares); using the full-vocabulary path",
+        name,
+    )
+    return _UNSUPPORTED
+
+
+def inspect_output_head(model: torch.nn.Module) -> Optional[LogitTransform]:
+    """The transform the model applies to its output embedding's result (identity for most), found
+    once per model by a one-token probe forward; None when the chunked path cannot reproduce it (or
+    the model has no linear output embedding). Call it before DDP/FSDP wrap the model."""
+    head = _linear_head(model)
+    if head is None:
         return None
-    return head
+    if head not in _VERDICTS:
+        _VERDICTS[head] = _probe(model, head)
+    verdict = _VERDICTS[head]
+    return None if verdict is _UNSUPPORTED else verdict
+
+
+def output_head(model: torch.nn.Module) -> Optional[tuple[torch.nn.Linear, LogitTransform]]:
+    """The model's output embedding and its logit transform when the chunked path is exact for it,
+    else None (see ``inspect_output_head``)."""
+    head = _linear_head(model)
+    if head is None:
+        return None
+    if head not in _VERDICTS:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            if not getattr(head, "_atropos_warned", False):
+                head._atropos_warned = True
+                log.warning(
+                    "chunked log-probs: model not inspected before torch.distributed wrapped it "
+                    "(call inspect_output_head at set-up); using the full-vocabulary path"
+                )
+            return None
+    transform = inspect_output_head(model)
+    return None if transform is None else (head, transform)
+
+
+class _TiedTo(torch.autograd.Function):
+    """Returns ``value``; its backward also hands ``anchor`` a zero gradient, so hooks waiting for a
+    gradient at the model's output (FSDP2's root pre-backward) run as for a plain forward."""
+
+    @staticmethod
+    def forward(ctx: Any, value: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.anchor = (anchor.shape, anchor.dtype, anchor.device)
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        shape, dtype, device = ctx.anchor
+        return grad, torch.zeros(shape, dtype=dtype, device=device)
+
+
+class ChunkedHead:
+    """What ``sampled_token_head`` yields: after the model's forward, ``result(output.logits)`` is the
+    ``[B, T, K]`` log-probabilities the head computed (the model's own post-processing of them, if any,
+    is not applied: the head already computed the post-processed distribution)."""
+
+    def __init__(self, transform: LogitTransform) -> None:
+        self.transform = transform
+        self.logprobs: Optional[torch.Tensor] = None
+
+    def result(self, model_logits: torch.Tensor) -> torch.Tensor:
+        lp = self.logprobs
+        if lp is None:
+            raise RuntimeError("the model's forward never called its output embedding")
+        if model_logits is lp or not model_logits.requires_grad:
+            return lp
+        return _TiedTo.apply(lp, model_logits)
 
 
 @contextlib.contextmanager
@@ -168,28 +381,33 @@ def sampled_token_head(
     ids: torch.Tensor,
     inv_temperature: Optional[torch.Tensor],
     chunk_tokens: int,
-) -> Iterator[bool]:
-    """While active, ``model(...).logits`` is ``[B, T, K]`` log-probabilities of ``ids [B, T, K]``
-    (yields True); yields False (nothing changed) when the model's head does not allow it."""
-    head = output_head(model)
-    if head is None:
-        yield False
+) -> Iterator[Optional[ChunkedHead]]:
+    """While active, the model's output embedding computes ``[B, T, K]`` log-probabilities of
+    ``ids [B, T, K]`` (with the model's logit transform); yields a ``ChunkedHead`` to read them from
+    after the forward, or None (nothing changed) when the model's head does not allow it."""
+    found = output_head(model)
+    if found is None:
+        yield None
         return
+    head, transform = found
+    captured = ChunkedHead(transform)
 
     def forward(hidden: torch.Tensor) -> torch.Tensor:
-        return chunked_logprobs(
+        captured.logprobs = chunked_logprobs(
             hidden,
             head.weight,
             ids,
             bias=head.bias,
             inv_temperature=inv_temperature,
             chunk_tokens=chunk_tokens,
+            transform=transform,
         )
+        return captured.logprobs
 
     head.forward = (
         forward  # an instance attribute: the module, its hooks and state dict are untouched
     )
     try:
-        yield True
+        yield captured
     finally:
         del head.forward

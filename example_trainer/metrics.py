@@ -140,6 +140,9 @@ def step_metrics(
         "grad_norm": grad_norm,
         "lr": lr,
         "trained_tokens": int(s["tokens"]),
+        # sequences whose ratio is against the current policy: they came without inference logprobs
+        # (or use_inference_logprobs is off)
+        "on_policy_sequences": int(s.get("on_policy_seqs", 0)),
         "tokens_per_s": s["seq_tokens"] / max(step_time, 1e-9),
         "step_time_s": step_time,
         "batch_wait_s": wait_time,

@@ -24,6 +24,7 @@ import torch
 from atroposlib.errors import ConfigError, ModelLoadError
 from atroposlib.utils.hf_compat import dtype_kwargs
 from example_trainer.distributed import DistInfo, shard_model
+from example_trainer.logprobs import inspect_output_head
 from example_trainer.precision import Precision
 
 log = logging.getLogger("atropos-grpo")
@@ -105,6 +106,7 @@ def load_reference(
     """The frozen reference model for the KL term, in the compute dtype, sharded like the policy."""
     ref, _ = load_policy(path, precision.compute, device)
     ref.eval().requires_grad_(False)
+    inspect_output_head(ref)  # the chunked head's probe, before sharding makes it a collective
     if info.enabled and parallel == "fsdp":
         shard_model(ref, info, device)
         log.info("reference model sharded with FSDP2 over %d ranks", info.world_size)

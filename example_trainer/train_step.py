@@ -7,13 +7,22 @@ For each length-sorted micro-batch of this rank's share of the batch (a padded-t
    mixed-precision policy, or plain fp32), the model's output embedding swapped for the chunked
    sampled-token head (``logprobs.py``), so no ``[tokens, vocab]`` logits exist; the logits are divided
    by each sequence's temperature (``--temperature`` or the group's ``generation_params``);
-2. the policy loss (``losses.py``) plus the optional k3 KL to a reference model (its own chunked forward,
-   no gradient) and the top-k distillation term, all with the same per-token weights, so each is
-   aggregated the same way (token, sequence or constant);
+2. the policy loss (``losses.py``) plus the optional k3 KL to a reference and the top-k distillation
+   term, all with the same per-token weights, so each is aggregated the same way (token, sequence or
+   constant). The ratio's behaviour policy is each sequence's inference logprobs; a sequence that sent
+   none is on-policy (counted in ``on_policy_seqs``) without changing the others. The KL's reference is
+   each sequence's ``ref_logprobs`` when the batch carries them, else the reference model's chunked
+   forward (no gradient), which is skipped for micro-batches whose every sequence carries them;
 3. backward of ``loss * world_size / normaliser(whole batch)`` outside autocast.
 
 A rank whose share of a micro-batch is empty runs a zero-loss forward/backward of one pad token (and a
-reference forward), so every rank joins the same DDP/FSDP collectives.
+reference forward when the step needs one), so every rank joins the same DDP/FSDP collectives. Under
+FSDP the (sharded) reference model's forward is a collective too, so there it runs for every
+micro-batch of a step in which any sequence lacks ``ref_logprobs``.
+
+Before any forward, ``check_batch`` refuses with one line (on every rank alike, since every rank holds
+the whole batch) a token or distillation id outside the model's vocabulary, and a KL term with neither
+a reference model nor ``ref_logprobs``.
 """
 
 from __future__ import annotations
@@ -23,10 +32,11 @@ from typing import Optional
 
 import torch
 
+from atroposlib.errors import ConfigError, SchemaError
 from example_trainer.batching import FlatBatch, MicroBatch, collate, split_micro_batches
 from example_trainer.config import TrainingConfig
 from example_trainer.distributed import DistInfo, all_reduce_sums
-from example_trainer.logprobs import full_vocab_logprobs, sampled_token_head
+from example_trainer.logprobs import full_vocab_logprobs, output_vocab_size, sampled_token_head
 from example_trainer.losses import (
     distill_from_logprobs,
     kl_k3,
@@ -48,9 +58,9 @@ def forward_logprobs(
     """``[B, T, K]`` fp32 log-probabilities of ``ids`` (chunked head when ``chunk_tokens`` > 0 and the
     model allows it, else the full-vocabulary path)."""
     if chunk_tokens > 0:
-        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as swapped:
-            if swapped:
-                return model(**_inputs(mb)).logits
+        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as head:
+            if head is not None:
+                return head.result(model(**_inputs(mb)).logits)
     logits = model(**_inputs(mb)).logits
     return full_vocab_logprobs(logits, ids, mb.inv_temperature)
 
@@ -63,6 +73,32 @@ def _reference_logprobs(
     if hasattr(ref_model, "reshard"):  # FSDP2 keeps a root's gathered weights until a backward
         ref_model.reshard()
     return out
+
+
+def check_batch(
+    flat: FlatBatch, cfg: TrainingConfig, vocab_size: Optional[int], has_ref_model: bool
+) -> None:
+    """Refuse what would otherwise crash inside a forward or gather, naming the bad value."""
+    for i, s in enumerate(flat.sequences):
+        if vocab_size is not None and s.tokens and max(s.tokens) >= vocab_size:
+            pos = next(t for t, tok in enumerate(s.tokens) if tok >= vocab_size)
+            raise SchemaError(
+                f"sequence {i}: token id {s.tokens[pos]} at position {pos} is outside the model's "
+                f"vocabulary (size {vocab_size})"
+            )
+        if cfg.distill_coef > 0 and vocab_size is not None and s.distill_ids is not None:
+            for t, row in enumerate(s.distill_ids):
+                bad = [d for d in row if d >= vocab_size]
+                if bad:
+                    raise SchemaError(
+                        f"sequence {i}: distill_token_ids id {bad[0]} at position {t} is outside the "
+                        f"model's vocabulary (size {vocab_size})"
+                    )
+        if cfg.kl_coef > 0 and not has_ref_model and s.ref_logprobs is None:
+            raise ConfigError(
+                f"kl_coef {cfg.kl_coef:g}: sequence {i} carries no ref_logprobs and no reference model "
+                "is loaded; send ref_logprobs with every group or train with a reference model"
+            )
 
 
 def _dummy_pass(
@@ -98,7 +134,13 @@ def train_step(
     seqs = flat.sequences
     n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
     norm = normaliser_for(cfg.aggregation, n_tokens, len(seqs), cfg.seq_len)
-    use_ref = ref_model is not None and cfg.kl_coef > 0
+    check_batch(flat, cfg, output_vocab_size(model), ref_model is not None)
+    # a reference forward is needed only for sequences without ref_logprobs; a sharded (FSDP)
+    # reference runs in lock-step on every rank, so there the whole step decides
+    ref_step = (
+        cfg.kl_coef > 0 and ref_model is not None and any(s.ref_logprobs is None for s in seqs)
+    )
+    lockstep = info.enabled and cfg.parallel == "fsdp"
     # the same global micro-batches on every rank (DDP needs equal counts), each split across ranks
     micro = split_micro_batches(
         seqs,
@@ -108,26 +150,43 @@ def train_step(
     stats: dict[str, float] = dict.fromkeys(
         ("loss", "kl", "distill", "tokens", "clipped", "ratio_sum", "abs_delta_sum"), 0.0
     )
-    stats.update(mismatch_kl_sum=0.0, ratio_max=0.0, ratio_min=float("inf"), seq_tokens=0.0)
+    stats.update(
+        mismatch_kl_sum=0.0,
+        ratio_max=0.0,
+        ratio_min=float("inf"),
+        seq_tokens=0.0,
+        on_policy_seqs=0.0,
+    )
     for i, global_mb in enumerate(micro):
         local = global_mb[info.rank :: info.world_size]
         sync = i == len(micro) - 1
         no_sync = info.enabled and not sync and hasattr(model, "no_sync")
         with model.no_sync() if no_sync else contextlib.nullcontext():
             if not local:
-                ref = ref_model if use_ref else None
+                ref = ref_model if (ref_step and lockstep) else None
                 _dummy_pass(model, ref, device, pad_id, autocast_context(precision, device))
                 continue
             mb = collate(local, pad_id=pad_id).to(device)
+            needs_ref = any(s.ref_logprobs is None for s in local)
+            run_ref = ref_step and (lockstep or needs_ref)
             with autocast_context(precision, device):
-                loss, parts_stats, kl, distill = _micro_batch_loss(model, ref_model, mb, cfg)
+                loss, parts_stats, kl, distill = _micro_batch_loss(
+                    model, ref_model if run_ref else None, mb, cfg
+                )
             # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
             (loss * info.world_size / norm).backward()
         stats["loss"] += float(loss.detach()) / norm
         stats["kl"] += kl / norm
         stats["distill"] += distill / norm
         stats["seq_tokens"] += float(mb.attention_mask.sum())
-        for k in ("tokens", "clipped", "ratio_sum", "abs_delta_sum", "mismatch_kl_sum"):
+        for k in (
+            "tokens",
+            "clipped",
+            "ratio_sum",
+            "abs_delta_sum",
+            "mismatch_kl_sum",
+            "on_policy_seqs",
+        ):
             stats[k] += parts_stats[k]
         stats["ratio_max"] = max(stats["ratio_max"], parts_stats["ratio_max"])
         stats["ratio_min"] = min(stats["ratio_min"], parts_stats["ratio_min"])
@@ -140,7 +199,9 @@ def _micro_batch_loss(
     mb: MicroBatch,
     cfg: TrainingConfig,
 ) -> tuple[torch.Tensor, dict[str, float], float, float]:
-    """Summed loss of one micro-batch, the policy statistics, and the summed KL / distill values."""
+    """Summed loss of one micro-batch, the policy statistics, and the summed KL / distill values.
+
+    ``ref_model``: given when the reference forward is to run (for the rows without ``ref_logprobs``)."""
     distill = cfg.distill_coef > 0 and mb.distill_ids is not None
     ids = mb.targets.unsqueeze(-1)
     if distill:
@@ -150,9 +211,15 @@ def _micro_batch_loss(
     lps = forward_logprobs(model, mb, ids, cfg.logprob_chunk_tokens)
     lp = lps[..., 0]
     weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
+    behaviour = None  # on-policy: the ratio against the detached current policy
+    on_policy = float(lp.shape[0])
+    if cfg.use_inference_logprobs and mb.inf_logprobs is not None:
+        # per sequence: a row without inference logprobs is on-policy, the others keep theirs
+        behaviour = torch.where(mb.inf_present[:, None], mb.inf_logprobs, lp.detach())
+        on_policy = float((~mb.inf_present).sum())
     parts = policy_loss(
         lp,
-        mb.inf_logprobs if cfg.use_inference_logprobs else None,
+        behaviour,
         mb.advantages,
         mb.mask,
         loss_type=cfg.loss_type,
@@ -161,15 +228,16 @@ def _micro_batch_loss(
         tis_cap=cfg.tis_cap,
         weights=weights,
     )
+    parts.stats["on_policy_seqs"] = on_policy
     loss = parts.loss_sum
     kl_value = distill_value = 0.0
     if cfg.kl_coef > 0:
-        computed = (
-            _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens)
-            if ref_model is not None
-            else None
-        )
-        ref = mb.ref_logprobs if mb.ref_logprobs is not None else computed
+        ref = mb.ref_logprobs
+        if ref_model is not None:
+            computed = _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens)
+            ref = computed if ref is None else torch.where(mb.ref_present[:, None], ref, computed)
+        elif ref is None or not bool(mb.ref_present.all()):  # check_batch refuses this earlier
+            raise ConfigError("kl_coef > 0: a micro-batch has neither ref_logprobs nor a reference")
         kl = kl_k3(lp, ref, mb.mask, weights)
         loss = loss + cfg.kl_coef * kl
         kl_value = float(kl.detach())

@@ -18,7 +18,10 @@ Which routes a server takes is its backend's business: the strategies ask
 or what ``probe_server_type`` finds when it is ``auto``).
 
 Each refresh returns the policy version (the trainer step) it published, plus what the server reported
-(``weights_version`` for our engine), so the metrics show which step's weights are being sampled.
+(``weights_version`` for our engine) together with the step whose weights that report is about
+(``weights_version_step``): with ``async_refresh`` the push of step N is still in flight when step N's
+metrics row is written, so that row carries the newest *completed* push's report (step N - interval),
+and the push's own log line gives its version when it lands.
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ class WeightRefresh:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
         return model
 
-    def start(self, model_path: str) -> None:
-        """Called once before the first step, with the weights the run starts from."""
+    def start(self, model_path: str, step: int = 0) -> None:
+        """Called once before the first step, with the weights the run starts from (those of
+        trainer step ``step``: 0, or the checkpoint's on resume)."""
 
     def refresh(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
@@ -123,21 +127,29 @@ class ReloadRefresh(WeightRefresh):
         self._http = httpx.Client(timeout=timeout)
         self._pool = ThreadPoolExecutor(max_workers=1) if cfg.async_refresh else None
         self._pending: Optional[Future] = None
-        self._last_version: Any = None
+        # the newest completed push: (trainer step of its weights, first server's version, seconds)
+        self._done: Optional[tuple[int, Any, float]] = None
         self.last_push_s: Optional[float] = None
 
-    def start(self, model_path: str) -> None:
+    def start(self, model_path: str, step: int = 0) -> None:
         if self.cfg.resume:  # the servers may still hold older weights than the checkpoint
-            self._push(model_path)
+            self._push(model_path, step)
 
-    def _push(self, path: str) -> list[Any]:
+    def _push(self, path: str, step: int) -> list[Any]:
         t0 = time.perf_counter()
         versions = [
             self._routes(self._http, url).reload_from_disk(self._http, url.rstrip("/"), path)
             for url in self.urls
         ]
-        self._last_version = versions[0] if versions else None
         self.last_push_s = time.perf_counter() - t0
+        self._done = (step, versions[0] if versions else None, self.last_push_s)
+        log.info(
+            "reload: step %d's weights loaded by %d server(s), weights_version %s (%.2f s)",
+            step,
+            len(versions),
+            ", ".join(str(v) for v in versions) or "-",
+            self.last_push_s,
+        )
         return versions
 
     def _wait_pending(self) -> None:
@@ -152,14 +164,17 @@ class ReloadRefresh(WeightRefresh):
         self._wait_pending()
         path = str(self._save(step, model, tokenizer, state_dict).resolve())
         if self._pool is not None:
-            self._pending = self._pool.submit(self._push, path)
+            self._pending = self._pool.submit(self._push, path, step)
         else:
-            self._push(path)
+            self._push(path, step)
+        # synchronous: this step's push; async: the newest one that has completed (None before any)
+        done_step, version, push_s = self._done if self._done is not None else (None, None, None)
         return {
             "policy_version": step,
-            "weights_version": self._last_version,
+            "weights_version": version,
+            "weights_version_step": done_step,
             "refresh_s": time.perf_counter() - t0,
-            "reload_push_s": self.last_push_s,
+            "reload_push_s": push_s,
         }
 
     def close(self) -> None:
@@ -249,7 +264,7 @@ class RestartRefresh(WeightRefresh):
                 pass
             self.proc.wait(10)
 
-    def start(self, model_path: str) -> None:
+    def start(self, model_path: str, step: int = 0) -> None:
         self._launch(model_path)
 
     def refresh(
@@ -305,7 +320,7 @@ class LoraRefresh(WeightRefresh):
         self._model = get_peft_model(model, lcfg)
         return self._model
 
-    def start(self, model_path: str) -> None:
+    def start(self, model_path: str, step: int = 0) -> None:
         if self._model is None:
             raise ConfigError("lora: prepare_model must run before start")
         self._publish(self._save(0, self._model, None, name="start"))

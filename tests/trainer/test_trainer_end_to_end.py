@@ -101,9 +101,10 @@ def test_rl_loop_through_real_services(run_api, tiny_model, tmp_path):
         assert first.wait(180) == 0, (tmp_path / "t1.log").read_text()[-3000:]
         rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == [1, 2, 3]
-        # reloads run in the background: step k reports the engine version its previous push produced
-        versions = [r["weights_version"] for r in rows[1:]]
-        assert versions == [1, 2]
+        # reloads run in the background: step k's row reports the engine version of the newest
+        # completed push, and names its step (the previous one)
+        versions = [(r["weights_version"], r["weights_version_step"]) for r in rows[1:]]
+        assert versions == [(1, 1), (2, 2)]
         health = httpx.get(engine_url + "/health").json()
         assert health["weights_version"] == 3  # one reload per step, the last one awaited at exit
         assert health["model_path"].endswith("step_0000003")

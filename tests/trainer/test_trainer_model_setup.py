@@ -76,10 +76,10 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(tiny_model):
 
 
 def _step_memory(checkpointing: bool) -> float:
-    """Peak RSS above model + grads + AdamW of one step (bench/trainer_memory.py's child process)."""
+    """Peak RSS of one optimizer step above the weights + AdamW state (bench/trainer_memory.py's child
+    process)."""
     spec = {
-        "path": "new",
-        "checkpointing": checkpointing,
+        "path": "chunked+ckpt" if checkpointing else "chunked",
         "chunk": 1024,
         "tokens": 2048,
         "seq_len": 512,
