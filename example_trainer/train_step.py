@@ -213,7 +213,7 @@ def _micro_batch_loss(
     weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
     behaviour = None  # on-policy: the ratio against the detached current policy
     on_policy = float(lp.shape[0])
-    if cfg.use_inference_logprobs and mb.inf_logprobs is not None:
+    if cfg.use_inference_logprobs and mb.inf_logprobs is not None and mb.inf_present is not None:
         # per sequence: a row without inference logprobs is on-policy, the others keep theirs
         behaviour = torch.where(mb.inf_present[:, None], mb.inf_logprobs, lp.detach())
         on_policy = float((~mb.inf_present).sum())
@@ -235,8 +235,14 @@ def _micro_batch_loss(
         ref = mb.ref_logprobs
         if ref_model is not None:
             computed = _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens)
-            ref = computed if ref is None else torch.where(mb.ref_present[:, None], ref, computed)
-        elif ref is None or not bool(mb.ref_present.all()):  # check_batch refuses this earlier
+            ref = (
+                computed
+                if ref is None or mb.ref_present is None
+                else torch.where(mb.ref_present[:, None], ref, computed)
+            )
+        elif (
+            ref is None or mb.ref_present is None or not bool(mb.ref_present.all())
+        ):  # check_batch refuses this earlier
             raise ConfigError("kl_coef > 0: a micro-batch has neither ref_logprobs nor a reference")
         kl = kl_k3(lp, ref, mb.mask, weights)
         loss = loss + cfg.kl_coef * kl
