@@ -24,8 +24,8 @@ from atroposlib.utils.settings_cli import (
     model_values,
 )
 from atroposlib.utils.yaml_config import load_yaml_mapping
+from example_trainer.losses.registry import OBJECTIVES
 
-LossType = Literal["grpo", "gspo", "cispo"]
 Aggregation = Literal["token", "sequence", "constant"]
 AdvantageMode = Literal["grpo", "mean_only"]
 RefreshMode = Literal["restart", "reload", "lora", "none"]
@@ -79,9 +79,10 @@ class TrainingConfig(BaseModel):
     seed: int = Field(0, description="Seed for torch, Python and NumPy RNGs.")
 
     # --- loss ------------------------------------------------------------------------------
-    loss_type: LossType = Field(
+    loss_type: str = Field(
         "grpo",
-        description="grpo (token ratio, clipped), gspo (sequence ratio) or cispo (clipped IS weight).",
+        description="The policy loss, one of example_trainer/losses/registry.py: grpo (token ratio, "
+        "clipped), gspo (sequence ratio) or cispo (clipped IS weight).",
     )
     aggregation: Aggregation = Field(
         "token",
@@ -241,6 +242,14 @@ class TrainingConfig(BaseModel):
         known = ["auto", *refreshable_server_types()]
         if v not in known:
             raise ValueError(f"must be one of {', '.join(known)}, not {v!r}")
+        return v
+
+    @field_validator("loss_type")
+    @classmethod
+    def _known_loss(cls, v: str) -> str:
+        """A loss registered in example_trainer/losses/registry.py."""
+        if v not in OBJECTIVES:
+            raise ValueError(f"must be one of {', '.join(OBJECTIVES)}, not {v!r}")
         return v
 
     @model_validator(mode="after")

@@ -228,3 +228,25 @@ def test_sequence_aggregation_distillation_is_a_per_sequence_mean():
     logits[..., 0] = math.log(0.25)
     full = distill_loss(logits, ids, teacher, mask, sequence_weights(mask))
     assert full.item() == pytest.approx(2 * per_tok, rel=1e-5)
+
+
+def test_a_registered_objective_is_a_loss_the_config_and_policy_loss_accept(monkeypatch):
+    """A new loss is one PolicyObjective plus one registry entry: the config accepts its name and
+    policy_loss computes with it (here: plain REINFORCE, objective A * logprobs)."""
+    from example_trainer.config import TrainingConfig
+    from example_trainer.losses.objective import ObjectiveTerms, RatioInputs
+    from example_trainer.losses.registry import OBJECTIVES
+
+    def reinforce(x: RatioInputs) -> ObjectiveTerms:
+        return ObjectiveTerms(per_token=x.advantages * x.logprobs, ratio=torch.ones_like(x.delta))
+
+    with pytest.raises(ValueError, match="must be one of grpo, gspo, cispo"):
+        TrainingConfig(model_name="m", loss_type="reinforce")
+    monkeypatch.setitem(OBJECTIVES, "reinforce", reinforce)
+    assert TrainingConfig(model_name="m", loss_type="reinforce").loss_type == "reinforce"
+    lp = _lp(0.5, 0.25)
+    adv = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    parts = policy_loss(lp, None, adv, torch.ones_like(lp), loss_type="reinforce")
+    assert parts.loss_sum.item() == pytest.approx(-(math.log(0.5) + 2 * math.log(0.25)))
+    with pytest.raises(ValueError, match="grpo, gspo, cispo"):
+        policy_loss(lp, None, adv, torch.ones_like(lp), loss_type="nope")
