@@ -9,7 +9,7 @@ The algorithm, one optimizer step per API batch:
    broadcast over the sequence's trained tokens. Groups with ``reward_status="unavailable"`` (the
    grader failed, not the policy) are dropped, never trained as 0. ``--control shuffled`` permutes the
    scores inside each group first: the control run in which the reward carries no signal.
-3. Loss (``losses.py``): the ratio r = pi_theta / mu against the *inference* logprobs mu carried in the
+3. Loss (``losses/``, one module per loss): the ratio r = pi_theta / mu against the *inference* logprobs mu carried in the
    batch (the policy that sampled, a step or two stale, with the engine's numerics), PPO clipping with
    asymmetric bounds [1 - eps_low, 1 + eps_high] (clip-higher) and truncated importance sampling (the
    unclipped branch's weight is capped at ``tis_cap``); token-level aggregation over the whole batch.
@@ -58,7 +58,7 @@ from atroposlib.errors import APIUnavailable, AtroposError
 from atroposlib.type_definitions import Registration
 from atroposlib.utils.cli import fail
 from example_trainer.batching import flatten_batch
-from example_trainer.checkpoint import load_latest, save_checkpoint, set_rng_state
+from example_trainer.checkpoint import load_latest, save_checkpoint
 from example_trainer.config import TrainingConfig, parse_config
 from example_trainer.distributed import (
     DistInfo,
@@ -67,7 +67,6 @@ from example_trainer.distributed import (
     full_model_state_dict,
     full_optimizer_state_dict,
     init_distributed,
-    load_full_optimizer_state,
     shutdown,
     unwrap,
     wrap_model,
@@ -83,6 +82,7 @@ from example_trainer.model_setup import (
     use_gradient_checkpointing,
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
+from example_trainer.resume import restore_training_state
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
@@ -190,21 +190,7 @@ def train(cfg: TrainingConfig) -> int:
     optimizer, scheduler = make_optimizer(model, cfg)
     step = 0
     if ckpt is not None:
-        step = ckpt.step
-        full_optimizer = ckpt.state.get("optimizer_format") == "full"
-        if fsdp and full_optimizer:  # every rank takes its shard of the gathered optimizer state
-            load_full_optimizer_state(model, optimizer, ckpt.state["optimizer"])
-        elif fsdp or full_optimizer:
-            log.warning(
-                "resume: optimizer moments are not restored (checkpoint written with another "
-                "--parallel setting)"
-            )
-        else:
-            optimizer.load_state_dict(ckpt.state["optimizer"])
-        if ckpt.state.get("scheduler"):
-            scheduler.load_state_dict(ckpt.state["scheduler"])
-        set_rng_state(ckpt.state["rng"])
-        log.info("resumed from %s at step %d", ckpt.path, step)
+        step = restore_training_state(ckpt, model, optimizer, scheduler, sharded=fsdp)
     shuffle_gen = (
         torch.Generator().manual_seed(cfg.seed + 7919 * step) if cfg.control == "shuffled" else None
     )
