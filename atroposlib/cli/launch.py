@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.backend == "slurm":
         from atroposlib.launch.slurm import submit
 
-        return submit(plan)
+        return submit(plan, topology_path=str(args.topology.resolve()))
     from atroposlib.launch.local import LocalRun
 
     out.mkdir(parents=True, exist_ok=True)

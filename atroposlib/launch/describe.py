@@ -38,6 +38,8 @@ def describe_plan(plan: Plan) -> str:
         lines.append(f"{c.name}: {env + ' ' if env else ''}{cmd}")
     if plan.backend == "local":
         lines.append("# ports are free loopback ports picked now; a real run picks its own")
+    else:
+        lines.append(f"# @NODEk@ is node k of the {plan.nodes}-node allocation")
     return "\n".join(lines)
 
 

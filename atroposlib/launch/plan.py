@@ -253,7 +253,7 @@ def build_plan(
                 gpus = placer.take(node, g.gpus, who)
                 p = port(node, g.port + i)
                 url = f"http://{node_host(node)}:{p}"
-                argv, extra_env = _server_command(g, p, "127.0.0.1" if local else "0.0.0.0", out)
+                argv, extra_env = _server_command(g, p, local, out)
                 if gpus or g.gpus:
                     extra_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(x) for x in gpus)
                 comps.append(
@@ -309,9 +309,11 @@ def build_plan(
 
 
 def _server_command(
-    g: InferenceSpec, port: int, host: str, out: Path
+    g: InferenceSpec, port: int, local: bool, out: Path
 ) -> tuple[list[str], dict[str, str]]:
-    """argv and extra environment of one inference server of group ``g``."""
+    """argv and extra environment of one inference server of group ``g``. vLLM runs with its own
+    Python here (``find_vllm_python``); on a cluster with the launcher's Python."""
+    host = "127.0.0.1" if local else "0.0.0.0"
     model = _subst(g.model or "", out)
     extra = [_subst(a, out) for a in g.args]
     if g.kind == "engine":
@@ -329,6 +331,7 @@ def _server_command(
             served_name=g.served_name,
             host=host,
             cuda=g.gpus > 0,
+            python=None if local else sys.executable,
             dev_mode=g.refresh,  # in-place weight reloads go through vLLM's dev-mode routes
             extra_args=(*extra, "--tensor-parallel-size", str(g.tensor_parallel)),
         )
