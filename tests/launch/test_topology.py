@@ -155,3 +155,23 @@ def test_cli_local_backend_refuses_a_multi_node_trainer(tmp_path, capsys, monkey
     data["trainer"]["nnodes"] = 2
     code, err = _cli(tmp_path, data, capsys=capsys)
     assert code == 2 and "the local backend runs on one machine" in err
+
+
+def test_resume_resumes_the_api_and_the_trainer():
+    topo = parse_topology(_demo())
+    fresh = build_plan(topo, Path("/tmp/run"), "local", gpus_here=0)
+    again = build_plan(topo, Path("/tmp/run"), "local", gpus_here=0, resume=True)
+    assert (
+        "--fresh" in fresh.by_role("api")[0].argv
+        and "--resume" not in fresh.by_role("trainer")[0].argv
+    )
+    assert (
+        "--resume" in again.by_role("api")[0].argv
+        and "--resume" in again.by_role("trainer")[0].argv
+    )
+
+
+def test_resume_needs_an_earlier_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, err = _cli(tmp_path, _demo(), "--resume", capsys=capsys)
+    assert code == 2 and "--resume: " in err and "holds no earlier run" in err
