@@ -26,6 +26,7 @@ START_ORDER: tuple[Role, ...] = ("api", "inference", "env", "trainer")
 
 
 def node_host(k: int) -> str:
+    """Node k's host in URLs: resolved by the backend (127.0.0.1 here, the k-th node in a job)."""
     return f"@NODE{k}@"
 
 
@@ -187,6 +188,9 @@ def build_plan(
         nodes = topo.cluster.nodes
         placer = _Placer(nodes, topo.cluster.gpus_per_node)
     used_ports: dict[int, set[int]] = {k: set() for k in range(nodes)}
+    # where servers listen: loopback here (and on a loopback test cluster), every interface on a cluster
+    loop = local or topo.cluster.loopback
+    bind = "127.0.0.1" if loop else "0.0.0.0"
 
     def port(node: int, wanted: int) -> int:
         if local:
@@ -219,7 +223,7 @@ def build_plan(
         raise ConfigError(f"api.node {api_node} is outside the {nodes}-node allocation")
     api_port = port(api_node, topo.api.port)
     api_url = f"http://{node_host(api_node)}:{api_port}"
-    api_argv = [py, "-m", "atroposlib.cli.run_api", "--host", "127.0.0.1" if local else "0.0.0.0"]
+    api_argv = [py, "-m", "atroposlib.cli.run_api", "--host", bind]
     api_argv += ["--port", str(api_port), "--data-dir", str(out / "api-data")]
     api_argv += ["--resume" if resume else "--fresh"]
     api_argv += flag_args(
@@ -253,7 +257,7 @@ def build_plan(
                 gpus = placer.take(node, g.gpus, who)
                 p = port(node, g.port + i)
                 url = f"http://{node_host(node)}:{p}"
-                argv, extra_env = _server_command(g, p, local, out)
+                argv, extra_env = _server_command(g, p, local, bind, out)
                 if gpus or g.gpus:
                     extra_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(x) for x in gpus)
                 comps.append(
@@ -309,11 +313,10 @@ def build_plan(
 
 
 def _server_command(
-    g: InferenceSpec, port: int, local: bool, out: Path
+    g: InferenceSpec, port: int, local: bool, host: str, out: Path
 ) -> tuple[list[str], dict[str, str]]:
-    """argv and extra environment of one inference server of group ``g``. vLLM runs with its own
-    Python here (``find_vllm_python``); on a cluster with the launcher's Python."""
-    host = "127.0.0.1" if local else "0.0.0.0"
+    """argv and extra environment of one inference server of group ``g``, listening on ``host``.
+    vLLM runs with its own Python here (``find_vllm_python``); on a cluster with the launcher's."""
     model = _subst(g.model or "", out)
     extra = [_subst(a, out) for a in g.args]
     if g.kind == "engine":

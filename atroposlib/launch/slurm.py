@@ -34,13 +34,13 @@ _HEALTH = (
 
 
 def shell_arg(arg: str) -> str:
-    """``arg`` quoted for bash, with ``@NODEk@`` turned into the job's ``$NODEk``."""
+    """``arg`` quoted for bash, with ``@NODEk@`` turned into the job's ``$HOSTk`` (node k's address)."""
     quoted = shlex.quote(arg)
     if "@NODE" not in quoted:
         return quoted
     inside = quoted.startswith("'")
     for k in range(64):
-        var = f'"$NODE{k}"'
+        var = f'"$HOST{k}"'
         quoted = quoted.replace(f"@NODE{k}@", f"'{var}'" if inside else var)
     return quoted
 
@@ -51,7 +51,8 @@ def _cmd(argv: list[str]) -> str:
 
 def _srun(plan: Plan, c: Component) -> str:
     nodes = ",".join(f"$NODE{k}" for k in c.nodes)
-    parts = ["srun", "--overlap", f"--nodes={len(c.nodes)}", "--ntasks-per-node=1"]
+    parts = ["srun", "--overlap", f"--job-name={c.name}", f"--nodes={len(c.nodes)}"]
+    parts.append("--ntasks-per-node=1")
     parts += [
         f'--nodelist="{nodes}"',
         f"--output={shell_arg(str(plan.out / c.log))}",
@@ -93,6 +94,11 @@ def render_sbatch(plan: Plan) -> str:
         f"export PYTHONPATH={shell_arg(_package_root())}${{PYTHONPATH:+:$PYTHONPATH}}",
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         *(f'NODE{k}="${{NODES[{k}]}}"' for k in range(plan.nodes)),
+        *(
+            ["HOST0=127.0.0.1  # cluster.loopback: everything on this host's loopback"]
+            if topo.cluster.loopback
+            else [f'HOST{k}="$NODE{k}"' for k in range(plan.nodes)]
+        ),
         f"OUT={out}",
         'mkdir -p "$OUT/logs"; rm -f "$OUT/.stopping"',
         f'ln -sfn {shell_arg(str(plan.metrics_source))} "$OUT/metrics.jsonl"  # the trainer\'s metrics',
@@ -115,14 +121,20 @@ def render_sbatch(plan: Plan) -> str:
         "  done",
         "}",
         "declare -A PIDS",
+        "stop_one() {  # NAME: SIGTERM to the tasks of its step (a signalled step launcher cancels them), then wait",
+        "  local pid=${PIDS[$1]} t=0",
+        '  for id in $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | awk -v n="$1" \'$2 == n {print $1}\'); do',
+        '    scancel -s TERM "$id" 2>/dev/null',
+        "  done",
+        f'  while kill -0 "$pid" 2>/dev/null && (( t < {int(sup.stop_timeout_s * 5)} )); do sleep 0.2; t=$((t + 1)); done',
+        '  pkill -TERM -P "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null',
+        "}",
         "stop_all() {  # trainer, env workers, inference servers, API last",
         '  touch "$OUT/.stopping"',
         "  for role in trainer env inference api; do",
         '    for name in "${!PIDS[@]}"; do',
-        "      [[ $name == $role* ]] || continue",
-        '      pkill -TERM -P "${PIDS[$name]}" 2>/dev/null; kill -TERM "${PIDS[$name]}" 2>/dev/null',
+        '      [[ $name == $role* ]] && stop_one "$name"',
         "    done",
-        "    sleep 1",
         "  done",
         "  wait",
         "}",
@@ -158,7 +170,7 @@ def render_sbatch(plan: Plan) -> str:
 
 def _comment_url(url: str) -> str:
     for k in range(64):
-        url = url.replace(f"@NODE{k}@", f"$NODE{k}")
+        url = url.replace(f"@NODE{k}@", f"$HOST{k}")
     return url
 
 

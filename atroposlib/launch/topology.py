@@ -159,6 +159,17 @@ class ClusterSpec(_Strict):
     time: Optional[str] = Field(None, description="SLURM time limit, e.g. 04:00:00.")
     sbatch: list[str] = Field([], description="Extra #SBATCH lines (without the prefix).")
     setup: list[str] = Field([], description="Shell lines run first in the job (module load ...).")
+    loopback: bool = Field(
+        False,
+        description="One-node allocations: listen on and address 127.0.0.1 instead of the node's "
+        "name on every interface (test clusters on one host).",
+    )
+
+    @model_validator(mode="after")
+    def _loopback_is_one_node(self) -> ClusterSpec:
+        if self.loopback and self.nodes != 1:
+            raise ValueError("loopback needs nodes: 1")
+        return self
 
 
 class Topology(_Strict):

@@ -58,8 +58,8 @@ def test_slurm_dry_run_is_one_allocation_of_overlapping_steps(tmp_path, capsys, 
     trainer = next(s for s in steps if "trainer.log" in s)
     assert '--nodelist="$NODE1"' in trainer and "--nproc-per-node 8" in trainer
     assert (
-        '--api-url http://"$NODE0":8000' in trainer
-        and '--inference-urls http://"$NODE0":9001' in trainer
+        '--api-url http://"$HOST0":8000' in trainer
+        and '--inference-urls http://"$HOST0":9001' in trainer
     )
     assert (
         script.index("PIDS[api]")
@@ -84,7 +84,7 @@ def test_slurm_multi_node_trainer_uses_rendezvous(tmp_path, capsys, monkeypatch)
     script = _dry(capsys, topo, tmp_path / "run", "--backend", "slurm")
     trainer = next(s for s in script.splitlines() if "trainer.log" in s)
     assert "--nodes=2" in trainer and '--nodelist="$NODE1,$NODE2"' in trainer
-    assert "--rdzv-backend c10d" in trainer and '--rdzv-endpoint "$NODE1":29500' in trainer
+    assert "--rdzv-backend c10d" in trainer and '--rdzv-endpoint "$HOST1":29500' in trainer
 
 
 def test_slurm_without_sbatch_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
