@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -191,6 +192,18 @@ def _stop(args: argparse.Namespace) -> int:
     from atroposlib.launch.state import launcher_alive, read_state
 
     state = read_state(args.dir)
+    if state.get("backend") == "slurm":  # the batch script's trap stops the steps in order
+        job = str(state.get("job_id"))
+        scancel = shutil.which("scancel")
+        if scancel is None:
+            return fail(PROG, f"scancel is not on PATH: cannot stop SLURM job {job}")
+        done = subprocess.run(
+            [scancel, "--batch", "-s", "TERM", job], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            return fail(PROG, f"scancel {job}: {done.stderr.strip() or 'failed'}", code=1)
+        print(f"[launch] sent SIGTERM to job {job}: it stops trainer, envs, inference, API last")
+        return 0
     pid = launcher_alive(state)
     if pid is not None:
         os.kill(pid, signal.SIGTERM)  # the launcher stops its components in order

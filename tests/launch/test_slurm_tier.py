@@ -202,3 +202,57 @@ def test_the_cpu_demo_topology_runs_as_one_slurm_job(tmp_path, slurm):
         text=True,
     )
     assert status.returncode == 0 and f"job {job}" in status.stdout
+
+
+def test_stop_ends_a_slurm_job_in_order_and_leaves_nothing(tmp_path, slurm):
+    run = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "atroposlib.cli.launch",
+        "run",
+        str(DEMO),
+        "--backend",
+        "slurm",
+        "--out",
+        str(run),
+        "--set",
+        "cluster.loopback=true",
+        "--set",
+        f"api.port={free_port()}",
+        "--set",
+        f"inference.0.port={free_port()}",
+        "--set",
+        "prepare.0.argv.5=5",
+        "--set",
+        "trainer.flags.training_steps=1000",
+        "--set",
+        "trainer.flags.batch_size=8",
+        "--set",
+        "envs.0.flags.env.group_size=4",
+    ]
+    env = dict(slurm, PYTHONPATH=str(REPO))
+    assert subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=60).returncode == 0
+    job = json.loads((run / "launch-state.json").read_text())["job_id"]
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and not (run / "metrics.jsonl").exists():
+        time.sleep(0.5)
+    assert (run / "metrics.jsonl").exists(), "the trainer never reached a step"
+    stop = subprocess.run(
+        [sys.executable, "-m", "atroposlib.cli.launch", "stop", str(run)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stop.returncode == 0 and f"sent SIGTERM to job {job}" in stop.stdout
+    while time.monotonic() < deadline and _job_state(slurm, job)[0] in (
+        "RUNNING",
+        "COMPLETING",
+        "PENDING",
+    ):
+        time.sleep(0.5)
+    assert _job_state(slurm, job)[0] not in ("RUNNING", "COMPLETING", "PENDING")
+    assert "received SIGTERM" in (run / "logs" / "env-arithmetic-0.log").read_text()
+    assert not _ours_running(run)
