@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import sys
 import time
@@ -31,16 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.utils.cli import fail
-from atroposlib.utils.net import free_port, wait_for_http
-from example_trainer.demo_servers import (
-    Services,
-    follow,
-    inference_command,
-    merged_env,
-    peek_groups,
-    refresh_times,
-    vllm_missing,
-)
+from example_trainer.demo_servers import peek_groups, refresh_times, vllm_missing
 
 REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
@@ -110,61 +100,98 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _child_settings(threads: int) -> dict[str, str]:
+    """The environment variables every demo process gets: offline, quiet, ``threads`` threads."""
+    return {
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": str(threads),
+        "TRANSFORMERS_VERBOSITY": "error",
+    }
+
+
 def _child_env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        WANDB_MODE="disabled",
-        TOKENIZERS_PARALLELISM="false",
-        OMP_NUM_THREADS=str(threads),
-        TRANSFORMERS_VERBOSITY="error",
-        PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-    )
+    env.update(_child_settings(threads))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 
 def prepare_model(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Build the tiny model and run the supervised warm-up; returns the paths and greedy accuracy."""
-    import torch
-    from transformers.utils import logging as hf_logging
+    from example_trainer.demo_model import prepare
 
-    from atroposlib.inference.tiny_model import build_tiny_model
-    from example_trainer.arithmetic_task import all_problems, make_problem, score_completion
-    from example_trainer.warmup import greedy_accuracy, sft_warmup
+    return prepare(out / "model", args.warmup_sft_steps, args.seed, args.threads)
 
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    torch.set_num_threads(max(1, args.threads))
-    base = build_tiny_model(out / "model" / "base", seed=args.seed)
 
-    def gold(rng: random.Random, n: int):
-        return [(p.prompt, p.answer) for p in (make_problem(rng) for _ in range(n))]
+def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
+    """The demo as a launch topology (the same one configs/launch/demo_cpu.yaml describes, with the
+    demo's flags filled in): run-api, the inference server, the arithmetic env and the trainer."""
+    from atroposlib.launch.topology import parse_topology
 
-    t0 = time.perf_counter()
-    warm = sft_warmup(
-        base, out / "model" / "warm", gold, steps=args.warmup_sft_steps, seed=args.seed
-    )
-    acc = greedy_accuracy(warm, all_problems(), score_completion)
-    from safetensors import safe_open
-
-    with safe_open(str(warm / "model.safetensors"), "pt") as f:
-        n_params = sum(_prod(f.get_slice(k).get_shape()) for k in f.keys())
-    return {
-        "base": base,
-        "warm": warm,
-        "warm_acc": acc,
-        "warm_s": time.perf_counter() - t0,
-        "n_params": n_params,
+    model = str(model_dir)
+    if args.inference == "vllm":
+        server: dict[str, Any] = {"kind": "vllm", "args": ["--max-model-len", "256"]}
+    else:
+        server = {
+            "kind": "engine",
+            "args": ["--torch-threads", str(args.threads), "--batch-window-ms", "10"],
+        }
+    env = {
+        k: v
+        for k, v in _child_env(args.threads).items()
+        if k not in os.environ or k == "PYTHONPATH" or os.environ[k] != v
     }
-
-
-def _prod(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
+    env.pop("PYTHONPATH", None)  # the launcher puts this checkout first
+    if args.inference == "vllm":
+        env["VLLM_CACHE_ROOT"] = str(out / "vllm-cache")
+    return parse_topology(
+        {
+            "name": "demo",
+            "env": env,
+            "inference": [{"name": "engine", "model": model, "served_name": "policy", **server}],
+            "envs": [
+                {
+                    "name": "arithmetic",
+                    "file": str(ENV_FILE),
+                    "flags": {
+                        "env": {
+                            "tokenizer_name": model,
+                            "group_size": args.group_size,
+                            "max_batches_offpolicy": 1,
+                            "total_steps": args.steps,
+                            "seed": args.seed,
+                            "spool_dir": str(out / "spool"),
+                            "max_num_workers": args.prompts_per_step // 2,
+                        },
+                        "openai": {"api_key": "x", "model_name": "policy", "server_type": "vllm"},
+                    },
+                }
+            ],
+            "trainer": {
+                "flags": {
+                    "model_name": model,
+                    "weight_refresh": "reload",
+                    "vllm_restart_interval": 1,
+                    "training_steps": args.steps,
+                    "batch_size": args.prompts_per_step * args.group_size,
+                    "seq_len": 64,
+                    "lr": args.lr,
+                    "save_path": str(out / "trainer"),
+                    "torch_threads": args.threads,
+                    "control": args.control,
+                    "seed": args.seed,
+                    "device": "cpu",
+                }
+            },
+            # the demo is a short, watched run: a crash stops it (nothing is restarted)
+            "supervision": {"max_restarts": 0},
+        },
+        source="atropos-demo",
+    )
 
 
 def env_command(
@@ -275,6 +302,12 @@ def reward_change(values: list[float], k: int = 50) -> tuple[float, float, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The demo: warm up a model here, then run the demo topology through the launcher's local
+    backend (the code path ``atropos-launch run`` uses) and write the report."""
+    from atroposlib.launch.local import LocalRun
+    from atroposlib.launch.plan import build_plan
+    from example_trainer.metrics import read_metrics
+
     out: Path = args.out
     if args.control == "shuffled" and out == REPO / "runs" / "demo":
         out = REPO / "runs" / "demo-control"
@@ -289,41 +322,64 @@ def run(args: argparse.Namespace) -> int:
         f"[demo] warm-up done in {prep['warm_s']:.1f}s: greedy accuracy {prep['warm_acc']:.2f}",
         flush=True,
     )
+    plan = build_plan(demo_topology(args, prep["warm"], out), out, "local", gpus_here=0)
+    runner = LocalRun(plan, topology_path="atropos-demo", say=lambda line: None)
+    watch = _Watch(runner, args.steps)
+    code = runner.run(on_tick=watch.tick)
+    if watch.tty:
+        print(flush=True)
+    if code != 0:
+        failed = next((p.comp for p in runner.procs if p.state == "failed"), None)
+        tail = _tail(out / failed.log) if failed is not None else ""
+        raise SystemExit(f"[demo] {runner.message or 'stopped'}:\n{tail}")
+    rows = read_metrics(plan.metrics_source)
+    loop_s = time.perf_counter() - (watch.t_loop or t_start)
+    return write_report(
+        out, args, prep, rows, watch.early, watch.late, loop_s, time.perf_counter() - t_start
+    )
 
-    svc = Services(out / "logs")
-    env = _child_env(args.threads)
-    api_port, engine_port = free_port(), free_port()
-    api_url, engine_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{engine_port}"
-    trainer_dir = out / "trainer"
-    try:
-        svc.start("run-api", api_command(api_port, out / "api-data"), env)
-        argv, server_env = inference_command(
-            args.inference, prep["warm"], engine_port, args.threads, out / "vllm-cache"
-        )
-        svc.start("engine", argv, merged_env(env, server_env))
-        wait_for_http(api_url + "/health", timeout=120, proc=svc.procs["run-api"])
-        wait_for_http(engine_url + "/health", timeout=600, proc=svc.procs["engine"])
-        svc.start(
-            "trainer",
-            trainer_command(args, prep["warm"], api_url, engine_url, trainer_dir, "cpu"),
-            env,
-        )
-        svc.start("env", env_command(args, api_url, engine_url, prep["warm"], out), env)
-        t_loop = time.perf_counter()
-        early: list[dict[str, Any]] = []
 
-        def snapshot_early(
-            step: int,
-        ) -> None:  # the API keeps only recent groups: read early ones now
-            if not early and step >= 3:
-                early.extend(peek_groups(api_url, after=0))
+def _tail(path: Path, n: int = 15) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
 
-        rows = follow(svc, trainer_dir / "metrics.jsonl", args.steps, on_step=snapshot_early)
-        loop_s = time.perf_counter() - t_loop
-        late = peek_groups(api_url, after=None)
-    finally:
-        svc.stop_all()
-    return write_report(out, args, prep, rows, early, late, loop_s, time.perf_counter() - t_start)
+
+class _Watch:
+    """The demo's live line (step, reward, tokens/s), and sampled groups read from the API early in
+    the run and once the trainer has finished (before the launcher stops the API)."""
+
+    def __init__(self, runner: Any, steps: int) -> None:
+        self.runner, self.steps = runner, steps
+        self.tty = sys.stdout.isatty()
+        self.shown = self.bucket = 0
+        self.t_loop: Optional[float] = None
+        self.early: list[dict[str, Any]] = []
+        self.late: list[dict[str, Any]] = []
+        self.late_taken = False
+
+    def tick(self, runner: Any) -> None:
+        from example_trainer.metrics import read_metrics
+
+        if self.t_loop is None:
+            self.t_loop = time.perf_counter()
+        rows = read_metrics(runner.plan.metrics_source)
+        if rows and rows[-1]["step"] != self.shown:
+            m = rows[-1]
+            self.shown = m["step"]
+            if not self.early and self.shown >= 3:  # the API keeps only recent groups
+                self.early.extend(peek_groups(runner.api_url, after=0))
+            line = (
+                f"[demo] step {m['step']:>4}/{self.steps}  reward {m.get('reward_mean') or 0:.3f}  "
+                f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}"
+            )
+            if self.tty:
+                print("\r" + line, end="", flush=True)
+            elif self.shown // 25 > self.bucket or self.shown == self.steps:  # one line per 25
+                self.bucket = self.shown // 25
+                print(line, flush=True)
+        trainer = runner.proc("trainer")
+        if not self.late_taken and trainer is not None and trainer.poll() == 0:
+            self.late_taken = True
+            self.late.extend(peek_groups(runner.api_url, after=None))
 
 
 def write_report(

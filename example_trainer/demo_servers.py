@@ -1,4 +1,6 @@
-"""The demo's child processes (``Services``, ``follow``) and its inference server: our CPU engine (default) or a real vLLM server (``--inference vllm``).
+"""Pieces the demo and bench/gpu_check.py share: ``Services`` (child processes, used by the GPU check;
+the demo itself runs through the launcher's local backend), ``peek_groups``, and the inference server
+command: our CPU engine (default) or a real vLLM server (``--inference vllm``).
 
 Both serve the policy as ``policy`` on loopback and take the trainer's weights in place after every step
 (``--weight-refresh reload``): our engine through ``/update_weights_from_disk``, vLLM through its dev-mode
@@ -11,8 +13,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -65,47 +65,6 @@ class Services:
     def stop_all(self) -> None:
         for name in list(self.procs)[::-1]:
             self.stop(name)
-
-
-def follow(
-    svc: Services, metrics_path: Path, steps: int, on_step: Optional[Callable[[int], None]] = None
-) -> list[dict[str, Any]]:
-    """Re-print the trainer's progress until it finishes; abort if any service dies."""
-    from example_trainer.metrics import read_metrics
-
-    tty = sys.stdout.isatty()
-    shown = printed_bucket = 0
-    while True:
-        time.sleep(0.5)
-        rows = read_metrics(metrics_path)
-        if rows and rows[-1]["step"] != shown:
-            m = rows[-1]
-            shown = m["step"]
-            if on_step is not None:
-                on_step(shown)
-            line = (
-                f"[demo] step {m['step']:>4}/{steps}  reward {m.get('reward_mean') or 0:.3f}  "
-                f"tokens/s {m.get('tokens_per_s', 0):6.0f}  lag {m.get('policy_lag') or 0:.1f}"
-            )
-            if tty:
-                print("\r" + line, end="", flush=True)
-            elif (
-                shown // 25 > printed_bucket or shown == steps
-            ):  # a plain log: one line per 25 steps
-                printed_bucket = shown // 25
-                print(line, flush=True)
-        trainer = svc.procs["trainer"]
-        if trainer.poll() is not None:
-            if tty:
-                print(flush=True)
-            if trainer.returncode != 0:
-                raise SystemExit(
-                    f"[demo] trainer failed (exit {trainer.returncode}):\n{svc.tail('trainer')}"
-                )
-            return read_metrics(metrics_path)
-        dead = svc.dead()
-        if dead:
-            raise SystemExit(f"[demo] {dead} exited unexpectedly:\n{svc.tail(dead)}")
 
 
 def peek_groups(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
@@ -162,14 +121,6 @@ def inference_command(
     return argv, {}
 
 
-def merged_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
-    """``base`` plus ``extra``; a PYTHONPATH in ``extra`` goes in front of the one in ``base``."""
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = v + ":" + base[k] if k == "PYTHONPATH" and base.get(k) else v
-    return out
-
-
 def refresh_times(rows: list[dict[str, Any]]) -> str:
     """A one-line summary of the trainer's refresh timings (save + hand-off, and the server's load)."""
     save = [r["refresh_s"] for r in rows if r.get("refresh_s") is not None]
@@ -186,7 +137,7 @@ __all__ = [
     "SERVED_NAME",
     "Services",
     "inference_command",
-    "merged_env",
+    "peek_groups",
     "refresh_times",
     "vllm_missing",
 ]

@@ -1,0 +1,32 @@
+"""Reading the trainer's ``metrics.jsonl`` (one JSON object per step) from the launcher's side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every complete row of ``path`` (a half-written last line is left out)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def last_step(path: Path) -> Optional[dict[str, Any]]:
+    rows = read_rows(path)
+    return rows[-1] if rows else None
+
+
+__all__ = ["last_step", "read_rows"]

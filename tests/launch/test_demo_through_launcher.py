@@ -1,0 +1,85 @@
+"""``atropos-demo`` is a topology run through the local backend: its topology carries the demo's flags,
+and a short real demo run leaves the launcher's state file and logs beside the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atroposlib.launch.plan import build_plan
+from example_trainer.demo import demo_topology, parse_args
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _arg(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_the_demo_topology_carries_the_demo_flags(tmp_path):
+    args = parse_args(
+        ["--steps", "7", "--prompts-per-step", "6", "--group-size", "3", "--control", "shuffled"]
+    )
+    plan = build_plan(
+        demo_topology(args, tmp_path / "warm", tmp_path), tmp_path, "local", gpus_here=0
+    )
+    assert [c.name for c in plan.components] == [
+        "api",
+        "inference-engine-0",
+        "env-arithmetic-0",
+        "trainer",
+    ]
+    env = plan.by_role("env")[0].argv
+    assert _arg(env, "--env.total_steps") == "7" and _arg(env, "--env.group_size") == "3"
+    assert (
+        _arg(env, "--env.max_num_workers") == "3" and _arg(env, "--openai.model_name") == "policy"
+    )
+    trainer = plan.by_role("trainer")[0].argv
+    assert _arg(trainer, "--batch-size") == "18" and _arg(trainer, "--control") == "shuffled"
+    assert _arg(trainer, "--save-path") == str(tmp_path / "trainer")
+    assert _arg(trainer, "--inference-urls") == plan.by_role("inference")[0].url
+    assert plan.topology.supervision.max_restarts == 0  # a crash in the demo stops it
+
+
+@pytest.mark.slow
+def test_a_short_demo_runs_through_the_launcher(tmp_path):
+    out = tmp_path / "demo"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "example_trainer.demo",
+            "--out",
+            str(out),
+            "--steps",
+            "3",
+            "--prompts-per-step",
+            "2",
+            "--group-size",
+            "4",
+            "--warmup-sft-steps",
+            "5",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[demo] step    3/3" in done.stdout and "[demo] report:" in done.stdout
+    assert "[launch]" not in done.stdout  # the demo prints its own lines only
+    state = json.loads((out / "launch-state.json").read_text())
+    assert state["state"] == "finished" and state["topology"] == "atropos-demo"
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [
+        1,
+        2,
+        3,
+    ]
+    for name in ("summary.txt", "reward_curve.png", "rollouts.html", "logs/trainer.log"):
+        assert (out / name).exists()
