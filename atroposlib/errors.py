@@ -72,6 +72,11 @@ class InferenceRejected(InferenceError):
         return self.status_code in self.PERMANENT_STATUSES
 
 
+class PromptTooLong(AtroposError, ValueError):
+    """A prompt leaves no room for an answer within ``max_token_length``: that item cannot be asked
+    as it is (an evaluation skips and counts it; see ``atroposlib.runtime.eval_items``)."""
+
+
 class RunFailed(AtroposError):
     """A command ran but could not do its job (nothing produced, every attempt failed, a permanent
     error); the message is the one-line summary the CLI prints before exiting non-zero."""
@@ -100,6 +105,7 @@ __all__ = [
     "InferenceRejected",
     "InferenceUnavailable",
     "ModelLoadError",
+    "PromptTooLong",
     "RewardUnavailable",
     "RunFailed",
     "SchemaError",

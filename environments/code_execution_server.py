@@ -19,7 +19,7 @@ import random
 from itertools import cycle
 
 from envkit.chat import chat, system_prompt, transcript
-from envkit.evaluation import greedy_answer, report_eval
+from envkit.evaluation import evaluate_items, greedy_answer, report_eval
 from envkit.humaneval import build_program, load_problems
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.sandbox import SandboxLimits, SandboxResult, run_python
@@ -95,12 +95,12 @@ class CodeExecutionEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        passed = 0
-        for problem in self.test:
+        async def passes(problem: Item) -> bool:
             answer = await greedy_answer(self, self.prompt(problem))
-            result = await self.run_tests(problem, answer)
-            passed += result.status == "passed"
-        await report_eval(self, {"eval/pass@1": passed / len(self.test)}, task_name="humaneval")
+            return (await self.run_tests(problem, answer)).status == "passed"
+
+        passed = await evaluate_items(self, self.test, passes)
+        await report_eval(self, {"eval/pass@1": sum(passed) / len(passed)}, task_name="humaneval")
 
 
 if __name__ == "__main__":

@@ -24,10 +24,11 @@ Try it (tiny local model, see environments/README.md)::
 
 import time
 from itertools import cycle
+from typing import Any
 
 from envkit.chat import chat, system_prompt, transcript
 from envkit.data_sources import DataSource, load_gsm8k
-from envkit.evaluation import greedy_answer, report_eval
+from envkit.evaluation import evaluate_items, greedy_answer, report_eval
 from envkit.math_scoring import grade_math_group, verify_math
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.servers import local_defaults
@@ -94,17 +95,18 @@ class GSM8kEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        start, samples = time.time(), []
-        for row in self.test:
+        start = time.time()
+
+        async def sample(row: Item) -> dict[str, Any]:
             answer = await greedy_answer(self, self.prompt(row))
-            samples.append(
-                {
-                    "question": row["question"],
-                    "gold_answer": row["answer"],
-                    "response": answer,
-                    "correct": bool(verify_math(answer, row["answer"])),
-                }
-            )
+            return {
+                "question": row["question"],
+                "gold_answer": row["answer"],
+                "response": answer,
+                "correct": bool(verify_math(answer, row["answer"])),
+            }
+
+        samples = await evaluate_items(self, self.test, sample)  # too-long prompts: skipped
         accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
         await report_eval(
             self,

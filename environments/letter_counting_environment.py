@@ -13,7 +13,7 @@ Reward: 1.0 for the exact count, 0.0 otherwise (a missing tag is 0.0 too).
 import random
 
 from envkit.chat import chat, system_prompt, transcript
-from envkit.evaluation import greedy_answer, report_eval
+from envkit.evaluation import evaluate_items, greedy_answer, report_eval
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.servers import local_defaults
 from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
@@ -69,9 +69,10 @@ class LetterCountingEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        scores = [
-            self.score(await greedy_answer(self, self.prompt(item)), item) for item in self.test
-        ]
+        async def score(item: Item) -> float:
+            return self.score(await greedy_answer(self, self.prompt(item)), item)
+
+        scores = await evaluate_items(self, self.test, score)
         await report_eval(
             self, {"eval/percent_correct": sum(scores) / len(scores)}, task_name=self.name
         )

@@ -20,7 +20,7 @@ from typing import Optional
 
 from envkit.chat import chat, system_prompt, transcript
 from envkit.data_sources import DataSource, load_mcqa, split_rows
-from envkit.evaluation import greedy_answer, report_eval
+from envkit.evaluation import evaluate_items, greedy_answer, report_eval
 from envkit.mcqa import LETTERS, extract_letter, format_question
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.servers import local_defaults
@@ -91,9 +91,10 @@ class MCQAEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        scores = [
-            self.grade(await greedy_answer(self, self.prompt(row)), row)[0] for row in self.test
-        ]
+        async def score(row: Item) -> float:
+            return self.grade(await greedy_answer(self, self.prompt(row)), row)[0]
+
+        scores = await evaluate_items(self, self.test, score)
         accuracy = sum(score == 1.0 for score in scores) / max(1, len(scores))
         await report_eval(self, {"eval/percent_correct": accuracy}, task_name="mcqa")
 

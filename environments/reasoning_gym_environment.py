@@ -18,7 +18,7 @@ from typing import Any
 
 import reasoning_gym
 from envkit.chat import chat, system_prompt, transcript
-from envkit.evaluation import greedy_answer, report_eval
+from envkit.evaluation import evaluate_items, greedy_answer, report_eval
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.servers import local_defaults
 from envkit.text_tasks import extract_answer_tag
@@ -97,10 +97,10 @@ class ReasoningGymEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        scores = [
-            self.score(self.test, await greedy_answer(self, self.prompt(entry)), entry)
-            for entry in self.test
-        ]
+        async def score(entry: Item) -> float:
+            return self.score(self.test, await greedy_answer(self, self.prompt(entry)), entry)
+
+        scores = await evaluate_items(self, self.test, score)
         task_name = f"reasoning_gym/{self.config.task}"
         await report_eval(self, {"eval/mean_score": sum(scores) / len(scores)}, task_name=task_name)
 

@@ -7,6 +7,15 @@ The base class owns what all share: a weighted concurrency limit (``num_max_requ
 scaled by the env's weight), retries with exponential backoff, request timing buffers and a cheap
 health poll (``/health``, else ``/v1/models``; never a completion).
 
+Every attempt has a timeout that follows what it asks for (``request_timeout``):
+``timeout_base + max_tokens / min_tokens_per_second`` seconds, at most ``timeout``; an attempt
+without an answer by then fails like a refused connection (``ServerDown``) and is retried.
+A server that has never shown it works (``alive_seen``: no answer to a request or a health probe
+yet) is given ``silence_limit`` seconds (the manager's unreachable timeout); then one more health
+probe decides: no answer to it either and the attempt fails with ``ServerSilent`` (not retried: the
+server accepts connections and answers nothing, a wedged server or a stuck load balancer). A server
+that answers its probes is only slow, and its request runs on until its own timeout.
+
 A backend's class also names the routes the trainer uses to put new weights into a running server
 of its kind (``weight_routes``; see the ``weight_routes`` module); ``None`` where it has none.
 """
@@ -39,6 +48,11 @@ class ServerDown(InferenceError):
     """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
 
 
+class ServerSilent(ServerDown):
+    """The server accepts connections but, never seen working, answered nothing within its
+    ``silence_limit``, not even a health probe."""
+
+
 def api_root(base_url: str) -> str:
     """``http://h:p/v1`` -> ``http://h:p``."""
     url = (base_url or "").rstrip("/")
@@ -64,6 +78,9 @@ class APIServer(PromptLogprobsMixin):
         # requests that got an answer (a server that never answered may be misnamed), the model
         # name its answers carry, and the max_tokens of eval requests (for metrics.json)
         self.answered = 0
+        self.alive_seen = False
+        self.silence_limit: Optional[float] = None
+        self._probe_task: Optional[asyncio.Task[bool]] = None
         self.served_model: Optional[str] = None
         self.eval_max_tokens: set[int] = set()
         self.check_task: Optional[asyncio.Task] = None
@@ -104,10 +121,20 @@ class APIServer(PromptLogprobsMixin):
             except httpx.HTTPError:
                 return False
             if r.status_code < 400:
+                self.alive_seen = True
                 return True
             if r.status_code != 404:
                 return False
         return False
+
+    async def shared_probe(self) -> bool:
+        """One ``probe``, shared by the requests that ask at the same time."""
+        if self._probe_task is None or self._probe_task.done():
+            self._probe_task = asyncio.ensure_future(self.probe())
+        try:
+            return await asyncio.shield(self._probe_task)
+        except Exception:  # noqa: BLE001 - a probe that fails is no answer
+            return False
 
     async def check_server_status_task(self) -> None:
         """Poll health; a server is marked down after 3 failed probes in a row (a busy server whose
@@ -131,6 +158,9 @@ class APIServer(PromptLogprobsMixin):
         self.eval_sem.update_weight(weight)
 
     async def close(self) -> None:
+        if self._probe_task is not None:
+            self._probe_task.cancel()
+            self._probe_task = None
         if self.check_task is not None:
             self.check_task.cancel()
             self.check_task = None
@@ -139,6 +169,38 @@ class APIServer(PromptLogprobsMixin):
             self._http = None
 
     # --- retries -----------------------------------------------------------------------------
+    def request_timeout(self, body: dict[str, Any]) -> float:
+        """Seconds one attempt of ``body`` may take: ``timeout_base`` plus its ``max_tokens`` at
+        ``min_tokens_per_second``, at most ``timeout`` (just ``timeout`` without ``max_tokens``)."""
+        cap = float(self.config.timeout)
+        tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
+            return cap
+        return min(cap, self.config.timeout_base + tokens / self.config.min_tokens_per_second)
+
+    async def _attempt(self, fn: Any, args: tuple, kwargs: dict[str, Any], limit: float) -> Any:
+        """One attempt of ``fn``: ``ServerDown`` past ``limit`` seconds, ``ServerSilent`` past
+        ``silence_limit`` while the server was never seen alive and a probe gets no answer."""
+        start = time.monotonic()
+        call = asyncio.ensure_future(fn(*args, **kwargs))
+        try:
+            silence = self.silence_limit
+            if not self.alive_seen and silence is not None and silence < limit:
+                await asyncio.wait({call}, timeout=silence)
+                if not call.done() and not self.alive_seen and not await self.shared_probe():
+                    raise ServerSilent(
+                        f"{self.config.base_url} accepted connections but answered nothing, "
+                        "not even a health probe"
+                    )
+            await asyncio.wait({call}, timeout=max(0.0, limit - (time.monotonic() - start)))
+            if not call.done():
+                raise ServerDown(f"no answer within {limit:.0f}s")
+            return call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                await asyncio.gather(call, return_exceptions=True)
+
     async def _with_retries(self, split: str, fn, *args: Any, **kwargs: Any) -> Any:
         self._ensure_health_task()
         sem = self.sem if split == "train" else self.eval_sem
@@ -147,19 +209,26 @@ class APIServer(PromptLogprobsMixin):
             cap = args[0].get("max_tokens") or args[0].get("max_completion_tokens")
             if isinstance(cap, int):
                 self.eval_max_tokens.add(cap)
+        body = args[0] if args and isinstance(args[0], dict) else kwargs
+        limit = self.request_timeout(body)
         delay = 0.2
         last: Optional[BaseException] = None
         for attempt in range(1, self.config.max_retries + 1):
             async with sem:
                 start = time.monotonic()
                 try:
-                    out = await fn(*args, **kwargs)
+                    out = await self._attempt(fn, args, kwargs, limit)
                     self.answered += 1
+                    self.alive_seen = True
                     timings.append(time.monotonic() - start)
                     (self.attempts_list if split == "train" else self.eval_attempts_list).append(
                         attempt
                     )
                     return out
+                except ServerSilent:  # retrying would only wait as long again
+                    self.failures += 1
+                    self.server_healthy = False
+                    raise
                 except ServerDown as e:
                     last = e
                     self.failures += 1
@@ -180,6 +249,7 @@ class APIServer(PromptLogprobsMixin):
             raise ServerDown(f"POST {url}: {r.status_code} {r.text[:200]}")
         if r.status_code >= 400:
             self.answered += 1  # it answered: the URL is right, the request is not
+            self.alive_seen = True
             raise rejected(url, body.get("model"), r.status_code, r.text)
         data = r.json()
         if isinstance(data, dict) and isinstance(data.get("model"), str):
@@ -246,4 +316,4 @@ class APIServer(PromptLogprobsMixin):
         return metrics
 
 
-__all__ = ["APIServer", "ServerDown", "TokensAndLogprobs", "api_root"]
+__all__ = ["APIServer", "ServerDown", "ServerSilent", "TokensAndLogprobs", "api_root"]

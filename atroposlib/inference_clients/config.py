@@ -20,7 +20,22 @@ class ServerBaseline(BaseModel):
     model_config = ConfigDict(validate_assignment=True, protected_namespaces=())
 
     timeout: int = Field(
-        default=1200, ge=1, description="Timeout of one inference request in seconds."
+        default=1200,
+        ge=1,
+        description="Most seconds one inference request may take: the cap of its timeout, which "
+        "is timeout_base + max_tokens / min_tokens_per_second (this cap alone without max_tokens).",
+    )
+    timeout_base: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds every inference request may take on top of its generation time "
+        "(queueing and prompt processing on the server).",
+    )
+    min_tokens_per_second: float = Field(
+        default=4.0,
+        gt=0,
+        description="Slowest generation speed (tokens/s per request, under load) still taken as "
+        "working: a request asking for max_tokens gets timeout_base + max_tokens / this seconds.",
     )
     num_max_requests_at_once: int = Field(
         default=512,

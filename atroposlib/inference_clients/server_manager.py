@@ -4,6 +4,9 @@ Routing picks the healthy server with the most free request slots (least loaded)
 fails on a server after that server's retries fails over to another healthy one; when none is
 healthy it waits (health polls bring servers back) up to ``unavailable_wait`` seconds and then
 raises ``InferenceUnavailable``. ``n`` larger than ``max_n_completions`` is split across calls.
+``unavailable_wait`` is also how long a server that never answered anything may stay silent on a
+request (``APIServer.silence_limit``): one that accepts connections and never answers is then as
+unreachable as one that refuses them.
 ``update_weight`` scales every server's concurrency by the env's weight from the API.
 """
 
@@ -88,6 +91,9 @@ class ServerManager:
             (server_class or backend_class(c.server_type))(c)
             for c in configs  # type: ignore[misc]
         ]
+        for s in self.servers:
+            if isinstance(s, APIServer):
+                s.silence_limit = unavailable_wait
         if reasoning_config is not None and reasoning_config.enabled:  # Atropos's way to ask
             self.set_reasoning(True, reasoning_config.effort)
 

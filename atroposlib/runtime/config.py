@@ -142,8 +142,9 @@ class BaseEnvConfig(BaseModel):
         default=120.0,
         gt=0,
         description="Seconds a server that has never answered (the trajectory API at start-up, an "
-        "inference server) may stay unreachable before the command ends with an error; outages "
-        "of a server that did answer are retried without limit.",
+        "inference server, also one that accepts connections and stays silent) may stay "
+        "unreachable before the command ends with an error; outages of a server that did answer "
+        "are retried without limit.",
     )
     progress_interval: float = Field(
         default=15.0,

@@ -9,7 +9,8 @@
   go (the logger), ``process``'s mode and counts, ``serve``'s worker filler;
 * what accumulates while it runs: the item backlog, drop counts, the metric buffers that
   ``add_metric``/``set_metric`` fill and ``wandb_log`` drains, completion lengths, rollouts kept
-  for the rollout table, ``evaluate()``'s ``(name, value)`` pairs.
+  for the rollout table, ``evaluate()``'s ``(name, value)`` pairs and its items' tally
+  (evaluated, skipped; ``eval_items``).
 
 The runtime writes run-time state here and nowhere else: never into the loaded config (so it keeps
 meaning "what the user asked for" and ``LoadedConfig.sources`` stays true), never onto the env
@@ -34,6 +35,7 @@ from typing import Any, Optional, Protocol
 from atroposlib.groups import Groups
 from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
+from atroposlib.runtime.eval_items import EvalTally
 from atroposlib.runtime.metrics_logger import MetricsSink, NullMetricsLogger
 from atroposlib.runtime.sinks import GroupSink, JsonlGroupWriter, NullSink
 from atroposlib.type_definitions import Item, ScoredDataGroup
@@ -99,6 +101,7 @@ class RunContext:
     rollouts_for_wandb: list[list[Rollout]] = field(default_factory=list)
     eval_metrics: list[tuple[str, Any]] = field(default_factory=list)
     eval_logged: bool = False
+    eval_tally: EvalTally = field(default_factory=EvalTally)
 
     def effective_batch_size(self, config: BaseEnvConfig) -> int:
         """The trainer's batch size once ``/info`` gave one, else the configured one."""

@@ -11,7 +11,11 @@ requests asked for (a list when they differed), else ``max_token_length``.
 
 ``evaluate`` fails with one line (``RunFailed``, exit 1) when the env defines no ``evaluate()``,
 when ``evaluate()`` raises, or when it reports no metrics. While it runs, a line every
-``--env.progress_interval`` seconds says how many inference requests have been answered.
+``--env.progress_interval`` seconds says how many inference requests have been answered and, for
+an env that evaluates through ``eval_items.evaluate_items``, how many of how many items are done.
+Such an env's items that cannot be asked (a prompt longer than ``max_token_length``) are skipped and
+counted: ``metrics.json`` records the tally (``config_general.eval_items``) and the run's last line
+says how many items were evaluated and skipped.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Optional, Union
 from atroposlib.errors import AtroposError, RunFailed
 from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.eval_items import EvalTally
 from atroposlib.runtime.eval_results import EvalRun, write_eval_files
 from atroposlib.runtime.failures import one_line
 
@@ -70,6 +75,9 @@ def write_eval_results(env: EnvRuntime, run: EvalRun, verbose: bool = True) -> O
         run,
         verbose=verbose,
         missing_dir_hint="data_dir_to_save_evals is not set",
+        items=env.context.eval_tally.as_json()
+        if env.context.eval_tally.total is not None
+        else None,
     )
 
 
@@ -80,9 +88,11 @@ async def _progress(env: EnvRuntime, start: float, every: float) -> None:
         servers = list(env.server.servers)
         answered = sum(getattr(s, "answered", 0) for s in servers)
         failed = sum(getattr(s, "failures", 0) for s in servers)
+        items = env.context.eval_tally.progress()
         logger.info(
-            "evaluate: %.0fs, %d inference request(s) answered%s",
+            "evaluate: %.0fs, %s%d inference request(s) answered%s",
             time.time() - start,
+            f"{items}, " if items else "",
             answered,
             f", {failed} failed attempt(s)" if failed else "",
         )
@@ -93,6 +103,7 @@ async def run_evaluate(env: EnvRuntime) -> None:
     there is no evaluation, it raised, or it reported nothing."""
     ctx = env.context
     ctx.eval_logged = False
+    ctx.eval_tally = EvalTally()
     name = type(env).__name__
     if not overrides(env, "evaluate"):
         await env.server.close()
@@ -119,6 +130,9 @@ async def run_evaluate(env: EnvRuntime) -> None:
                     "or append (name, value) pairs to self.eval_metrics"
                 )
             write_eval_results(env, EvalRun(metrics, start_time=start, end_time=time.time()))
+        if ctx.eval_tally.total is not None:
+            log = logger.warning if ctx.eval_tally.skipped else logger.info
+            log("evaluate: %s", ctx.eval_tally.summary())
     finally:
         if ticker is not None:
             ticker.cancel()

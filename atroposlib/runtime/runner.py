@@ -370,13 +370,16 @@ class ServeRunner:
 
     async def _shutdown(self, sender: asyncio.Task[None]) -> None:
         tasks = [e["task"] for e in self.running.values()]
+        # after a permanent error (a server that never answers) in-flight items cannot succeed
+        grace = 0.0 if self.fatal else self.shutdown_grace
         if tasks:
-            logger.info(
-                "waiting up to %.0fs for %d in-flight item(s)", self.shutdown_grace, len(tasks)
-            )
-            _, pending = await asyncio.wait(tasks, timeout=self.shutdown_grace)
+            if grace:
+                logger.info("waiting up to %.0fs for %d in-flight item(s)", grace, len(tasks))
+            _, pending = await asyncio.wait(tasks, timeout=grace)
             for t in pending:
                 t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
         self.hooks.cancel_eval()
         deadline = time.monotonic() + 15.0
         while self.spool.pending() and time.monotonic() < deadline and not sender.done():

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Optional
 
 from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.eval_items import EvalTally
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class StepHooks:
                 logger.exception("wandb_log() raised")
 
     async def run_eval(self) -> None:
+        self.env.context.eval_tally = EvalTally()  # this evaluation's items only
         try:
             await self.env.evaluate()
         except Exception:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from atroposlib.errors import ConfigError
+from atroposlib.errors import ConfigError, PromptTooLong
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +41,14 @@ def completion_budget(
 ) -> int:
     """Tokens left for the completion so that prompt + completion fits in ``max_token_length``.
 
-    Raises ``ValueError`` with the numbers when fewer than ``minimum`` tokens are left."""
+    Raises ``PromptTooLong`` (a ``ValueError``) with the numbers when fewer than ``minimum`` tokens
+    are left; an evaluation through ``evaluate_items`` skips and counts such an item."""
     rendered = tokenizer.apply_chat_template(
         [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
     )
     prompt_len = len(tokenizer.encode(rendered, add_special_tokens=False))
     if max_token_length - prompt_len < minimum:
-        raise ValueError(
+        raise PromptTooLong(
             f"the prompt is {prompt_len} tokens and max_token_length is {max_token_length}: no "
             "room for an answer (raise --env.max_token_length or use a shorter prompt)"
         )

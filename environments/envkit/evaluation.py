@@ -1,9 +1,15 @@
 """Evaluation steps single-turn envs share: one greedy answer per test item, and reporting the result.
 
-    scores = [self.score(await greedy_answer(self, self.prompt(item)), item) for item in self.test]
+    async def score(item):
+        return self.score(await greedy_answer(self, self.prompt(item)), item)
+
+    scores = await evaluate_items(self, self.test, score)
     await report_eval(self, {"eval/percent_correct": sum(scores) / len(scores)}, task_name=self.name)
 
-Scoring stays in each env: that is what differs between them.
+``evaluate_items`` (the runtime's) runs the items ``--env.max_eval_workers`` at a time and skips and
+counts an item whose prompt leaves no room for an answer (``greedy_answer`` raises ``PromptTooLong``
+for it): the scores are those of the items evaluated; ``metrics.json`` and the run's last line say
+how many were skipped. Scoring stays in each env: that is what differs between them.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from atroposlib.runtime.eval_items import evaluate_items
 from envkit.chat import completion_budget
 from envkit.rollouts import SamplingEnv
 
@@ -34,4 +41,4 @@ async def report_eval(env: Any, metrics: Mapping[str, float], **evaluate_log_arg
     await env.evaluate_log(dict(metrics), **evaluate_log_args)
 
 
-__all__ = ["greedy_answer", "report_eval"]
+__all__ = ["evaluate_items", "greedy_answer", "report_eval"]

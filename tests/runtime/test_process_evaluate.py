@@ -8,7 +8,7 @@ import time
 
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import validate_group
-from tests.envs.helpers import run_env, start_env, wait_until
+from tests.envs.helpers import REPO_ROOT, run_env, start_env, wait_until
 
 EVIL = "<script>alert('x')</script> 7"
 
@@ -117,3 +117,111 @@ def test_evaluate_writes_metrics_and_prints_a_table(fake_server, tok_dir, tmp_pa
     general = metrics["config_general"]
     assert general["model_name"] == "fake-model"
     assert general["generation_parameters"]["max_new_tokens"] == 16
+
+
+GSM8K = REPO_ROOT / "environments" / "gsm8k_server.py"
+
+
+def _gsm8k_prompts(tok_dir, monkeypatch, n: int) -> list[tuple[str, str, int]]:
+    """(question, answer, prompt tokens) of the first ``n`` offline GSM8K test problems."""
+    monkeypatch.syspath_prepend(str(GSM8K.parent))
+    from envkit.chat import chat, system_prompt
+    from envkit.data_sources import load_gsm8k
+    from gsm8k_server import ANSWER_FORMAT
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    out = []
+    for row in load_gsm8k("sample", "test", size=n).rows[:n]:
+        messages = chat(system_prompt(ANSWER_FORMAT), row["question"])
+        rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        prompt_tokens = len(tok.encode(rendered, add_special_tokens=False))
+        out.append((row["question"], row["answer"], prompt_tokens))
+    return out
+
+
+def _gsm8k_evaluate(fake, tok_dir, tmp_path, max_token_length: int):
+    return run_env(
+        "evaluate",
+        "--openai.base_url",
+        fake.base_url,
+        "--openai.server_type",
+        "vllm",
+        "--env.tokenizer_name",
+        str(tok_dir),
+        "--env.data_source",
+        "sample",
+        "--env.eval_size",
+        "6",
+        "--env.max_eval_workers",
+        "1",
+        "--env.max_token_length",
+        str(max_token_length),
+        "--env.progress_interval",
+        "0.3",
+        "--env.data_dir_to_save_evals",
+        str(tmp_path / "evals"),
+        cwd=tmp_path,
+        env_file=GSM8K,
+    )
+
+
+def test_evaluate_skips_a_prompt_longer_than_max_token_length(tok_dir, tmp_path, monkeypatch):
+    problems = _gsm8k_prompts(tok_dir, monkeypatch, 6)
+    lengths = sorted(length for _, _, length in problems)
+    # the longest prompt leaves 4 tokens (fewer than the 8 an answer needs); the others fit
+    assert lengths[-2] + 8 <= lengths[-1] + 4
+    too_long = next(q for q, _, length in problems if length == lengths[-1])
+    gold = {q: a for q, a, _ in problems}
+
+    def right(prompt_text: str, body: dict) -> str:
+        time.sleep(0.2)
+        return "\\boxed{" + next(a for q, a in gold.items() if q in prompt_text) + "}"
+
+    with FakeOpenAIServer(tokenizer=tok_dir, responder=right) as fake:
+        r = _gsm8k_evaluate(fake, tok_dir, tmp_path, lengths[-1] + 4)
+        asked = [body["messages"][-1]["content"] for body in fake.requests]
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(asked) == 5 and too_long not in asked  # the long one is never sent
+    metrics = json.loads((tmp_path / "evals" / "metrics.json").read_text())
+    assert metrics["results"]["all"] == {"eval/percent_correct": 1.0}  # of the 5 evaluated
+    assert metrics["config_general"]["eval_items"] == {
+        "total": 6,
+        "evaluated": 5,
+        "skipped": 1,
+        "skipped_by_reason": {"prompt longer than max_token_length": 1},
+    }
+    samples = _lines(tmp_path / "evals" / "samples.jsonl")
+    assert len(samples) == 5 and too_long not in [s["question"] for s in samples]
+    log = r.stderr.strip().splitlines()
+    summary = "5 of 6 item(s) evaluated, 1 skipped (prompt longer than max_token_length: 1)"
+    assert summary in log[-1], log[-3:]
+    assert r.stderr.count("skipping an item") == 1 and "Traceback" not in r.stderr
+    progress = [line for line in log if "inference request(s) answered" in line]
+    assert progress and all("/6 item(s)" in line for line in progress), progress
+
+
+def test_evaluate_with_every_prompt_too_long_fails_with_one_line(tok_dir, tmp_path, monkeypatch):
+    shortest = min(length for _, _, length in _gsm8k_prompts(tok_dir, monkeypatch, 6))
+    with FakeOpenAIServer(tokenizer=tok_dir) as fake:
+        r = _gsm8k_evaluate(fake, tok_dir, tmp_path, shortest)
+        asked = len(fake.requests)
+    assert r.returncode == 1, r.stderr[-3000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        "error: evaluate: no item could be evaluated: 0 of 6 item(s) evaluated, 6 skipped "
+        "(prompt longer than max_token_length: 6); raise --env.max_token_length"
+    ]
+    assert asked == 0 and not (tmp_path / "evals" / "metrics.json").exists()
+
+
+def test_a_server_saying_the_prompt_exceeds_its_context_is_a_skip_too():
+    from atroposlib.errors import InferenceRejected, PromptTooLong
+    from atroposlib.runtime.eval_items import SKIP_PROMPT_TOO_LONG, skip_reason
+
+    vllm = "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens"
+    assert skip_reason(InferenceRejected(400, vllm)) == SKIP_PROMPT_TOO_LONG
+    assert skip_reason(PromptTooLong("the prompt is 395 tokens")) == SKIP_PROMPT_TOO_LONG
+    assert skip_reason(InferenceRejected(400, "bad temperature")) is None
+    assert skip_reason(InferenceRejected(404, "no model; context length")) is None
+    assert skip_reason(ValueError("a bug")) is None

@@ -56,6 +56,7 @@ class OpenAIServer(APIServer):
         except openai.APIStatusError as e:
             if 400 <= e.status_code < 500:
                 self.answered += 1
+                self.alive_seen = True
                 raise rejected(
                     self.config.base_url or "api.openai.com",
                     kwargs.get("model"),
