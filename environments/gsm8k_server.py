@@ -70,7 +70,9 @@ class GSM8kEnv(BaseEnv):
         cfg = self.config
         self.train = load_gsm8k(cfg.data_source, "train", size=cfg.offline_train_size).rows
         self.test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
-        self.system = system_prompt(ANSWER_FORMAT)
+        self.system = system_prompt(
+            ANSWER_FORMAT, thinking_prompt=self.config.custom_thinking_prompt
+        )
         self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:

@@ -76,7 +76,9 @@ class MathEnv(GSM8kEnv):
 
         self.train = load("train", cfg.offline_size)
         self.test = load("test", max(cfg.eval_size, 4))[: cfg.eval_size]
-        self.system = system_prompt(ANSWER_FORMAT)
+        self.system = system_prompt(
+            ANSWER_FORMAT, thinking_prompt=self.config.custom_thinking_prompt
+        )
         self.train_items = cycle(self.train)  # in order, round and round
 
 
