@@ -183,12 +183,26 @@ def normalize_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> dict[str, 
 
 def group_from_items(items: Iterable[Optional[ScoredDataItem]]) -> Optional[ScoredDataGroup]:
     """Combine ``collect_trajectory`` results into one group (None results are skipped); the dict
-    is validated once, when it is sent."""
+    is validated once, when it is sent.
+
+    The dict has the keys Atropos's default ``collect_trajectories`` gives it, empty where no item
+    set them (``advantages: []``, ``group_overrides: {}``, ``images`` one entry per item that has
+    one), so a ``process`` file holds what Atropos's does; ``normalize_group`` drops the empties."""
     builder = GroupBuilder()
+    images: list[Any] = []
     for item in items:
         if item is not None:
             builder.add_item(item)
-    return builder.to_dict() if len(builder) else None
+            if item.get("images") is not None:
+                images.append(item["images"])
+    if not len(builder):
+        return None
+    group: dict[str, Any] = dict(builder.to_dict())
+    for key in ("advantages", "ref_logprobs", "messages", "overrides"):
+        group.setdefault(key, [])
+    group.setdefault("group_overrides", {})
+    group["images"] = images
+    return group  # type: ignore[return-value]
 
 
 __all__ = [

@@ -95,6 +95,15 @@ class ScoredDataGroup(TypedDict, total=False):
 # The validated wire model of a group
 # ----------------------------------------------------------------------------------------------
 _PER_TOKEN_FIELDS = ("masks", "inference_logprobs", "advantages", "ref_logprobs")
+_EMPTY_MEANS_ABSENT = (
+    "advantages",
+    "ref_logprobs",
+    "messages",
+    "inference_logprobs",
+    "overrides",
+    "distill_token_ids",
+    "distill_logprobs",
+)
 
 
 def _check_finite(name: str, rows: Optional[list[list[float]]]) -> None:
@@ -236,7 +245,12 @@ class ScoredData(BaseModel):
 
 
 def validate_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> ScoredData:
-    """Validate an env-built group; raises ``pydantic.ValidationError`` naming the field and index."""
+    """Validate an env-built group; raises ``pydantic.ValidationError`` naming the field and index.
+
+    An optional per-sequence field left as an empty list (as Atropos's default group builder and
+    its ``process`` files leave ``advantages: []``) counts as absent."""
+    if any(group.get(k) == [] for k in _EMPTY_MEANS_ABSENT) and group.get("tokens"):
+        group = {k: v for k, v in group.items() if not (k in _EMPTY_MEANS_ABSENT and v == [])}
     return ScoredData.model_validate(group)
 
 

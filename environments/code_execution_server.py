@@ -55,7 +55,11 @@ class CodeExecutionEnv(BaseEnv):
         problems = load_problems()
         random.Random(self.config.seed).shuffle(problems)
         self.test, self.train = problems[: self.config.eval_size], problems[self.config.eval_size :]
-        self.system = system_prompt(INSTRUCTION, thinking=self.config.thinking_mode)
+        self.system = system_prompt(
+            INSTRUCTION,
+            thinking=self.config.thinking_mode,
+            thinking_prompt=self.config.custom_thinking_prompt,
+        )
         self.limits = SandboxLimits(
             timeout_s=self.config.timeout_s,
             memory_mb=self.config.memory_mb,

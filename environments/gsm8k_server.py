@@ -62,7 +62,9 @@ class GSM8kEnv(BaseEnv):
 
     async def setup(self) -> None:
         self.train, self.test = self.load_problems()
-        self.system = system_prompt(self.answer_format)
+        self.system = system_prompt(
+            self.answer_format, thinking_prompt=self.config.custom_thinking_prompt
+        )
         self.train_items = cycle(self.train)  # in order, round and round
 
     def load_problems(self) -> tuple[list[Item], list[Item]]:

@@ -47,7 +47,11 @@ class LetterCountingEnv(BaseEnv):
         self.rng = random.Random(self.config.seed)
         eval_rng = random.Random(self.config.seed + 1)
         self.test = [self.make_item(eval_rng) for _ in range(self.config.eval_size)]
-        self.system = system_prompt(self.instruction, thinking=self.config.thinking_mode)
+        self.system = system_prompt(
+            self.instruction,
+            thinking=self.config.thinking_mode,
+            thinking_prompt=self.config.custom_thinking_prompt,
+        )
 
     async def get_next_item(self) -> Item:
         return self.make_item(self.rng)

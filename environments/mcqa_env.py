@@ -60,7 +60,9 @@ class MCQAEnv(BaseEnv):
             cfg.data_source, cfg.hub_split, hub_path=cfg.hub_path, hub_name=cfg.hub_name
         ).rows
         self.train, self.test = split_rows(rows, cfg.eval_size)
-        self.system = system_prompt(ANSWER_FORMAT)
+        self.system = system_prompt(
+            ANSWER_FORMAT, thinking_prompt=self.config.custom_thinking_prompt
+        )
         self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:

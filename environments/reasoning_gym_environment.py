@@ -73,7 +73,9 @@ class ReasoningGymEnv(BaseEnv):
         cfg = self.config
         self.train = build_dataset(cfg.task, cfg.task_config, cfg.dataset_size, cfg.seed)
         self.test = build_dataset(cfg.task, cfg.task_config, cfg.eval_size, cfg.seed + 1)
-        self.system = system_prompt(ANSWER_FORMAT, thinking=cfg.thinking_mode)
+        self.system = system_prompt(
+            ANSWER_FORMAT, thinking=cfg.thinking_mode, thinking_prompt=cfg.custom_thinking_prompt
+        )
         self.train_items = cycle(self.train)  # in order, round and round
 
     async def get_next_item(self) -> Item:

@@ -100,6 +100,13 @@ class BaseEnv(AtroposCompat):
         """Default configs of this env; the CLI layers YAML and flags on top."""
         return cls.env_config_cls(), ServerBaseline()
 
+    @classmethod
+    def server_namespaces(cls) -> dict[str, Optional[Union[ServerConfigs, APIServerConfig]]]:
+        """Groups of inference servers this env takes besides its own (e.g. a teacher): name ->
+        default configs (None: none unless configured). Each gets ``--<name>.FIELD`` flags and a
+        ``<name>:`` YAML key, and reaches ``__init__`` as ``<name>_server_configs=``. None here."""
+        return {}
+
     # --- hooks -----------------------------------------------------------------------------
     async def setup(self) -> None:
         """Load datasets and state. Called once before anything else."""

@@ -9,23 +9,67 @@ positions, the inference logprob on generated ones).
 Multi-turn: when a new prompt (text, or rendered chat template) starts with a tracked node's
 ``full_text``, the node's tokens are reused verbatim and only the new suffix is tokenized, so there is
 no re-tokenization drift; in the default mode the extended node replaces its parent.
+
+Tool calls (as Atropos): with a ``tool_parser`` (``"hermes"``; the manager's ``tool_parser``
+attribute), ``chat_completion(tools=[...], tool_choice=...)`` renders the tools into the chat
+template, turns assistant messages that carry ``tool_calls`` back into the exact text the model
+wrote, and parses the reply's ``<tool_call>`` blocks into ``message.tool_calls`` (plain dicts, as
+Atropos gives them, that also read as attributes: ``tc["function"]["name"]`` or
+``tc.function.name``), the content being the text before the first call and ``finish_reason``
+``tool_calls``. The tracked tokens are the generated ones, untouched. Without a parser, ``tools``
+is ignored (Atropos's rule), with a warning. ``preserve_think_blocks=True`` keeps the ``<think>``
+blocks of replayed assistant messages in the prompt even where the chat template would drop them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+import uuid
 from typing import Any, Optional
 
 from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 from pydantic import BaseModel
 
+from atroposlib.inference_clients.tool_call_translator import ToolCallTranslator
 from atroposlib.type_definitions import MASK_IGNORE
-from atroposlib.utils.openai_shapes import AnswerKind, openai_choice, openai_response
 from atroposlib.utils.tokenize_for_trainer import render_chat
+
+logger = logging.getLogger(__name__)
 
 PROMPT_LOGPROB = 1.0
 """Logprob placed on masked (non-generated) positions, as Atropos does: an impossible value."""
+
+_THINK_OPEN, _THINK_CLOSE = "\x00MANAGED_THINK\x00", "\x00MANAGED_ENDTHINK\x00"
+
+
+class ToolCallDict(dict):  # type: ignore[type-arg]
+    """A tool call as Atropos's managed server gives it (a dict: ``tc["function"]["name"]``), whose
+    keys also read as attributes (``tc.function.name``, as on OpenAI's objects)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _tool_call_dict(call: Any) -> ToolCallDict:
+    function = ToolCallDict(name=call.function.name, arguments=call.function.arguments)
+    return ToolCallDict(id=call.id, type="function", function=function)
+
+
+def _protect_think(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "assistant" and isinstance(content, str) and "<think>" in content:
+            content = content.replace("<think>", _THINK_OPEN).replace("</think>", _THINK_CLOSE)
+            m = {**m, "content": content}
+        out.append(m)
+    return out
 
 
 class SequenceNode(BaseModel):
@@ -42,7 +86,13 @@ class ManagedServer:
     """Records token ids, masks and logprobs of every sequence generated through it."""
 
     def __init__(
-        self, server: Any, tokenizer: Any, track_tree: bool = False, thinking: bool = False
+        self,
+        server: Any,
+        tokenizer: Any,
+        track_tree: bool = False,
+        thinking: bool = False,
+        tool_parser: Optional[str] = None,
+        preserve_think_blocks: bool = False,
     ) -> None:
         if tokenizer is None:
             raise ValueError("managed_server needs a tokenizer (pass tokenizer=self.tokenizer)")
@@ -50,8 +100,17 @@ class ManagedServer:
         self.tokenizer = tokenizer
         self.track_tree = track_tree
         self.thinking = thinking
+        self._tool_parser_name = tool_parser  # Atropos's attribute name (env files log it)
+        self._translator: Optional[ToolCallTranslator] = None
+        self.preserve_think_blocks = preserve_think_blocks
         self.current_nodes: list[SequenceNode] = []
         self.sequences: dict[str, SequenceNode] = {}
+
+    def _get_translator(self) -> Optional[ToolCallTranslator]:
+        """The session's translator (it remembers the raw text behind each call id it parsed)."""
+        if self._translator is None and self._tool_parser_name:
+            self._translator = ToolCallTranslator(self.tokenizer, self._tool_parser_name)
+        return self._translator
 
     # --- state -----------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
@@ -111,9 +170,14 @@ class ManagedServer:
         for out, out_lp, reason in zip(outs, out_lps, reasons, strict=True):
             text = self._decode(out, skip_special_tokens=True)
             tail = self._decode(out, skip_special_tokens=False) if chat else text
+            # what the model wrote, special tokens kept (a <tool_call> may be one), its end-of-turn
+            # token not: the chat template adds that back when the reply is replayed
+            body = out[:-1] if out and out[-1] == self.tokenizer.eos_token_id else out
+            raw = self._decode(list(body), skip_special_tokens=False) if chat else text
             nodes.append(
                 (
                     text,
+                    raw,
                     reason,
                     SequenceNode(
                         full_text=prompt + tail,
@@ -126,7 +190,7 @@ class ManagedServer:
             )
         if parent is not None and not self.track_tree and parent in self.current_nodes:
             self.current_nodes.remove(parent)
-        for _, _, node in nodes:
+        for *_, node in nodes:
             if self.track_tree:
                 self.sequences[node.full_text] = node
             else:
@@ -139,12 +203,38 @@ class ManagedServer:
         if not isinstance(prompt, str):
             raise TypeError("managed completion needs prompt=<str>")
         ids, nodes = await self._generate(prompt, chat=False, kwargs=kwargs)
-        return Completion.model_validate(_answer("text_completion", kwargs, ids, nodes))
+        return Completion.model_validate(
+            {
+                "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": str(kwargs.get("model", "managed")),
+                "prompt_token_ids": ids,
+                "choices": [
+                    {
+                        "index": i,
+                        "text": text,
+                        "finish_reason": _finish(reason),
+                        "logprobs": None,
+                        "token_ids": node.tokens[len(ids) :],
+                    }
+                    for i, (text, _, reason, node) in enumerate(nodes)
+                ],
+            }
+        )
 
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
         messages = kwargs.get("messages")
         if not isinstance(messages, (list, tuple)):
             raise TypeError("managed chat_completion needs messages=[...]")
+        tools = kwargs.pop("tools", None)
+        tool_choice = kwargs.pop("tool_choice", None)
+        translator = self._get_translator() if tools else None
+        if tools and translator is None:
+            logger.warning(
+                "chat_completion got tools= but no tool_parser is set, so the tools are ignored "
+                "(set server.tool_parser = 'hermes' before managed_server())"
+            )
         template_kwargs: dict[str, Any] = (
             {"enable_thinking": True}
             if self.thinking and not kwargs.pop("skip_reasoning", False)
@@ -153,35 +243,58 @@ class ManagedServer:
         kwargs.pop("skip_reasoning", None)
         if "chat_template_kwargs" in kwargs:
             template_kwargs.update(kwargs.pop("chat_template_kwargs") or {})
+        msgs = [dict(m) for m in messages]
+        if translator is not None:
+            msgs = translator.convert_messages_for_template(msgs)
+            template_kwargs["tools"] = tools
+        if self.preserve_think_blocks:
+            msgs = _protect_think(msgs)
         prompt = self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages],
-            tokenize=False,
-            add_generation_prompt=True,
-            **template_kwargs,
+            msgs, tokenize=False, add_generation_prompt=True, **template_kwargs
         )
+        if self.preserve_think_blocks:
+            prompt = prompt.replace(_THINK_OPEN, "<think>").replace(_THINK_CLOSE, "</think>")
         ids, nodes = await self._generate(prompt, chat=True, kwargs=kwargs)
-        return ChatCompletion.model_validate(_answer("chat.completion", kwargs, ids, nodes))
+        choices, parsed_calls = [], []
+        for i, (text, raw, reason, node) in enumerate(nodes):
+            content: Optional[str] = text
+            calls = None
+            if translator is not None and tool_choice != "none":
+                choice = tool_choice if isinstance(tool_choice, str) else "auto"
+                parsed_content, calls, parsed_reason = translator.parse_model_output(
+                    raw, choice, tools
+                )
+                if calls:
+                    content, reason = parsed_content, parsed_reason
+            parsed_calls.append(calls)
+            choices.append(
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": _finish(reason),
+                    "logprobs": None,
+                    "token_ids": node.tokens[len(ids) :],
+                }
+            )
+        completion = ChatCompletion.model_validate(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": str(kwargs.get("model", "managed")),
+                "prompt_token_ids": ids,
+                "choices": choices,
+            }
+        )
+        for choice_out, calls in zip(completion.choices, parsed_calls, strict=True):
+            if calls:  # Atropos attaches plain dicts after construction (env files index them)
+                as_dicts: list[Any] = [_tool_call_dict(c) for c in calls]
+                choice_out.message.tool_calls = as_dicts
+        return completion
 
 
 def _finish(reason: str) -> str:
     return reason if reason in ("stop", "length", "content_filter", "tool_calls") else "stop"
-
-
-def _answer(
-    kind: AnswerKind,
-    kwargs: dict[str, Any],
-    ids: list[int],
-    nodes: list[tuple[str, str, SequenceNode]],
-) -> dict[str, Any]:
-    """The OpenAI answer for the generated ``nodes``: each choice carries its ``token_ids`` and the
-    answer the ``prompt_token_ids``."""
-    choices = [
-        openai_choice(kind, i, text, _finish(reason), token_ids=node.tokens[len(ids) :])
-        for i, (text, reason, node) in enumerate(nodes)
-    ]
-    body = openai_response(kind, str(kwargs.get("model", "managed")), choices)
-    body["prompt_token_ids"] = ids
-    return body
 
 
 class DummyManagedServer:

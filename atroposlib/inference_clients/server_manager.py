@@ -8,6 +8,11 @@ raises ``InferenceUnavailable``. ``n`` larger than ``max_n_completions`` is spli
 request (``APIServer.silence_limit``): one that accepts connections and never answers is then as
 unreachable as one that refuses them.
 ``update_weight`` scales every server's concurrency by the env's weight from the API.
+
+Atropos's managed-server settings: ``tool_parser`` (``"hermes"``: tool calls of a managed
+``chat_completion`` are parsed into ``message.tool_calls``; an env may set ``self.server.tool_parser``),
+``proxy_url`` / ``use_proxy`` (or ``ATROPOS_PROXY_URL``): ``managed_server()`` then opens a session on
+that managed-server proxy instead of tracking in this process (see ``proxy_client``).
 """
 
 from __future__ import annotations
@@ -67,8 +72,14 @@ class ServerManager:
         max_n_completions: int = 8,
         unavailable_wait: float = 120.0,
         reasoning_config: Optional[ReasoningConfig] = None,
+        proxy_url: Optional[str] = None,
+        use_proxy: bool = False,
+        tool_parser: Optional[str] = None,
         **_: Any,
     ) -> None:
+        self.tool_parser = tool_parser
+        self.proxy_url = proxy_url or os.environ.get("ATROPOS_PROXY_URL") or None
+        self.use_proxy = use_proxy or bool(self.proxy_url)
         self.max_n_completions = max_n_completions
         self.unavailable_wait = unavailable_wait
         self.reasoning: dict[str, Any] = {}
@@ -198,23 +209,61 @@ class ServerManager:
 
     @asynccontextmanager
     async def managed_server(
-        self, tokenizer: Any = None, track_tree: bool = False
+        self,
+        tokenizer: Any = None,
+        track_tree: bool = False,
+        base_url: Optional[str] = None,
+        preserve_think_blocks: bool = False,
     ) -> AsyncIterator[Any]:
-        """Context whose calls record exact tokens/masks/logprobs (see ``managed_server`` module)."""
-        if not self.supports_tokens:
+        """Context whose calls record exact tokens/masks/logprobs (see ``managed_server`` module).
+
+        ``base_url`` pins the session to that one server (no failover); ``preserve_think_blocks``
+        keeps replayed ``<think>`` blocks in the prompt. With ``use_proxy`` the session lives on the
+        managed-server proxy at ``proxy_url``."""
+        if self.use_proxy:
+            if not self.proxy_url:
+                raise ValueError(
+                    "use_proxy=True needs proxy_url= (or ATROPOS_PROXY_URL) when the ServerManager "
+                    "is made"
+                )
+            from atroposlib.inference_clients.proxy_client import create_proxy_session
+
+            session = await create_proxy_session(
+                self.proxy_url,
+                base_url=base_url,
+                tool_parser=self.tool_parser or "hermes",
+                track_tree=track_tree,
+                model_name=self.servers[0].config.model_name if self.servers else "unknown",
+            )
+            try:
+                yield session
+            finally:
+                await session.cleanup()
+            return
+        target: Any = self
+        if base_url is not None:
+            wanted = base_url.rstrip("/")
+            pinned = [s for s in self.servers if (s.config.base_url or "").rstrip("/") == wanted]
+            if not pinned:
+                known = ", ".join(s.config.base_url or "(none)" for s in self.servers)
+                raise ValueError(f"managed_server(base_url={base_url!r}): no such server ({known})")
+            target = pinned[0]
+        if not getattr(target, "supports_tokens", False):
             if not dummy_allowed():
                 raise NotImplementedError(
                     "managed_server needs token ids, which server_type 'openai' cannot return; use "
                     "--openai.server_type vllm (or sglang), or set ATROPOS_ALLOW_DUMMY_MANAGED_SERVER=1 "
                     "to tokenize the text locally with placeholder logprobs"
                 )
-            yield DummyManagedServer(self, tokenizer)
+            yield DummyManagedServer(target, tokenizer)
             return
         managed = ManagedServer(
-            self,
+            target,
             tokenizer,
             track_tree=track_tree,
             thinking=bool(self.reasoning.get("thinking_mode")),
+            tool_parser=self.tool_parser,
+            preserve_think_blocks=preserve_think_blocks,
         )
         try:
             yield managed

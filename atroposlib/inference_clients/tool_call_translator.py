@@ -52,7 +52,9 @@ def parse_hermes(raw_text: str) -> tuple[Optional[str], list[ChatCompletionMessa
                 type="function",
                 function=Function(
                     name=name,
-                    arguments=args if isinstance(args, str) else json.dumps(args),
+                    arguments=args
+                    if isinstance(args, str)
+                    else json.dumps(args, ensure_ascii=False),
                 ),
             )
         )

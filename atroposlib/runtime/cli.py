@@ -16,13 +16,13 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn, Optional, cast
 
 from atroposlib.errors import AtroposError, ConfigError, ModelLoadError
 from atroposlib.runtime.config_loader import SUBCOMMANDS, HelpRequested, load_config
 from atroposlib.runtime.context import EnvClass, EnvRuntime
 from atroposlib.runtime.evaluation import run_evaluate
-from atroposlib.runtime.preflight import check_urls
+from atroposlib.runtime.preflight import check_urls, url_problem
 from atroposlib.runtime.process import process
 from atroposlib.runtime.runner import serve
 
@@ -75,6 +75,10 @@ def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
     except ConfigError as e:
         _fail(str(e))
     problem = None if loaded.testing else check_urls(sub, loaded.env, loaded.servers)
+    for ns, configs in loaded.extra_servers.items():
+        items = configs if isinstance(configs, list) else [configs]
+        for cfg in items:
+            problem = problem or url_problem(getattr(cfg, "base_url", "") or "", f"--{ns}.base_url")
     if problem:
         _fail(problem)
     logging.basicConfig(
@@ -83,11 +87,13 @@ def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
     for noisy in ("httpx", "httpcore", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        env = env_cls(
+        extra = {f"{ns}_server_configs": c for ns, c in loaded.extra_servers.items()}
+        env: EnvRuntime = cast(Any, env_cls)(  # extra server groups: keywords it declared
             config=loaded.env,
             server_configs=loaded.servers,
             slurm=loaded.slurm,
             testing=loaded.testing,
+            **extra,
         )
     except (ConfigError, ModelLoadError) as e:
         _fail(str(e))

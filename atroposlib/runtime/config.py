@@ -138,6 +138,11 @@ class BaseEnvConfig(BaseModel):
         ge=1,
         description="Token budget for reasoning; read by envs (not sent to servers by the runtime).",
     )
+    custom_thinking_prompt: Optional[str] = Field(
+        default=None,
+        description="Thinking system prompt used instead of the env's own when thinking is on "
+        "(Atropos's field; envs that think always, like gsm8k, put it in place of their preamble).",
+    )
     unreachable_timeout: float = Field(
         default=120.0,
         gt=0,

@@ -15,6 +15,10 @@ Rules (also in the docs):
 * ``--openai.<field>`` with several servers applies to every server, except ``--openai.base_url``:
   it replaces the server list by one server per comma-separated URL (each inheriting the first
   server's other settings), so a single ``--openai.base_url`` is always honoured.
+* An env class may take more groups of servers (``server_namespaces()``, e.g. a distillation env's
+  ``teacher``): each gets ``--<name>.<field>`` flags and a ``<name>:`` YAML key with the same rules,
+  and reaches the constructor as ``<name>_server_configs=`` (``LoadedConfig.extra_servers``); a group
+  whose default is None and that nothing configures is not passed.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class LoadedConfig:
     testing: bool = False
     config_path: Optional[str] = None
     sources: dict[str, str] = field(default_factory=dict)
+    extra_servers: dict[str, ServerConfigs] = field(default_factory=dict)
 
 
 def _is_bool_field(model: type[BaseModel], name: str) -> bool:
@@ -98,9 +103,21 @@ def _format_validation_error(err: ValidationError, sources: dict[str, str], pref
     )
 
 
-def _split_flags(argv: Sequence[str], env_model: type[BaseModel]) -> tuple[dict[str, str], bool]:
+def server_namespaces(env_cls: EnvClass) -> dict[str, Any]:
+    """The extra server groups ``env_cls`` declares (``server_namespaces()``): name -> defaults."""
+    hook = getattr(env_cls, "server_namespaces", None)
+    found = dict(hook()) if callable(hook) else {}
+    for name in found:
+        if not str(name).isidentifier() or name in _TOP_LEVEL_YAML_KEYS or name == "config":
+            raise ConfigError(f"{env_cls.__name__}.server_namespaces(): {name!r} cannot be one")
+    return found
+
+
+def _split_flags(
+    argv: Sequence[str], env_model: type[BaseModel], namespaces: Sequence[str] = ()
+) -> tuple[dict[str, str], bool]:
     """Parse ``argv`` into {flag name without dashes: raw value}; returns (flags, help_requested)."""
-    known = _known_flags(env_model)
+    known = _known_flags(env_model, namespaces)
     flags: dict[str, str] = {}
     help_requested = False
     i = 0
@@ -136,22 +153,24 @@ def _split_flags(argv: Sequence[str], env_model: type[BaseModel]) -> tuple[dict[
     return flags, help_requested
 
 
-def _known_flags(env_model: type[BaseModel]) -> dict[str, bool]:
+def _known_flags(env_model: type[BaseModel], namespaces: Sequence[str] = ()) -> dict[str, bool]:
     """Every accepted flag name -> whether it is boolean."""
     known: dict[str, bool] = {"config": False, "slurm": True, "testing": True}
     for name in env_model.model_fields:
         known[f"env.{name}"] = _is_bool_field(env_model, name)
-    for name in APIServerConfig.model_fields:
-        known[f"openai.{name}"] = _is_bool_field(APIServerConfig, name)
+    for ns in ("openai", *namespaces):
+        for name in APIServerConfig.model_fields:
+            known[f"{ns}.{name}"] = _is_bool_field(APIServerConfig, name)
     return known
 
 
-def _read_yaml(path: str) -> dict[str, Any]:
+def _read_yaml(path: str, namespaces: Sequence[str] = ()) -> dict[str, Any]:
     data = load_yaml_mapping(path)
+    allowed = (*_TOP_LEVEL_YAML_KEYS, *namespaces)
     for key in data:
-        if key not in _TOP_LEVEL_YAML_KEYS:
+        if key not in allowed:
             raise ConfigError(
-                f"--config {path}: unknown top-level key {key!r}{_suggest(str(key), _TOP_LEVEL_YAML_KEYS)}"
+                f"--config {path}: unknown top-level key {key!r}{_suggest(str(key), allowed)}"
             )
     return data
 
@@ -196,6 +215,7 @@ def _resolve_servers(
     cli_openai: dict[str, Any],
     sources: dict[str, str],
     config_path: str,
+    namespace: str = "openai",
 ) -> ServerConfigs:
     if isinstance(defaults, APIServerConfig):
         base: list[APIServerConfig] = [defaults]
@@ -224,10 +244,10 @@ def _resolve_servers(
     if yaml_openai is not None:
         entries = yaml_openai if isinstance(yaml_openai, list) else [yaml_openai]
         if not entries:
-            raise ConfigError(f"--config {config_path}: 'openai' is an empty list")
+            raise ConfigError(f"--config {config_path}: '{namespace}' is an empty list")
         dicts = []
         for i, entry in enumerate(entries):
-            where = f"--config {config_path}: openai" + (
+            where = f"--config {config_path}: {namespace}" + (
                 f"[{i}]" if isinstance(yaml_openai, list) else ""
             )
             dicts.append({**template(i), **_check_keys(entry, APIServerConfig, where)})
@@ -250,7 +270,7 @@ def _resolve_servers(
         try:
             servers.append(APIServerConfig.model_validate(d))
         except ValidationError as e:
-            raise ConfigError(_format_validation_error(e, sources, "openai.")) from None
+            raise ConfigError(_format_validation_error(e, sources, f"{namespace}.")) from None
     return servers
 
 
@@ -266,22 +286,27 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         )
     env_default, server_default = env_cls.config_init()
     env_model = type(env_default)
-    flags, help_requested = _split_flags(argv, env_model)
+    namespaces = server_namespaces(env_cls)
+    flags, help_requested = _split_flags(argv, env_model, list(namespaces))
     env_base = {**_dump(env_default), **subcommand_env_defaults(env_cls, subcommand, env_default)}
     if help_requested:
-        raise HelpRequested(render_help(env_cls, subcommand, env_model, env_base, server_default))
+        text = render_help(env_cls, subcommand, env_model, env_base, server_default)
+        for ns in namespaces:
+            text += f"\n\n--{ns}.FIELD: the {ns} servers (same fields as --openai.FIELD; YAML key {ns}:)"
+        raise HelpRequested(text)
 
     sources: dict[str, str] = {}
     yaml_data: dict[str, Any] = {}
     config_path = flags.pop("config", None)
     if config_path:
-        yaml_data = _read_yaml(config_path)
+        yaml_data = _read_yaml(config_path, list(namespaces))
     yaml_env = _check_keys(yaml_data.get("env") or {}, env_model, f"--config {config_path}: env")
     for k in yaml_env:
         sources[f"env.{k}"] = f"--config {config_path}"
 
     cli_env: dict[str, Any] = {}
     cli_openai: dict[str, Any] = {}
+    cli_extra: dict[str, dict[str, Any]] = {ns: {} for ns in namespaces}
     top: dict[str, Any] = {}
     for key in ("slurm", "testing"):
         value = yaml_data.get(key, False)
@@ -294,6 +319,9 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
             cli_env[name[4:]] = _parse_value(env_model, name[4:], raw)
         elif name.startswith("openai."):
             cli_openai[name[7:]] = _parse_value(APIServerConfig, name[7:], raw)
+        elif name.partition(".")[0] in cli_extra:
+            ns, _, key = name.partition(".")
+            cli_extra[ns][key] = _parse_value(APIServerConfig, key, raw)
         else:
             low = raw.strip().lower()
             if low not in _TRUE | _FALSE:
@@ -308,6 +336,13 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
     servers = _resolve_servers(
         server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path)
     )
+    extra: dict[str, ServerConfigs] = {}
+    for ns, default in namespaces.items():
+        if default is None and yaml_data.get(ns) is None and not cli_extra[ns]:
+            continue  # nothing configures it: the env gets its own default (None)
+        extra[ns] = _resolve_servers(
+            default, yaml_data.get(ns), cli_extra[ns], sources, str(config_path), namespace=ns
+        )
     return LoadedConfig(
         env=env,
         servers=servers,
@@ -315,6 +350,7 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         testing=top["testing"],
         config_path=config_path,
         sources=sources,
+        extra_servers=extra,
     )
 
 
@@ -373,5 +409,6 @@ __all__ = [
     "LoadedConfig",
     "load_config",
     "render_help",
+    "server_namespaces",
     "subcommand_env_defaults",
 ]

@@ -10,6 +10,11 @@ counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``
 
 ``send_groups`` is ``BaseEnv.handle_send_to_api``: prepare, record completion lengths and rollouts
 for logging, append to the JSONL file, hand each group to the run's sink.
+
+A JSONL line (``file_line``) holds every key Atropos writes: the env's own keys as the env set them
+(an empty ``advantages: []`` stays an empty list, though the group sent on is normalized without
+it) and each key of Atropos's ``ScoredDataGroup`` the env left out as null; ours (``group_id``,
+``env_id``, ``policy_version``) come on top.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from atroposlib.errors import SchemaError
 from atroposlib.groups import Group, Groups, check_group, normalize_group
 from atroposlib.runtime.config import BaseEnvConfig
 from atroposlib.runtime.context import EnvRuntime, RunContext, TokenDecoder
-from atroposlib.type_definitions import Item, ScoredData, ScoredDataGroup
+from atroposlib.type_definitions import ATROPOS_GROUP_KEYS, Item, ScoredData, ScoredDataGroup
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +36,22 @@ current_policy_version: contextvars.ContextVar[Optional[int]] = contextvars.Cont
     "current_policy_version", default=None
 )
 """Set by the runner when a worker starts: the trainer step the item is generated under."""
+
+
+ATROPOS_LINE_KEYS: tuple[str, ...] = (*ATROPOS_GROUP_KEYS, "distill_token_ids", "distill_logprobs")
+"""Keys every line of a groups file holds (Atropos 0.4's ``ScoredDataGroup``), null when unset."""
+
+
+def file_line(group: ScoredDataGroup, raw: Any) -> dict[str, Any]:
+    """What a groups file holds for ``group`` (see the module docstring); ``raw`` is what the env
+    returned (its empty lists and nulls, which normalizing dropped, go back in)."""
+    line: dict[str, Any] = dict(group)
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            line.setdefault(key, value)
+    for key in ATROPOS_LINE_KEYS:
+        line.setdefault(key, None)
+    return line
 
 
 def _as_dict(raw: Group) -> tuple[dict[str, Any], bool]:
@@ -49,9 +70,25 @@ def prepare_groups(
 ) -> list[ScoredDataGroup]:
     """Normalize, filter, stamp and (once) validate what ``collect_trajectories`` /
     ``postprocess_histories`` gave; drops are counted in ``context.drop_counts``."""
+    return [
+        group
+        for group, _ in _prepare(
+            scored_data, config, context, tokenizer, abort_on_any_max_length_exceeded
+        )
+    ]
+
+
+def _prepare(
+    scored_data: Groups,
+    config: BaseEnvConfig,
+    context: RunContext,
+    tokenizer: Optional[TokenDecoder],
+    abort_on_any_max_length_exceeded: bool,
+) -> list[tuple[ScoredDataGroup, Any]]:
+    """``prepare_groups``, each group paired with what the env returned for it."""
     drops = context.drop_counts
     items = scored_data if isinstance(scored_data, list) else [scored_data]
-    out: list[ScoredDataGroup] = []
+    out: list[tuple[ScoredDataGroup, Any]] = []
     for raw in items:
         if raw is None:
             continue
@@ -110,7 +147,7 @@ def prepare_groups(
                 drops["invalid"] += 1
                 logger.error("dropping an invalid group: %s", e)
                 continue
-        out.append(group)  # type: ignore[arg-type]
+        out.append((group, raw))  # type: ignore[arg-type]
     return out
 
 
@@ -120,16 +157,22 @@ async def send_groups(
     """``handle_send_to_api``: prepare groups (``abort_on_max_length``: drop a group with any
     too-long sequence), save them to JSONL if configured, hand them to the sink when ``send``."""
     ctx = env.context
-    groups = prepare_groups(scored_data, env.config, ctx, env.tokenizer, abort_on_max_length)
-    for group in groups:
+    prepared = _prepare(scored_data, env.config, ctx, env.tokenizer, abort_on_max_length)
+    for group, raw in prepared:
         ctx.completion_lengths.extend(sum(1 for m in mask if m != -100) for mask in group["masks"])
         await env.add_rollouts_for_wandb(group, item)
         if ctx.jsonl_writer is not None:
-            ctx.jsonl_writer.write(group)
+            ctx.jsonl_writer.write(file_line(group, raw))
         if send:
             await ctx.group_sink.put(group)
-    ctx.items_sent_this_step += len(groups)
-    return groups
+    ctx.items_sent_this_step += len(prepared)
+    return [group for group, _ in prepared]
 
 
-__all__ = ["current_policy_version", "prepare_groups", "send_groups"]
+__all__ = [
+    "ATROPOS_LINE_KEYS",
+    "current_policy_version",
+    "file_line",
+    "prepare_groups",
+    "send_groups",
+]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol, Union
+from typing import Any, Protocol, Union
 
 import orjson
 
@@ -53,7 +54,7 @@ class JsonlGroupWriter:
         self._f = open(p, "ab")
         self.count = 0
 
-    def write(self, group: ScoredDataGroup) -> None:
+    def write(self, group: Mapping[str, Any]) -> None:
         self._f.write(orjson.dumps(group, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self._f.flush()
         os.fsync(self._f.fileno())

@@ -9,7 +9,9 @@ thread). Completion text comes from ``responses`` (cycled) or ``responder(prompt
 it is tokenized with the given tokenizer, cut at ``max_tokens`` (``finish_reason="length"``) or ended
 with the EOS token (``"stop"``). vLLM-flavour extras: ``return_token_ids`` adds ``token_ids`` and
 ``prompt_token_ids`` to every choice; ``logprobs`` returns deterministic per-token logprobs in the
-OpenAI shapes. ``fail_next(n, status)`` makes the next n generation requests fail; ``requests``
+OpenAI shapes; ``prompt_logprobs=k`` on ``/v1/completions`` adds vLLM's per-prompt-token rows (None
+for the first token, then the k candidates ``fake_prompt_candidates`` gives, plus the prompt token
+itself when it is not among them). ``fail_next(n, status)`` makes the next n generation requests fail; ``requests``
 records every generation body; ``max_in_flight`` is the most generations seen running at once.
 ``strict_model=True`` answers a request for another model than ``model`` with vLLM's 404
 (``The model `x` does not exist.``), as a real server does.
@@ -50,6 +52,27 @@ class _Refused(Exception):
     def __init__(self, response: JSONResponse) -> None:
         super().__init__(response.status_code)
         self.response = response
+
+
+def fake_prompt_candidates(prompt_ids: Sequence[int], position: int, k: int) -> list[int]:
+    """The k token ids the fake server ranks first at ``position`` of a prompt: the prompt's own
+    token, then the ids after it (a deterministic stand-in for a teacher's top-k)."""
+    return [prompt_ids[position] + j for j in range(max(1, k))]
+
+
+def fake_prompt_logprobs(prompt_ids: Sequence[int], k: int) -> list[Optional[dict[str, Any]]]:
+    """vLLM's ``prompt_logprobs`` rows for a prompt (see ``fake_prompt_candidates``)."""
+    rows: list[Optional[dict[str, Any]]] = [None]
+    for p in range(1, len(prompt_ids)):
+        ids = fake_prompt_candidates(prompt_ids, p, k)
+        lps = sorted((fake_logprob(t, p) for t in ids), reverse=True)
+        rows.append(
+            {
+                str(t): {"logprob": lp, "rank": r + 1}
+                for r, (t, lp) in enumerate(zip(ids, lps, strict=True))
+            }
+        )
+    return rows
 
 
 class FakeOpenAIServer:
@@ -226,6 +249,11 @@ class FakeOpenAIServer:
                     }
                 if body.get("return_token_ids"):
                     ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
+                if body.get("prompt_logprobs") is not None:
+                    ch["prompt_logprobs"] = fake_prompt_logprobs(
+                        prompt_ids, int(body["prompt_logprobs"])
+                    )
+                    ch["prompt_token_ids"] = prompt_ids
                 choices.append(ch)
             n_out = sum(len(c.get("token_ids") or []) for c in choices)
             usage = token_usage(len(prompt_ids), n_out)
@@ -293,4 +321,10 @@ class FakeOpenAIServer:
         return app
 
 
-__all__ = ["FakeOpenAIServer", "Responder", "fake_logprob"]
+__all__ = [
+    "FakeOpenAIServer",
+    "Responder",
+    "fake_logprob",
+    "fake_prompt_candidates",
+    "fake_prompt_logprobs",
+]

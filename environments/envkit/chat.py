@@ -17,9 +17,15 @@ THINKING_PROMPT = (
 )
 
 
-def system_prompt(task_instruction: str, thinking: bool = True) -> str:
-    """The system prompt: the thinking preamble (optional) followed by the task's answer format."""
-    return f"{THINKING_PROMPT}\n\n{task_instruction}" if thinking else task_instruction
+def system_prompt(
+    task_instruction: str, thinking: bool = True, thinking_prompt: Optional[str] = None
+) -> str:
+    """The system prompt: the thinking preamble (optional) followed by the task's answer format.
+
+    ``thinking_prompt`` (an env's ``--env.custom_thinking_prompt``) replaces the default preamble."""
+    if not thinking:
+        return task_instruction
+    return f"{thinking_prompt or THINKING_PROMPT}\n\n{task_instruction}"
 
 
 def chat(system: str, user: str) -> list[dict[str, str]]:

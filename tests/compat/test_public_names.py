@@ -75,6 +75,14 @@ ATROPOS_IMPORTS = [
 
 ATROPOS_MODULES = ["atroposlib.api", "atroposlib.envs"]
 
+# Added by Atropos's last commit after 0.4.0: files its newer env files import.
+ATROPOS_LAST_COMMIT_IMPORTS = [
+    ("atroposlib.envs.teacher_distillation_env", "TeacherDistillationConfig"),
+    ("atroposlib.envs.teacher_distillation_env", "TeacherDistillationEnv"),
+    ("atroposlib.envs.server_handling.proxy_client", "ProxyManagedServer"),
+    ("atroposlib.envs.server_handling.proxy_client", "create_proxy_session"),
+]
+
 # Methods env files override or call (``super().env_step_checks()``, ``server.get_logprobs``).
 ATROPOS_METHODS = [
     ("atroposlib.envs.base", "BaseEnv", "get_server_info"),
@@ -89,7 +97,9 @@ ATROPOS_METHODS = [
 ]
 
 
-@pytest.mark.parametrize("module, name", ATROPOS_IMPORTS, ids=lambda x: x)
+@pytest.mark.parametrize(
+    "module, name", ATROPOS_IMPORTS + ATROPOS_LAST_COMMIT_IMPORTS, ids=lambda x: x
+)
 def test_atropos_name_imports(module, name):
     mod = importlib.import_module(module)
     assert hasattr(mod, name), f"from {module} import {name} fails"

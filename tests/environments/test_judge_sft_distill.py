@@ -1,11 +1,10 @@
 """RLAIF with a judge server, the SFT loader, and teacher distillation against the real CPU engine."""
 
 import json
-import re
 
 import pytest
 
-from atroposlib.errors import ConfigError, TokenizerMismatch
+from atroposlib.errors import ConfigError
 from atroposlib.testing import FakeOpenAIServer, check_env
 
 
@@ -149,87 +148,97 @@ def test_sft_loader_formats(tmp_path):
         check_env(SFTLoaderEnv, items=1, env_overrides={"dataset": str(tmp_path / "missing.jsonl")})
 
 
+def _distill_process(env_dir, tmp_path, student_tok, teacher_url, teacher_tok, fake_url, *extra):
+    """``teacher_distillation_env.py process``: the fake server is the student, ``teacher_url`` the
+    teacher (``--teacher.*`` flags)."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "groups.jsonl"
+    cmd = [sys.executable, str(env_dir / "teacher_distillation_env.py"), "process"]
+    cmd += ["--env.tokenizer_name", str(student_tok), "--openai.base_url", fake_url]
+    cmd += ["--teacher.base_url", teacher_url, "--teacher.model_name", "tiny"]
+    cmd += ["--teacher.tokenizer_name", str(teacher_tok), "--env.data_source", "procedural"]
+    cmd += ["--env.offline_train_size", "5", "--env.eval_size", "2", "--env.total_steps", "1"]
+    cmd += ["--env.group_size", "2", "--env.max_token_length", "400", "--env.use_wandb", "false"]
+    cmd += ["--env.data_path_to_save_groups", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    groups = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    return r, groups
+
+
 @pytest.mark.parametrize(
     "method", ["auto", "prefixes"]
 )  # auto picks prompt_logprobs on the CPU engine
-def test_teacher_distillation_matches_the_teachers_forward_pass(tiny_model_dir, cpu_engine, method):
+def test_teacher_distillation_matches_the_teachers_forward_pass(
+    env_dir, tiny_model_dir, cpu_engine, tmp_path, method
+):
     import torch
-    from teacher_distillation_env import TeacherDistillationEnv
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    overrides = {
-        "group_size": 2,
-        "data_source": "procedural",
-        "offline_train_size": 5,
-        "eval_size": 2,
-        "max_token_length": 400,
-        "teacher_base_url": cpu_engine,
-        "teacher_model_name": "tiny",
-        "teacher_top_k": 3,
-        "teacher_method": method,
-    }
     with FakeOpenAIServer(
         tokenizer=str(tiny_model_dir), responses=["<think>hm</think> \\boxed{7}", "no idea"]
     ) as fake:
-        groups = check_env(
-            TeacherDistillationEnv,
-            server=fake,
-            tokenizer=str(tiny_model_dir),
-            items=1,
-            env_overrides=overrides,
+        r, groups = _distill_process(
+            env_dir,
+            tmp_path,
+            tiny_model_dir,
+            cpu_engine,
+            tiny_model_dir,
+            fake.base_url,
+            "--env.teacher_top_k",
+            "3",
+            "--env.teacher_method",
+            method,
         )
+    assert r.returncode == 0, r.stderr[-3000:]
     group = groups[0]
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     texts = [tok.decode([i]) for i in range(len(tok))]
     checked = 0
-    for tokens, masks, ids, lps in zip(
-        group["tokens"],
-        group["masks"],
-        group["distill_token_ids"],
-        group["distill_logprobs"],
-        strict=True,
+    for tokens, ids, lps in zip(
+        group["tokens"], group["distill_token_ids"], group["distill_logprobs"], strict=True
     ):
-        assert len(ids) == len(tokens) == len(lps)
-        trained = [p for p, m in enumerate(masks) if m != -100]
-        assert all(ids[p] == [] for p in range(len(tokens)) if p not in trained)
+        assert len(ids) == len(tokens) == len(lps) and ids[0] == []
         with torch.no_grad():
             logits = model(torch.tensor([tokens])).logits[0].float().log_softmax(-1)
-        for p in trained:
-            assert 1 <= len(ids[p]) <= 3 and lps[p] == sorted(lps[p], reverse=True)
+        for p in range(1, len(tokens)):
+            assert 1 <= len(ids[p]) <= 4 and len(lps[p]) == len(ids[p])
             best = int(logits[p - 1].argmax())
             # With the prefixes method, ids that decode alike (partial UTF-8 bytes) are merged in
             # OpenAI-shaped top_logprobs, so only tokens with a unique text can be checked exactly.
             if method == "auto" or texts.count(tok.decode([best])) == 1:
-                assert ids[p][0] == best
-                assert lps[p][0] == pytest.approx(float(logits[p - 1].max()), abs=1e-3)
+                assert best in ids[p]
+                assert max(lps[p]) == pytest.approx(float(logits[p - 1].max()), abs=1e-3)
                 checked += 1
     assert checked >= 5
 
 
-def test_teacher_distillation_refuses_a_different_tokenizer(tiny_model_dir, cpu_engine):
-    from teacher_distillation_env import TeacherDistillationEnv
+def test_teacher_distillation_refuses_a_different_tokenizer(env_dir, tiny_model_dir, tmp_path):
+    from atroposlib.testing import tiny_tokenizer_dir
 
-    # The student uses check_env's default tiny tokenizer (384 tokens); the teacher serves the tiny model (512).
-    with pytest.raises(TokenizerMismatch, match=re.escape("differs from the student's")):
-        check_env(
-            TeacherDistillationEnv,
-            responses=["x"],
-            env_overrides={
-                "data_source": "procedural",
-                "offline_train_size": 5,
-                "eval_size": 2,
-                "teacher_base_url": cpu_engine,
-                "teacher_model_name": "tiny",
-            },
+    # The student uses the default tiny tokenizer (384 tokens); the teacher's is the tiny model's (512).
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=["x"]) as fake:
+        r, groups = _distill_process(
+            env_dir,
+            tmp_path,
+            tiny_tokenizer_dir(),
+            fake.base_url,
+            tiny_model_dir,
+            fake.base_url,
         )
+    assert r.returncode == 2 and not groups and "Traceback" not in r.stderr
+    assert "Cross-tokenizer distillation is not supported" in r.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(
     "module, env_name, flag",
     [
         ("rlaif_server", "RLAIFEnv", "--env.judge_base_url"),
-        ("teacher_distillation_env", "TeacherDistillationEnv", "--env.teacher_base_url"),
+        ("teacher_distillation_env", "GSM8kTeacherDistillEnv", "--teacher.base_url"),
     ],
 )
 def test_side_server_url_without_scheme_is_a_config_error(module, env_name, flag):
@@ -241,4 +250,7 @@ def test_side_server_url_without_scheme_is_a_config_error(module, env_name, flag
     with pytest.raises(ConfigError, match=flag.replace(".", r"\.") + ".*https"):
         load_config(env_cls, "process", [flag, "localhost:9001/v1"])
     loaded = load_config(env_cls, "process", [flag, "http://127.0.0.1:9001/v1"])
-    assert getattr(loaded.env, flag.split(".", 1)[1]) == "http://127.0.0.1:9001/v1"
+    if flag.startswith("--teacher."):
+        assert loaded.extra_servers["teacher"][0].base_url == "http://127.0.0.1:9001/v1"
+    else:
+        assert getattr(loaded.env, flag.split(".", 1)[1]) == "http://127.0.0.1:9001/v1"

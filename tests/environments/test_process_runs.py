@@ -106,18 +106,11 @@ def test_every_env_processes_against_cpu_engine(
 ):
     out = tmp_path / "groups.jsonl"
     extra = list(CATALOGUE_RUNS[env_file])
-    if env_file in (
-        "rlaif_server.py",
-        "teacher_distillation_env.py",
-    ):  # the policy server judges / teaches
-        extra += [
-            "--env.judge_base_url" if env_file == "rlaif_server.py" else "--env.teacher_base_url",
-            cpu_engine,
-            "--env.judge_model_name"
-            if env_file == "rlaif_server.py"
-            else "--env.teacher_model_name",
-            "tiny",
-        ]
+    if env_file == "rlaif_server.py":  # the policy server judges
+        extra += ["--env.judge_base_url", cpu_engine, "--env.judge_model_name", "tiny"]
+    if env_file == "teacher_distillation_env.py":  # the policy server teaches
+        extra += ["--teacher.base_url", cpu_engine, "--teacher.model_name", "tiny"]
+        extra += ["--teacher.tokenizer_name", str(tiny_model_dir)]
     if env_file == "sft_loader_server.py":
         chats = tmp_path / "chats.jsonl"
         chats.write_text(
@@ -163,4 +156,5 @@ def test_every_env_processes_against_cpu_engine(
     assert len(groups) == 1, result.stderr[-3000:]
     validate_group(groups[0])
     if env_file == "teacher_distillation_env.py":
+        assert groups[0]["distill_token_ids"], result.stderr[-3000:]
         assert any(ids for ids in groups[0]["distill_token_ids"][0])
