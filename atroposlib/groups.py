@@ -27,6 +27,7 @@ from atroposlib.type_definitions import (
     per_sequence_fields,
     validate_group,
 )
+from atroposlib.utils.settings_cli import error_message
 
 _PER_SEQUENCE = per_sequence_fields()  # optional one-per-sequence fields, from the wire schema
 
@@ -157,7 +158,7 @@ def check_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> ScoredData:
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ())) or "group"
-        raise SchemaError(f"invalid ScoredDataGroup ({loc}): {first.get('msg')}") from None
+        raise SchemaError(f"invalid ScoredDataGroup ({loc}): {error_message(first)}") from None
 
 
 def normalize_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 turns its fields into ``--kebab-case`` flags (``atroposlib.utils.settings_cli``, the helper run-api
 and atropos-serve-model use too; help text = the field's description and default);
 ``parse_config`` applies defaults < YAML file (``--config``) < flags and validates with pydantic, so a
-bad value raises ``ConfigError`` naming the field. Unknown flags are refused by argparse.
+bad value raises ``ConfigError`` naming the field (URLs: ``atroposlib.utils.urls``'s rule). Unknown
+flags are refused by argparse, in one line.
 """
 
 from __future__ import annotations
@@ -12,17 +13,27 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from atroposlib.errors import ConfigError
 from atroposlib.inference_clients.registry import refreshable_server_types
+from atroposlib.utils.cli import CliParser
 from atroposlib.utils.settings_cli import (
     add_model_arguments,
     format_validation_error,
     model_values,
 )
+from atroposlib.utils.urls import check_base_url
 from atroposlib.utils.yaml_config import load_yaml_mapping
 from example_trainer.losses.registry import OBJECTIVES
 
@@ -125,9 +136,7 @@ class TrainingConfig(BaseModel):
     )
 
     # --- API ------------------------------------------------------------------------------
-    api_url: str = Field(
-        "http://localhost:8000", pattern=r"^https?://", description="Trajectory API base URL."
-    )
+    api_url: str = Field("http://localhost:8000", description="Trajectory API base URL.")
     api_token: Optional[str] = Field(None, description="Bearer token for the trajectory API.")
     wandb_project: str = Field("atropos-grpo", description="wandb project (when use_wandb).")
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
@@ -161,7 +170,7 @@ class TrainingConfig(BaseModel):
         "(the save itself is synchronous).",
     )
     vllm_port: int = Field(9001, gt=0, lt=65536, description="Port of the inference server.")
-    inference_urls: list[str] = Field(
+    inference_urls: list[Annotated[str, AfterValidator(check_base_url)]] = Field(
         [], description="Inference server base URLs (default: http://127.0.0.1:<vllm_port>)."
     )
     inference_command: Optional[str] = Field(
@@ -235,6 +244,11 @@ class TrainingConfig(BaseModel):
         "temperature.",
     )
 
+    @field_validator("api_url")
+    @classmethod
+    def _api_url_is_a_base_url(cls, v: str) -> str:
+        return check_base_url(v)
+
     @field_validator("inference_server")
     @classmethod
     def _known_inference_server(cls, v: str) -> str:
@@ -282,7 +296,7 @@ class TrainingConfig(BaseModel):
 def build_parser(
     prog: str = "atropos-grpo", description: Optional[str] = None
 ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog=prog,
         description=description
         or "GRPO trainer for atroposlib (reads batches from the trajectory API).",

@@ -25,58 +25,44 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from atroposlib.utils.cli import fail
+from atroposlib.utils.cli import (
+    CliParser,
+    fail,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from example_trainer.demo_servers import peek_groups, refresh_times, vllm_missing
 
 REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
 
 
-def _number(kind: Callable[[str], Any], minimum: float, name: str) -> Callable[[str], Any]:
-    """An argparse ``type`` that rejects values below ``minimum`` before anything is built or deleted."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {name}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum} (got {text})")
-        return value
-
-    return parse
-
-
-_POSITIVE_INT = _number(int, 1, "integer")
-_NON_NEGATIVE_INT = _number(int, 0, "integer")
-
-
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     """Parse the demo's flags; counts are checked here so a typo never wipes the report folder."""
-    p = argparse.ArgumentParser(
-        prog="atropos-demo", description="End-to-end CPU RL demo (see README)."
-    )
+    p = CliParser(prog="atropos-demo", description="End-to-end CPU RL demo (see README).")
     p.add_argument(
         "--out",
         type=Path,
         default=REPO / "runs" / "demo",
         help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).",
     )
-    p.add_argument("--steps", type=_POSITIVE_INT, default=300, help="GRPO steps (default 300).")
+    p.add_argument("--steps", type=positive_int, default=300, help="GRPO steps (default 300).")
     p.add_argument(
-        "--prompts-per-step", type=_POSITIVE_INT, default=16, help="Groups per batch (default 16)."
+        "--prompts-per-step", type=positive_int, default=16, help="Groups per batch (default 16)."
     )
     p.add_argument(
-        "--group-size", type=_POSITIVE_INT, default=8, help="Samples per prompt (default 8)."
+        "--group-size", type=positive_int, default=8, help="Samples per prompt (default 8)."
     )
-    p.add_argument("--lr", type=float, default=5e-4, help="GRPO learning rate (default 5e-4).")
+    p.add_argument(
+        "--lr", type=positive_float, default=5e-4, help="GRPO learning rate (default 5e-4)."
+    )
     p.add_argument(
         "--warmup-sft-steps",
-        type=_NON_NEGATIVE_INT,
+        type=non_negative_int,
         default=100,
         help="Supervised warm-up steps on gold demonstrations (default 100).",
     )
@@ -86,9 +72,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         default="none",
         help="'shuffled': shuffle rewards within each group (the no-signal control).",
     )
-    p.add_argument("--seed", type=int, default=0, help="Seed for model, warm-up, env and trainer.")
     p.add_argument(
-        "--threads", type=_POSITIVE_INT, default=1, help="torch threads per process (default 1)."
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="Seed for model, warm-up, env and trainer.",
+    )
+    p.add_argument(
+        "--threads", type=positive_int, default=1, help="torch threads per process (default 1)."
     )
     p.add_argument(
         "--inference",

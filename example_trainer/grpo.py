@@ -56,7 +56,7 @@ import torch
 
 from atroposlib.errors import APIUnavailable, AtroposError
 from atroposlib.type_definitions import Registration
-from atroposlib.utils.cli import fail
+from atroposlib.utils.cli import USAGE_ERROR, fail
 from example_trainer.batching import flatten_batch
 from example_trainer.checkpoint import load_latest, save_checkpoint
 from example_trainer.config import TrainingConfig, parse_config
@@ -341,6 +341,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         cfg = parse_config(argv)
+    except AtroposError as e:  # a bad flag value or config file: nothing was started
+        return fail("atropos-grpo", e, USAGE_ERROR)
+    try:
         train(cfg)
     except AtroposError as e:
         return fail("atropos-grpo", e, 1)

@@ -74,3 +74,8 @@ def test_check_group_returns_the_model_and_names_the_problem():
     assert isinstance(model, ScoredData) and model.scores == [1.0]
     with pytest.raises(SchemaError, match=r"invalid ScoredDataGroup \(scores\)"):
         check_group({"tokens": [[1]], "masks": [[1]], "scores": "x"})
+    with pytest.raises(SchemaError) as e:  # a validator's own message, without pydantic's prefix
+        check_group({"tokens": [[1, 2]], "masks": [[1]], "scores": [1.0]})
+    assert str(e.value) == (
+        "invalid ScoredDataGroup (group): masks[0] has 1 values but tokens[0] has 2 tokens"
+    )

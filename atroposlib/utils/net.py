@@ -1,7 +1,9 @@
-"""Small networking helpers shared by CLIs, tests and the demo: free ports and readiness waits."""
+"""Small networking helpers shared by CLIs, tests and the demo: free ports, listening sockets and
+readiness waits."""
 
 from __future__ import annotations
 
+import errno
 import socket
 import time
 from typing import TYPE_CHECKING, Any, Optional
@@ -17,6 +19,41 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port``, for a server to take over (``OSError`` when the address
+    is taken or the host is not one of this machine's)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """The one-line message of a server command that cannot listen on ``host:port``."""
+    if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+        hint = "is --host a name or address of this machine?"
+    elif error.errno == errno.EACCES:
+        hint = "ports below 1024 need privileges; pick another --port"
+    else:
+        hint = "is another server using it? pick another --port"
+    return f"cannot listen on {host}:{port} ({error.strerror or error}); {hint}"
+
+
+def listen_problem(host: str, port: int) -> Optional[str]:
+    """Why a server could not listen on ``host:port`` right now (bind and release), or None."""
+    try:
+        listening_socket(host, port).close()
+    except OSError as e:
+        return cannot_listen(host, port, e)
+    return None
 
 
 def wait_for_http(

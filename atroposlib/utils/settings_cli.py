@@ -12,7 +12,8 @@ The one way a settings model becomes a command line: ``run-api`` (``ApiSettings`
   supply the rest. Values reach pydantic as the strings argparse read: the model converts and
   validates them, so a flag, a YAML key and an environment variable obey the same rules.
 * ``format_validation_error`` turns pydantic's error into one line naming each bad field (or its
-  flag), with a "did you mean" for an unknown field.
+  flag), with a "did you mean" for an unknown field; ``error_message`` is one error's text without
+  pydantic's "Value error, " prefix (the env config loader uses it too).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _unwrap_optional(annotation: Any) -> Any:
 
 
 def _metavar(annotation: Any) -> str:
+    if typing.get_origin(annotation) is typing.Annotated:  # a type with validators: its base type
+        annotation = typing.get_args(annotation)[0]
     return getattr(annotation, "__name__", "VALUE").upper()
 
 
@@ -124,6 +127,20 @@ def _known_fields(model: Optional[type[BaseModel]], path: tuple[Any, ...]) -> li
     return list(cls.model_fields) if cls is not None else []
 
 
+# What pydantic puts before the text of an error raised by a validator: not part of the message.
+_VALIDATOR_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def error_message(err: Mapping[str, Any]) -> str:
+    """The text of one pydantic error (an item of ``ValidationError.errors()``), without the
+    "Value error, " that pydantic puts before a validator's own message."""
+    msg = str(err.get("msg", ""))
+    for prefix in _VALIDATOR_PREFIXES:
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    return msg
+
+
 def format_validation_error(
     e: ValidationError,
     model: Optional[type[BaseModel]] = None,
@@ -140,7 +157,7 @@ def format_validation_error(
         if as_flags and path:
             path[0] = flag_name(path[0], flags)
         loc = ".".join(path) or "config"
-        text = f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if err["loc"] else "")
+        text = f"{loc}: {error_message(err)}" + (f" (got {err['input']!r})" if err["loc"] else "")
         if err["type"] == "extra_forbidden" and err["loc"]:
             known = _known_fields(model, tuple(err["loc"][:-1]))
             close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1, cutoff=0.6)
@@ -149,4 +166,11 @@ def format_validation_error(
     return lead + "; ".join(parts)
 
 
-__all__ = ["Flag", "add_model_arguments", "flag_name", "format_validation_error", "model_values"]
+__all__ = [
+    "Flag",
+    "add_model_arguments",
+    "error_message",
+    "flag_name",
+    "format_validation_error",
+    "model_values",
+]

@@ -276,3 +276,50 @@ def test_cli_bad_model_dir_is_one_line_exit_2(tmp_path):
         assert p.returncode == 2
         assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
         assert str(target) in p.stderr
+
+
+def test_cli_port_in_use_is_one_line_before_the_model_loads(tiny_model_dir):
+    import socket
+
+    from tests.cli_checks import one_line_error, run_module
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_module(
+            "atroposlib.cli.serve_model", "--model", str(tiny_model_dir), "--port", str(port)
+        )
+    line = one_line_error(proc, 2, f"cannot listen on 127.0.0.1:{port}", "pick another --port")
+    assert line.startswith("atropos-serve-model: error:") and proc.stdout == ""
+
+
+def test_cli_bad_log_level_is_one_line(tiny_model_dir):
+    from tests.cli_checks import one_line_error, run_module
+
+    proc = run_module(
+        "atroposlib.cli.serve_model", "--model", str(tiny_model_dir), "--log-level", "loud"
+    )
+    one_line_error(proc, 2, "--log-level: must be one of critical, error", "(got 'loud')")
+
+
+def test_cli_says_where_it_serves_and_ctrl_c_ends_it_cleanly(tiny_model_dir, tmp_path):
+    import signal
+
+    from atroposlib.utils.net import free_port, wait_for_http
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "atroposlib.cli.serve_model", "--model", str(tiny_model_dir)]
+        + ["--port", str(port), "--torch-threads", "1", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", timeout=120, proc=proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert out == f"atropos-serve-model: serving {tiny_model_dir} on http://127.0.0.1:{port}\n"

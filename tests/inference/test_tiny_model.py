@@ -119,3 +119,44 @@ def test_cli_out_dir_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("atropos-make-tiny-model: error:") and str(taken) in err
     assert err.strip().count("\n") == 0 and taken.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--hidden-size", "-8"], "argument --hidden-size: must be at least 1, got -8"),
+        (["--heads", "0"], "argument --heads: must be at least 1, got 0"),
+        (["--max-positions", "-1"], "argument --max-positions: must be at least 1, got -1"),
+        (["--layers", "0"], "argument --layers: must be at least 1, got 0"),
+        (["--hidden-size", "abc"], "argument --hidden-size: must be an integer, got 'abc'"),
+        (["--hidden-size", "30"], "--hidden-size (30) must be divisible by --heads (4)"),
+        (["--hidden-size", "12"], "(the head size, 3) must be even"),
+        (["--vocab-size", "100"], "--vocab-size must be at least 260"),
+        (["--hidden-size", "65536"], "this tool builds tiny models"),
+        (["--seed", "-1"], "argument --seed: must be 0 or more"),
+    ],
+)
+def test_cli_bad_sizes_are_one_line_and_create_nothing(tmp_path, flags, message):
+    from tests.cli_checks import one_line_error, run_module
+
+    out = tmp_path / "new" / "model"
+    proc = run_module("atroposlib.cli.make_tiny_model", str(out), *flags)
+    line = one_line_error(proc, 2, message)
+    assert line.startswith("atropos-make-tiny-model: error:")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_build_that_fails_removes_the_folders_it_made(tmp_path, monkeypatch):
+    import atroposlib.inference.tiny_model as tiny
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tiny, "_build_into", broken)
+    with pytest.raises(OSError):
+        build_tiny_model(tmp_path / "a" / "b" / "m", hidden_size=32, num_layers=1, num_heads=2)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()  # a folder that was there before is left in place
+    with pytest.raises(OSError):
+        build_tiny_model(tmp_path / "kept", hidden_size=32, num_layers=1, num_heads=2)
+    assert (tmp_path / "kept").is_dir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from pydantic import field_validator
 
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig
 from atroposlib.errors import ConfigError
@@ -124,11 +125,27 @@ def test_process_and_evaluate_defaults():
         (["--env.grup_size", "3"], "unknown flag --env.grup_size; did you mean --env.group_size?"),
         (["--openai.modelname", "x"], "did you mean --openai.model_name?"),
         (["--env.group_size", "abc"], "invalid value for --env.group_size (from --env.group_size)"),
-        (["--env.group_size"], "flag --env.group_size needs a value"),
+        (["--env.group_size"], "--env.group_size needs a value"),
+        (
+            ["--env.tokenizer_name", "--env.total_steps", "2"],
+            "--env.tokenizer_name needs a value (--env.total_steps is the next flag)",
+        ),
         (["--env.eval_handling", "SOMETIMES"], "--env.eval_handling"),
         (["positional"], "unexpected argument 'positional'"),
         (["--config", "/nonexistent.yaml"], "no such file"),
-        (["--openai.base_url", "localhost:9001/v1"], "--openai.base_url (from --openai.base_url)"),
+        (
+            ["--openai.base_url", "localhost:9001/v1"],
+            "--openai.base_url 'localhost:9001/v1' must start with http:// or https:// "
+            "(did you mean 'http://localhost:9001/v1'?)",
+        ),
+        (
+            ["--env.rollout_server_url", "localhost:8000"],
+            "--env.rollout_server_url 'localhost:8000' must start with http:// or https://",
+        ),
+        (
+            ["--openai.base_url", "http://h:0/v1"],
+            "--openai.base_url 'http://h:0/v1' has an invalid port",
+        ),
     ],
 )
 def test_mistakes_are_one_line_errors_naming_the_field(argv, message):
@@ -174,6 +191,60 @@ def test_cli_exit_codes_without_traceback(tmp_path):
     )
     helped = run_env("process", "--help", cwd=tmp_path)
     assert helped.returncode == 0 and "--env.group_size" in helped.stdout
+
+
+def test_value_given_to_a_flag_may_start_with_dashes_when_joined_by_equals():
+    cfg = load_config(AdditionEnv, "serve", ["--env.wandb_name=--x", "--env.total_steps", "2"])
+    assert (cfg.env.wandb_name, cfg.env.total_steps) == ("--x", 2)
+
+
+def test_url_from_yaml_is_named_with_its_file(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"openai": [{"base_url": "localhost:1/v1"}]}))
+    with pytest.raises(ConfigError) as e:
+        load_config(AdditionEnv, "serve", ["--config", str(cfg)])
+    assert str(e.value) == (
+        "--openai.base_url 'localhost:1/v1' must start with http:// or https:// "
+        f"(did you mean 'http://localhost:1/v1'?) (from --config {cfg})"
+    )
+
+
+class StrictConfig(BaseEnvConfig):
+    level: int = 1
+
+    @field_validator("level")
+    @classmethod
+    def _odd(cls, v: int) -> int:
+        if v % 2 == 0:
+            raise ValueError("level must be odd")
+        return v
+
+
+class StrictEnv(BaseEnv):
+    name = "strict"
+
+    @classmethod
+    def config_init(cls):
+        return StrictConfig(), APIServerConfig(base_url="http://a:1/v1", model_name="m")
+
+
+def test_a_validator_message_has_no_pydantic_prefix():
+    with pytest.raises(ConfigError) as e:
+        load_config(StrictEnv, "serve", ["--env.level", "2"])
+    assert str(e.value) == (
+        "invalid value for --env.level (from --env.level): level must be odd (got 2)"
+    )
+
+
+def test_cli_url_and_missing_value_are_one_line_exit_2(tmp_path):
+    from tests.cli_checks import one_line_error
+
+    bad_url = run_env("process", "--openai.base_url", "localhost:9001/v1", cwd=tmp_path)
+    one_line_error(bad_url, 2, "error: --openai.base_url 'localhost:9001/v1' must start with")
+    missing = run_env("process", "--env.tokenizer_name", "--env.total_steps", "2", cwd=tmp_path)
+    line = one_line_error(missing, 2)
+    assert line == "error: --env.tokenizer_name needs a value (--env.total_steps is the next flag)"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_base_url_without_a_scheme_is_rejected_up_front():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -159,4 +160,7 @@ def test_sigterm_finishes_in_flight_work_disconnects_and_exits_0(
         and "could not /disconnect-env" not in log
         and "serve finished" in log
     )
+    finished = log[log.index("serve finished") :].splitlines()[0]  # readable, not a Python dict
+    assert re.fullmatch(r"serve finished: (\w+=\d+ )*\w+=\d+", finished), finished
+    assert "groups_sent=" in finished and "{" not in finished
     assert set(_jsonl_group_ids(sent)) <= {g["group_id"] for g in _api_groups(api.url)}

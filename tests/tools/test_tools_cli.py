@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import socket
 
+import pytest
 from tools_helpers import run_cli
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.datagen import cli as datagen_cli
 from atroposlib.type_definitions import Registration
 from atroposlib.viewer.samples import sample_groups
+from tests.cli_checks import one_line_error
 
 SFT = "atroposlib.cli.sft"
 DPO = "atroposlib.cli.dpo"
@@ -49,6 +52,30 @@ def test_jsonl2html_user_errors(tmp_path, groups_jsonl):
         2,
         "overwrite the input",
     )
+
+
+def test_jsonl2html_with_no_readable_group_fails_and_writes_nothing(tmp_path):
+    empty, junk = tmp_path / "empty.jsonl", tmp_path / "junk.jsonl"
+    empty.write_text("\n")
+    junk.write_text('{"tokens": [[1]]}\n{broken\n')
+    line = one_line_error(run_cli("atroposlib.cli.jsonl2html", str(empty)), 1)
+    assert (
+        line
+        == f"atropos-jsonl2html: error: no readable group in {empty} (the file has no lines); nothing written"
+    )
+    line = one_line_error(run_cli("atroposlib.cli.jsonl2html", str(junk)), 1)
+    assert line == (
+        f"atropos-jsonl2html: error: no readable group in {junk}, 2 lines skipped "
+        "(not a scored group: 1, invalid JSON: 1); nothing written"
+    )
+    kept = tmp_path / "kept.html"
+    kept.write_text("an earlier report")
+    one_line_error(run_cli("atroposlib.cli.jsonl2html", str(junk), "-o", str(kept)), 1)
+    assert kept.read_text() == "an earlier report"
+    one_line_error(
+        run_cli("atroposlib.cli.jsonl2html", str(junk), "-o", str(tmp_path / "new" / "r.html")), 1
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl", "junk.jsonl", "kept.html"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,20 +185,34 @@ def test_datagen_user_errors(tmp_path, groups_jsonl, capsys):
             "sft",
             ["--input", str(groups_jsonl), "--save-messages", "--save-top-n-per-group", "-1"],
             2,
-            "save_top_n_per_group",
-        ),
-        (
-            "sft",
-            ["--input", str(groups_jsonl), "--save-messages", "--num-seqs-to-save", "0"],
-            2,
-            "--num-seqs-to-save must be > 0",
+            "--save-top-n-per-group: Input should be greater than or equal to 0 (got -1)",
         ),
     ]
     for kind, args, code, needle in cases:
         assert datagen_cli.run(kind, [out, *args]) == code
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, err
+    for flag, value in [
+        ("--num-seqs-to-save", "0"),
+        ("--group-size", "-2"),
+        ("--idle-timeout", "-1"),
+        ("--poll-interval", "nan"),
+    ]:  # numbers are checked while the flags are read: argparse's error, in one line
+        with pytest.raises(SystemExit) as exc:
+            datagen_cli.run("sft", [out, "--input", str(groups_jsonl), flag, value])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f"atropos-sft-gen: error: argument {flag}: must be"), err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("module", [SFT, DPO])
+@pytest.mark.parametrize("url", ["localhost:8000", "http://", "http://127.0.0.1:99999"])
+def test_datagen_api_url_follows_the_one_url_rule(tmp_path, module, url):
+    proc = run_cli(module, str(tmp_path / "o.jsonl"), "--api-url", url, "--save-messages")
+    line = one_line_error(proc, 2, f"--api-url {url!r} ")
+    assert line.startswith(f"atropos-{module.rsplit('.', 1)[1]}-gen: error:")
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,3 +330,50 @@ def test_view_run_rejects_a_bad_port_before_serving(tmp_path):
     groups.write_text("")
     proc = run_cli("atroposlib.cli.view_run", "--file", str(groups), "--port", "99999")
     assert_clean_error(proc, 2, "port must be between 1 and 65535")
+
+
+def test_view_run_port_in_use_is_one_line_before_serving(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_cli("atroposlib.cli.view_run", "--demo", "--port", str(port))
+    line = one_line_error(proc, 2, f"cannot listen on 127.0.0.1:{port}", "pick another --port")
+    assert line.startswith("view-run: error:") and "serving on" not in proc.stdout
+    assert "GRADIO_SERVER_PORT" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "ftp://host", "http://:80"])
+def test_view_run_api_url_follows_the_one_url_rule(url):
+    proc = run_cli("atroposlib.cli.view_run", "--api-url", url)
+    line = one_line_error(proc, 2, f"--api-url {url!r} ")
+    assert line.startswith("view-run: error:") and proc.stdout == ""
+
+
+def test_view_run_start_prints_one_line_and_no_gradio_hints(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from atroposlib.utils.net import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "atroposlib.cli.view_run", "--demo", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("view-run: reading built-in example groups; serving on"), first
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.strip() == "" and "share=True" not in err and "Running on" not in err, (out, err)

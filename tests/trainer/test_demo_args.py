@@ -26,3 +26,12 @@ def test_bad_count_leaves_the_report_folder_alone(tmp_path):
 def test_good_counts_parse():
     args = parse_args(["--steps", "3", "--warmup-sft-steps", "0", "--group-size", "2"])
     assert (args.steps, args.warmup_sft_steps, args.group_size) == (3, 0, 2)
+
+
+@pytest.mark.parametrize("flag, value", [("--lr", "-1"), ("--lr", "nan"), ("--seed", "-3")])
+def test_bad_rate_or_seed_is_a_one_line_usage_error(flag, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args([flag, value])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"atropos-demo: error: argument {flag}: must be"), err

@@ -69,9 +69,10 @@ def test_yaml_is_layered_under_flags(tmp_path):
 def test_cli_errors_are_one_line_without_traceback(capsys):
     from example_trainer.grpo import main
 
-    assert main(["--model-name", "m", "--eps-low", "2"]) == 1
+    assert main(["--model-name", "m", "--eps-low", "2"]) == 2  # a bad value: nothing started
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "eps_low" in err and "Traceback" not in err
+    assert "Value error" not in err
     unknown = subprocess.run(
         [sys.executable, "-m", "example_trainer.grpo", "--model-name", "m", "--bogus", "1"],
         capture_output=True,
@@ -79,6 +80,26 @@ def test_cli_errors_are_one_line_without_traceback(capsys):
         timeout=120,
     )
     assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
+    assert unknown.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "flags, field",
+    [
+        (["--api-url", "localhost:8000"], "api_url"),
+        (["--inference-urls", "http://127.0.0.1:9001", "127.0.0.1:9002"], "inference_urls.1"),
+    ],
+)
+def test_urls_follow_the_one_url_rule(tmp_path, flags, field):
+    from tests.cli_checks import one_line_error, run_module
+
+    proc = run_module("example_trainer.grpo", "--model-name", "m", *flags, cwd=tmp_path)
+    one_line_error(
+        proc,
+        2,
+        f"atropos-grpo: error: invalid config: {field}: must start with http:// or https://",
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_model_folder_is_a_one_line_error(tmp_path, capsys):

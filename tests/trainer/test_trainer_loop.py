@@ -258,7 +258,7 @@ def test_restart_mode_relaunches_our_engine_on_new_weights(run_api, tiny_model, 
     assert len(launches) == 2  # the initial weights, then the weights after step 1
     assert str(tiny_model) in launches[0]
     assert "weights/step_0000001" in launches[1]
-    assert (save / "inference_server.log").read_text().count("Uvicorn running") == 2
+    assert (save / "inference_server.log").read_text().count("atropos-serve-model: serving") == 2
     import httpx
 
     with pytest.raises(httpx.TransportError):  # the trainer stopped the server it launched

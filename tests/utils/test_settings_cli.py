@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from atroposlib.api.settings import ApiSettings
 from atroposlib.cli.run_api import build_parser as run_api_parser
@@ -16,6 +16,7 @@ from atroposlib.inference.config import EngineConfig
 from atroposlib.utils.settings_cli import (
     Flag,
     add_model_arguments,
+    error_message,
     flag_name,
     format_validation_error,
     model_values,
@@ -87,6 +88,26 @@ def test_validation_error_is_one_line_naming_fields_or_flags():
     assert flagged.startswith("--big: Input should be greater than 0")
 
 
+class Checked(BaseModel):
+    url: str = "http://x"
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith("http"):
+            raise ValueError("must start with http")
+        return v
+
+
+def test_a_validator_message_has_no_pydantic_prefix():
+    with pytest.raises(ValidationError) as e:
+        Checked(url="ftp://x")
+    assert "Value error, " in str(e.value)  # what pydantic itself says
+    assert error_message(e.value.errors()[0]) == "must start with http"
+    line = format_validation_error(e.value, Checked, lead="", as_flags=True)
+    assert line == "--url: must start with http (got 'ftp://x')"
+
+
 def test_run_api_and_serve_model_flags_are_their_settings_fields():
     api = run_api_parser()
     assert {a.dest for a in api._actions} >= set(ApiSettings.model_fields)
@@ -98,3 +119,16 @@ def test_run_api_and_serve_model_flags_are_their_settings_fields():
     args = serve.parse_args(["--model", "m", "--port", "9100", "--dtype", "bfloat16"])
     config = EngineConfig(**model_values(args, EngineConfig))
     assert (config.model_path, config.port, config.dtype) == ("m", 9100, "bfloat16")
+
+
+def test_a_validated_list_item_keeps_its_base_type_as_metavar():
+    from typing import Annotated
+
+    from pydantic import AfterValidator
+
+    class Urls(BaseModel):
+        urls: list[Annotated[str, AfterValidator(str.strip)]] = []
+
+    p = argparse.ArgumentParser(prog="u")
+    add_model_arguments(p, Urls)
+    assert "[--urls [STR ...]]" in p.format_usage()
