@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # vLLM's own environment for the real-vLLM tier (tests/real_vllm); never fails, the tier skips instead.
 bash scripts/setup_vllm.sh
+# openenv's own environment for the OpenEnv interop tests (tests/interop); never fails, they skip instead.
+bash scripts/setup_openenv.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e

@@ -15,6 +15,8 @@ Rules (also in the docs):
 * ``--openai.<field>`` with several servers applies to every server, except ``--openai.base_url``:
   it replaces the server list by one server per comma-separated URL (each inheriting the first
   server's other settings), so a single ``--openai.base_url`` is always honoured.
+* An env-config field whose type is a settings model is a section with its own flags
+  ``--<section>.<field>`` (``config_sections``; e.g. ``--openenv.url``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ from pydantic import BaseModel, ValidationError
 from atroposlib.errors import ConfigError
 from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
+from atroposlib.runtime.config_sections import (
+    merge_sections,
+    section_flags,
+    section_help,
+    sections_of,
+)
 from atroposlib.runtime.context import EnvClass
 from atroposlib.utils.yaml_config import load_yaml_mapping
 
@@ -143,6 +151,8 @@ def _known_flags(env_model: type[BaseModel]) -> dict[str, bool]:
         known[f"env.{name}"] = _is_bool_field(env_model, name)
     for name in APIServerConfig.model_fields:
         known[f"openai.{name}"] = _is_bool_field(APIServerConfig, name)
+    for flag, section in section_flags(env_model).items():
+        known[flag] = _is_bool_field(section, flag.partition(".")[2])
     return known
 
 
@@ -269,7 +279,8 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
     flags, help_requested = _split_flags(argv, env_model)
     env_base = {**_dump(env_default), **subcommand_env_defaults(env_cls, subcommand, env_default)}
     if help_requested:
-        raise HelpRequested(render_help(env_cls, subcommand, env_model, env_base, server_default))
+        help_text = render_help(env_cls, subcommand, env_model, env_base, server_default)
+        raise HelpRequested("\n".join([help_text, *section_help(env_model, env_base)]))
 
     sources: dict[str, str] = {}
     yaml_data: dict[str, Any] = {}
@@ -282,6 +293,8 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
 
     cli_env: dict[str, Any] = {}
     cli_openai: dict[str, Any] = {}
+    cli_sections: dict[str, dict[str, Any]] = {}
+    sections = sections_of(env_model)
     top: dict[str, Any] = {}
     for key in ("slurm", "testing"):
         value = yaml_data.get(key, False)
@@ -294,6 +307,10 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
             cli_env[name[4:]] = _parse_value(env_model, name[4:], raw)
         elif name.startswith("openai."):
             cli_openai[name[7:]] = _parse_value(APIServerConfig, name[7:], raw)
+        elif name.partition(".")[0] in sections:
+            sec, _, key = name.partition(".")
+            cli_sections.setdefault(sec, {})[key] = _parse_value(sections[sec], key, raw)
+            sources[f"env.{name}"] = f"--{name}"
         else:
             low = raw.strip().lower()
             if low not in _TRUE | _FALSE:
@@ -301,10 +318,14 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
             top[name] = low in _TRUE
 
     merged = {**env_base, **yaml_env, **cli_env}
+    merged = merge_sections(merged, [env_base, yaml_env, cli_env], cli_sections, env_model)
     try:
         env = env_model.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(_format_validation_error(e, sources, "env.")) from None
+        text = _format_validation_error(e, sources, "env.")
+        for sec in sections:  # a section field's flag is --<section>.<field>
+            text = text.replace(f"--env.{sec}.", f"--{sec}.")
+        raise ConfigError(text) from None
     servers = _resolve_servers(
         server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path)
     )
