@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from subprocs import wait_or_kill
+
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = REPO / "bench" / "gpu_train_check.py"
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
@@ -148,11 +150,8 @@ def _stream(cmd: list[str], timeout: float) -> str:
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return "cut (time)"
+        if not wait_or_kill(proc, timeout):
+            return "cut (time)"
     finally:
         reader.join(5)
     return (

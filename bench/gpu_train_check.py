@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from random_groups import random_groups
+
 PEAK_BF16_TFLOPS = 790.0  # H100/H200 dense bf16, measured (8192^3 matmul); docs/training.md
 MAX_SEQ = 4096
 VOCAB = 151936
@@ -73,28 +75,6 @@ def build_model(shape: str, device: Any, max_len: int) -> Any:
     return model.to(device=device, dtype=torch.float32).train()
 
 
-def batch_groups(tokens: int, seq_len: int, seed: int) -> list[dict[str, Any]]:
-    """``tokens // seq_len`` sequences of ``seq_len`` tokens in groups of 2 scored 0/1 (a quarter
-    of each is prompt, masked out)."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    n = max(1, tokens // seq_len)
-    prompt = seq_len // 4
-    groups = []
-    for i in range(0, n, 2):
-        size = min(2, n - i)
-        toks = [torch.randint(3, VOCAB, (seq_len,), generator=g).tolist() for _ in range(size)]
-        groups.append(
-            {
-                "tokens": toks,
-                "masks": [[-100] * prompt + t[prompt:] for t in toks],
-                "scores": [float(j % 2) for j in range(size)] if size > 1 else [1.0],
-            }
-        )
-    return groups
-
-
 def _is_oom(e: BaseException) -> bool:
     import torch
 
@@ -122,7 +102,7 @@ def measure(
         lr=1e-6,
         use_inference_logprobs=False,
     )
-    flat = flatten_batch(batch_groups(tokens, seq_len, seed=tokens), seq_len=seq_len)
+    flat = flatten_batch(random_groups(tokens, seq_len, VOCAB, seed=tokens), seq_len=seq_len)
     cuda = device.type == "cuda"
     rates: list[float] = []
     last: dict[str, Any] = {}

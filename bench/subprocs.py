@@ -60,11 +60,19 @@ def shut_down(*procs: Optional[subprocess.Popen], grace: float = 30.0) -> None:
     for proc in procs:
         if proc is not None and proc.poll() is None:
             proc.terminate()
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            wait_or_kill(proc, grace)
 
 
-__all__ = ["launch", "running", "shut_down"]
+def wait_or_kill(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``proc`` to end, else kill it (and reap it); True when it
+    ended by itself."""
+    try:
+        proc.wait(timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return False
+
+
+__all__ = ["launch", "running", "shut_down", "wait_or_kill"]

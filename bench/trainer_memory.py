@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from random_groups import random_groups
+
 REPO = Path(__file__).resolve().parents[1]
 # path -> (chunked log-probs, gradient checkpointing)
 PATHS = {
@@ -66,28 +68,6 @@ def _rss_kib(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _groups(tokens: int, seq_len: int, vocab: int, seed: int) -> list[dict[str, Any]]:
-    """Sequences of ``seq_len`` tokens (a quarter prompt), in groups of 2 with scores 0 and 1."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    n_seq = max(1, tokens // seq_len)
-    prompt = seq_len // 4
-    groups = []
-    for i in range(0, n_seq, 2):
-        size = min(2, n_seq - i)
-        toks = [torch.randint(3, vocab, (seq_len,), generator=g).tolist() for _ in range(size)]
-        groups.append(
-            {
-                "tokens": toks,
-                "masks": [[-100] * prompt + t[prompt:] for t in toks],
-                "scores": [float(j % 2) for j in range(size)],
-                "inference_logprobs": [[-5.0] * seq_len for _ in toks],
-            }
-        )
-    return groups
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -140,10 +120,13 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         return stats
 
     # warm-up: allocates AdamW's moments (held from then on, like the weights)
-    optimizer_step(flatten_batch(_groups(16, 16, spec["vocab"], 1), seq_len=16))
+    optimizer_step(
+        flatten_batch(random_groups(16, 16, spec["vocab"], 1, inference_logprobs=True), seq_len=16)
+    )
     opt.zero_grad(set_to_none=True)
     flat = flatten_batch(
-        _groups(spec["tokens"], spec["seq_len"], spec["vocab"], 2), seq_len=spec["seq_len"]
+        random_groups(spec["tokens"], spec["seq_len"], spec["vocab"], 2, inference_logprobs=True),
+        seq_len=spec["seq_len"],
     )
     gc.collect()
     cuda = device.type == "cuda"

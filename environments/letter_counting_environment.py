@@ -15,11 +15,11 @@ import random
 from envkit.chat import chat, system_prompt, transcript
 from envkit.evaluation import greedy_answer, report_eval
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 
 
@@ -41,15 +41,7 @@ class LetterCountingEnv(BaseEnv):
     def make_item(self, rng: random.Random) -> Item:
         return letter_counting_item(rng, self.config.max_words)
 
-    @classmethod
-    def config_init(cls) -> tuple[TextTaskConfig, list[APIServerConfig]]:
-        env_config = TextTaskConfig(
-            group_size=8,
-            max_token_length=1024,
-            batch_size=16,
-            wandb_name=cls.name,
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=1024, batch_size=16)
 
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)

@@ -12,20 +12,18 @@ is right. A group whose gold answer math-verify cannot parse is skipped (never t
     python environments/math_server.py process --env.tokenizer_name MODEL_DIR \\
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source procedural
 
-Sampling, scoring and evaluation are GSM8K's (this env subclasses ``GSM8kEnv``); only the data, the
-config and the answer instruction differ, which is how a variant env should be written.
+Sampling, scoring and evaluation are GSM8K's (this env subclasses ``GSM8kEnv``); only the data
+(``load_problems``), the config and the answer instruction (``answer_format``) differ, which is how a
+variant env should be written.
 """
 
-from itertools import cycle
-
-from envkit.chat import system_prompt
 from envkit.data_sources import DataSource, load_math
 from envkit.rollouts import SamplingConfig
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from gsm8k_server import GSM8kEnv
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig
+from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = "Solve the problem and put only your final answer in \\boxed{}."
 
@@ -50,21 +48,13 @@ class MathConfig(SamplingConfig):
 class MathEnv(GSM8kEnv):
     name = "math"
     env_config_cls = MathConfig
+    answer_format = ANSWER_FORMAT
+    config_init = local_defaults(group_size=8, max_token_length=4096, batch_size=12)
 
-    @classmethod
-    def config_init(cls) -> tuple[MathConfig, list[APIServerConfig]]:
-        env_config = MathConfig(
-            group_size=8,
-            max_token_length=4096,
-            batch_size=12,
-            wandb_name="math",
-        )
-        return env_config, [local_vllm_server()]
-
-    async def setup(self) -> None:
+    def load_problems(self) -> tuple[list[Item], list[Item]]:
         cfg = self.config
 
-        def load(split: str, size: int):
+        def load(split: str, size: int) -> list[Item]:
             return load_math(
                 cfg.data_source,
                 split,
@@ -74,10 +64,7 @@ class MathEnv(GSM8kEnv):
                 answer_field=cfg.answer_field,
             ).rows
 
-        self.train = load("train", cfg.offline_size)
-        self.test = load("test", max(cfg.eval_size, 4))[: cfg.eval_size]
-        self.system = system_prompt(ANSWER_FORMAT)
-        self.train_items = cycle(self.train)  # in order, round and round
+        return load("train", cfg.offline_size), load("test", max(cfg.eval_size, 4))[: cfg.eval_size]
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ from envkit.data_sources import DataSource, load_mcqa, split_rows
 from envkit.evaluation import greedy_answer, report_eval
 from envkit.mcqa import LETTERS, extract_letter, format_question
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = (
@@ -52,16 +52,7 @@ class MCQAConfig(SamplingConfig):
 class MCQAEnv(BaseEnv):
     name = "mcqa"
     env_config_cls = MCQAConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[MCQAConfig, list[APIServerConfig]]:
-        env_config = MCQAConfig(
-            group_size=8,
-            max_token_length=2048,
-            batch_size=12,
-            wandb_name="mcqa",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=12)
 
     async def setup(self) -> None:
         cfg = self.config

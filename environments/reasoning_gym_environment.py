@@ -20,13 +20,13 @@ import reasoning_gym
 from envkit.chat import chat, system_prompt, transcript
 from envkit.evaluation import greedy_answer, report_eval
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from envkit.text_tasks import extract_answer_tag
 from pydantic import Field
 from reasoning_gym.composite import DatasetSpec
 from reasoning_gym.factory import DATASETS
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
@@ -67,16 +67,7 @@ def build_dataset(task: str, task_config: dict[str, Any], size: int, seed: int):
 class ReasoningGymEnv(BaseEnv):
     name = "reasoning_gym"
     env_config_cls = ReasoningGymConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[ReasoningGymConfig, list[APIServerConfig]]:
-        env_config = ReasoningGymConfig(
-            group_size=8,
-            max_token_length=2048,
-            batch_size=16,
-            wandb_name="reasoning_gym",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=16)
 
     async def setup(self) -> None:
         cfg = self.config

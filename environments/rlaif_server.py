@@ -35,10 +35,10 @@ from envkit.judge import (
     single_judge_prompt,
 )
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import extra_server, local_vllm_server
+from envkit.servers import extra_server, local_defaults
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.errors import InferenceError
 from atroposlib.type_definitions import Item
 
@@ -72,16 +72,7 @@ class RLAIFConfig(SamplingConfig):
 class RLAIFEnv(BaseEnv):
     name = "rlaif"
     env_config_cls = RLAIFConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[RLAIFConfig, list[APIServerConfig]]:
-        env_config = RLAIFConfig(
-            group_size=4,
-            max_token_length=2048,
-            batch_size=16,
-            wandb_name="rlaif",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=4, max_token_length=2048, batch_size=16)
 
     async def setup(self) -> None:
         cfg = self.config

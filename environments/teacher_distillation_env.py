@@ -36,7 +36,7 @@ from envkit.servers import extra_server
 from gsm8k_server import GSM8kConfig, GSM8kEnv
 from pydantic import Field
 
-from atroposlib.envs.base import load_tokenizer
+from atroposlib.envs.base import APIServerConfig, load_tokenizer
 from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.groups import Groups
 from atroposlib.type_definitions import ScoredData
@@ -75,10 +75,10 @@ class TeacherDistillationEnv(GSM8kEnv):
     env_config_cls = DistillConfig
 
     @classmethod
-    def config_init(cls):
-        env_config, servers = super().config_init()
-        return DistillConfig(
-            **env_config.model_dump(), teacher_base_url="http://localhost:9002/v1"
+    def config_init(cls) -> tuple[DistillConfig, list[APIServerConfig]]:
+        env_config, servers = super().config_init()  # GSM8K's settings, as a DistillConfig
+        return env_config.model_copy(
+            update={"teacher_base_url": "http://localhost:9002/v1"}
         ), servers
 
     async def setup(self) -> None:

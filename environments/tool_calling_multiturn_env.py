@@ -20,7 +20,7 @@ from typing import Optional
 
 from envkit.chat import chat, episode_node, require_room
 from envkit.rollouts import SamplingConfig
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from envkit.text_tasks import extract_answer_tag
 from envkit.tool_calls import (
     TOOLBOX,
@@ -31,7 +31,7 @@ from envkit.tool_calls import (
 )
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv, ScoredDataItem
+from atroposlib.envs.base import BaseEnv, ScoredDataItem
 from atroposlib.type_definitions import Item
 
 
@@ -48,16 +48,7 @@ class MultiTurnToolConfig(SamplingConfig):
 class MultiTurnToolEnv(BaseEnv):
     name = "tool_calling_multiturn"
     env_config_cls = MultiTurnToolConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[MultiTurnToolConfig, list[APIServerConfig]]:
-        env_config = MultiTurnToolConfig(
-            group_size=8,
-            max_token_length=4096,
-            batch_size=16,
-            wandb_name="tool_calling_multiturn",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=4096, batch_size=16)
 
     async def setup(self) -> None:
         self.rng = random.Random(self.config.seed)

@@ -21,7 +21,7 @@ import random
 
 from envkit.chat import chat, require_room, transcript
 from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_vllm_server
+from envkit.servers import local_defaults
 from envkit.tool_calls import (
     TOOLBOX,
     compare_tool_calls,
@@ -31,7 +31,7 @@ from envkit.tool_calls import (
 )
 from pydantic import Field
 
-from atroposlib.envs.base import APIServerConfig, BaseEnv
+from atroposlib.envs.base import BaseEnv
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item
 
@@ -47,16 +47,7 @@ class ToolCallingConfig(SamplingConfig):
 class ToolCallingEnv(BaseEnv):
     name = "tool_calling"
     env_config_cls = ToolCallingConfig
-
-    @classmethod
-    def config_init(cls) -> tuple[ToolCallingConfig, list[APIServerConfig]]:
-        env_config = ToolCallingConfig(
-            group_size=8,
-            max_token_length=2048,
-            batch_size=16,
-            wandb_name="tool_calling",
-        )
-        return env_config, [local_vllm_server()]
+    config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=16)
 
     async def setup(self) -> None:
         unknown = sorted(set(self.config.tools) - set(TOOLBOX))

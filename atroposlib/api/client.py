@@ -273,6 +273,22 @@ class _Base:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
+    def _build(
+        self, http: Union[httpx.Client, httpx.AsyncClient], req: _Request[Any]
+    ) -> httpx.Request:
+        """The HTTP request for ``req``: its body as JSON, gzipped when large enough."""
+        content, headers = _encode(req.body, self.gzip_min_bytes)
+        return http.build_request(
+            req.method,
+            req.path,
+            content=content,
+            headers={**headers, **req.headers},
+            params=req.params,
+        )
+
+    def _unreachable(self, req: _Request[Any], e: httpx.TransportError) -> APIUnavailable:
+        return APIUnavailable(f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}")
+
     def _retry_kwargs(self) -> dict[str, Any]:
         return dict(
             retry=retry_if_exception_type(APIUnavailable),
@@ -292,19 +308,10 @@ class TrajectoryClient(_Base):
         )
 
     def _send_once(self, req: _Request[T]) -> T:
-        content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
-            resp = self._http.request(
-                req.method,
-                req.path,
-                content=content,
-                headers={**headers, **req.headers},
-                params=req.params,
-            )
+            resp = self._http.send(self._build(self._http, req))
         except httpx.TransportError as e:
-            raise APIUnavailable(
-                f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}"
-            ) from e
+            raise self._unreachable(req, e) from e
         return _decode(req, resp)
 
     def _call(self, req: _Request[T]) -> T:
@@ -404,19 +411,10 @@ class AsyncTrajectoryClient(_Base):
         )
 
     async def _send_once(self, req: _Request[T]) -> T:
-        content, headers = _encode(req.body, self.gzip_min_bytes)
         try:
-            resp = await self._http.request(
-                req.method,
-                req.path,
-                content=content,
-                headers={**headers, **req.headers},
-                params=req.params,
-            )
+            resp = await self._http.send(self._build(self._http, req))
         except httpx.TransportError as e:
-            raise APIUnavailable(
-                f"{req.method} {req.path}: cannot reach {self.base_url}: {e!r}"
-            ) from e
+            raise self._unreachable(req, e) from e
         return _decode(req, resp)
 
     async def _call(self, req: _Request[T]) -> T:

@@ -6,7 +6,7 @@ registered unless told to consume (``consume=True``), and resets the API only wh
 (``reset=True``). Each batch is acknowledged only after its records are written and flushed.
 ``run_datagen`` drives a feed through a selection function, shows a progress bar and returns a
 ``DatagenSummary`` (groups read, kept, sequences rejected by which rule, messages left out of the
-written records by role).
+written records by role, text records whose completion holds untrained text such as a tool's output).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.api.client import TrajectoryClient
-from atroposlib.datagen.selection import RULE_TARGET_REACHED, Selection
+from atroposlib.datagen.selection import RULE_TARGET_REACHED, Selection, has_untrained_inside
 from atroposlib.errors import AtroposError, ConfigError
 from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 from atroposlib.type_definitions import Registration
@@ -170,6 +170,7 @@ class DatagenSummary:
     messages_dropped: Counter = field(default_factory=Counter)  # by role, in written records only
     bad_lines: dict[str, int] = field(default_factory=dict)
     stopped_because: str = ""
+    untrained_in_completion: int = 0  # written text records whose completion holds masked text
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +181,7 @@ class DatagenSummary:
             "sequences_read": self.sequences_read,
             "sequences_rejected_by_rule": {k: v for k, v in self.rejected.items() if v},
             "messages_dropped_by_role": {k: v for k, v in self.messages_dropped.items() if v},
+            "records_with_untrained_text_in_completion": self.untrained_in_completion,
             "input_lines_skipped": dict(self.bad_lines),
             "stopped_because": self.stopped_because,
         }
@@ -196,6 +198,11 @@ class DatagenSummary:
         for role, n in self.messages_dropped.most_common():
             if n:
                 out.append(f"  left out {n} messages with role {role!r} (not in --keep-roles)")
+        if self.untrained_in_completion:
+            out.append(
+                f"  {self.untrained_in_completion} {unit} hold untrained text inside the completion "
+                "(e.g. tool output): train on their segments (label false = not trained)"
+            )
         for reason, n in self.bad_lines.items():
             out.append(f"  skipped {n} input lines: {reason}")
         if self.stopped_because:
@@ -250,6 +257,7 @@ def run_datagen(
                         summary.rejected[RULE_TARGET_REACHED] += len(sel.records) - room
                     for rec in keep:
                         fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                        summary.untrained_in_completion += has_untrained_inside(rec)
                     for dropped in sel.roles_dropped[: len(keep)]:
                         summary.messages_dropped.update(dropped)
                     if keep:

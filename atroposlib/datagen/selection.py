@@ -13,10 +13,18 @@ Same rules and output records as Atropos's ``atropos-sft-gen`` / ``atropos-dpo-g
   rejected sequence at random, we take the worst one left, so output is reproducible.
 
 Text records split each sequence where its masks say training starts: ``prefix`` is the decoded
-tokens before the first trained token, ``completion`` (``pos``/``neg``) the decoded rest. Atropos
-splits at the longest prefix the decoded texts share, which files the completions' common first
-tokens (e.g. the "1" of "12" and "15") under the prompt; the masks record what was really trained.
-A DPO pair joins two sequences only when their prefixes are the same text.
+tokens before the first trained token, ``completion`` (``pos``/``neg``) the decoded rest, so prefix +
+completion is the whole decoded sequence. Atropos splits at the longest prefix the decoded texts
+share, which files the completions' common first tokens (e.g. the "1" of "12" and "15") under the
+prompt; the masks record what was really trained. A DPO pair joins two sequences only when their
+prefixes are the same text.
+
+What was trained is given with the text: ``segments`` (SFT, the whole sequence) and
+``pos_segments`` / ``neg_segments`` (DPO, the completions) list ``{"text", "label"}`` stretches in
+order, ``label`` true where the tokens were trained, false where they were masked (the prompt, a
+tool's output between two assistant turns). Their texts join to the record's text; this is Axolotl's
+``input_output`` format. The texts are cut with ``report.spans``: never inside a character, so no
+U+FFFD appears that the decoded sequence does not hold.
 
 Every sequence that is not kept is counted under the rule that dropped it (``Selection.rejected``).
 
@@ -36,6 +44,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
+from atroposlib.report.spans import TextSpan, decoded_spans, prompt_and_completion
 from atroposlib.type_definitions import first_trained
 
 Decoder = Callable[[list[int]], str]
@@ -168,11 +177,31 @@ def _length_ok(group: dict[str, Any], i: int, max_len: Optional[int]) -> bool:
 @dataclass
 class _Payloads:
     """Per sequence: the text before training starts ('' for messages), the payload (messages or
-    completion text), and whether the sequence has anything trained."""
+    completion text), whether the sequence has anything trained, and (text records) the
+    completion's trained / untrained stretches."""
 
     prefixes: list[str]
     items: list[Any]
     trained: list[bool]
+    segments: list[list[TextSpan]] = field(default_factory=list)
+
+
+def segment_records(spans: Sequence[TextSpan]) -> list[dict[str, Any]]:
+    """Stretches as ``{"text", "label"}`` records (Axolotl's ``input_output`` segments)."""
+    return [{"text": sp.text, "label": sp.trained} for sp in spans if sp.text]
+
+
+def has_untrained_inside(record: dict[str, Any]) -> bool:
+    """Whether a text record's completion holds untrained text (e.g. a tool's output): a stretch
+    labelled false after the first one labelled true."""
+    for key in ("segments", "pos_segments", "neg_segments"):
+        seen_trained = False
+        for seg in record.get(key, []):
+            if seg["label"]:
+                seen_trained = True
+            elif seen_trained:
+                return True
+    return False
 
 
 def _usable(
@@ -210,11 +239,11 @@ def _usable(
         raise ValueError("a tokenizer (decode function) is needed unless save_messages is set")
     out = _Payloads([], [], [])
     for t, m in zip(toks, masks, strict=True):
-        k = first_trained(m)
-        cut = len(t) if k is None else k
-        out.prefixes.append(decode(list(t[:cut])))
-        out.items.append(decode(list(t[cut:])))
-        out.trained.append(k is not None)
+        prefix, rest = prompt_and_completion(decoded_spans(list(t), list(m), decode))
+        out.prefixes.append(prefix)
+        out.items.append("".join(sp.text for sp in rest))
+        out.trained.append(first_trained(m) is not None)
+        out.segments.append(rest)
     return scores, out
 
 
@@ -274,7 +303,15 @@ def _sft_rules(
                 dropped,
             )
         else:
-            sel.add({"prefix": pay.prefixes[i], "completion": pay.items[i], "score": s})
+            whole = [TextSpan(pay.prefixes[i], False, 0, 0), *pay.segments[i]]
+            sel.add(
+                {
+                    "prefix": pay.prefixes[i],
+                    "completion": pay.items[i],
+                    "score": s,
+                    "segments": segment_records(whole),
+                }
+            )
 
 
 def _dpo_rules(
@@ -332,6 +369,9 @@ def _dpo_rules(
                 "score": scores[i],
             }
         rec["neg_score"] = scores[partner]
+        if not opts.save_messages:
+            rec["pos_segments"] = segment_records(pay.segments[i])
+            rec["neg_segments"] = segment_records(pay.segments[partner])
         sel.add(rec, dropped)
     left = [i for i in usable if i not in used]
     for i in left:
@@ -362,8 +402,10 @@ __all__ = [
     "SftOptions",
     "find_common_prefix",
     "first_trained",
+    "has_untrained_inside",
     "keep_chat_roles",
     "select_dpo",
+    "segment_records",
     "select_sft",
     "split_prefix",
 ]

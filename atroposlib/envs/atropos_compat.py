@@ -27,6 +27,7 @@ from atroposlib.runtime import checkpoint
 from atroposlib.runtime.atropos_hooks import default_hook, fill_workers, read_server_info
 from atroposlib.runtime.cli import main
 from atroposlib.runtime.context import EnvClass, EnvRuntime, Rollout, RunContext
+from atroposlib.runtime.eval_results import EvalRun
 from atroposlib.runtime.evaluation import write_eval_results
 from atroposlib.runtime.metrics_logger import MetricsSink
 from atroposlib.runtime.process import process
@@ -140,17 +141,11 @@ class AtroposCompat:
         verbose: bool = True,
     ) -> None:
         """Write ``metrics.json`` (+ ``samples.jsonl``) to ``data_dir_to_save_evals``, print a table."""
-        write_eval_results(
-            self,
-            metrics,
-            task_name=task_name,
-            model_name=model_name,
-            start_time=start_time,
-            end_time=end_time or time.time(),
-            generation_parameters=generation_parameters,
-            samples=samples,
-            verbose=verbose,
+        end_time = end_time or time.time()
+        run = EvalRun(
+            metrics, task_name, model_name, start_time, end_time, generation_parameters, samples
         )
+        write_eval_results(self, run, verbose=verbose)
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self: EnvRuntime, step: int, data: Optional[dict[str, Any]] = None) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.server_manager import ServerManager
-from atroposlib.runtime.eval_results import write_eval_files
+from atroposlib.runtime.eval_results import EvalRun, write_eval_files
 
 logger = logging.getLogger(__name__)
 
@@ -51,18 +51,15 @@ def evaluate_log(
 ) -> Optional[Path]:
     """Write ``eval_dir/metrics.json`` (lighteval-like layout, as ``BaseEnv.evaluate_log``) and
     ``eval_dir/samples.jsonl``; without ``eval_dir`` only warn. Returns the metrics file."""
-    path = write_eval_files(
-        eval_dir,
-        metrics,
-        task=str(task_name),
-        model_name=model_name,
-        start_time=start_time,
-        end_time=end_time,
-        generation_parameters=generation_parameters,
-        samples=samples,
-        verbose=verbose,
-        missing_dir_hint="eval_dir is not set",
+    run = EvalRun(
+        metrics, str(task_name), model_name, start_time, end_time, generation_parameters, samples
     )
+    return _write(eval_dir, run, verbose)
+
+
+def _write(eval_dir: Optional[str], run: EvalRun, verbose: bool) -> Optional[Path]:
+    """``run`` through the one writer, saying where it went."""
+    path = write_eval_files(eval_dir, run, verbose=verbose, missing_dir_hint="eval_dir is not set")
     if path is not None:
         print(f"Evaluation results saved to {path}", flush=True)
     return path
@@ -121,17 +118,10 @@ class EvalBase(ABC):
         model = (
             getattr(getattr(servers[0], "config", None), "model_name", None) if servers else None
         )
-        evaluate_log(
-            metrics,
-            eval_dir=getattr(self, "eval_dir", None),
-            task_name=self.task_name(),
-            model_name=model,
-            start_time=start,
-            end_time=end,
-            generation_parameters=self.get_generation_params(),
-            samples=[r[1] for r in results],
-            verbose=getattr(self, "verbose", True),
-        )
+        samples = [r[1] for r in results]
+        params = self.get_generation_params()
+        run = EvalRun(metrics, self.task_name(), model, start, end, params, samples)
+        _write(getattr(self, "eval_dir", None), run, getattr(self, "verbose", True))
         return metrics
 
 

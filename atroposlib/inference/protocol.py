@@ -8,14 +8,13 @@ at the top level, as vLLM does); ``stop_reason`` names the stop string that ende
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from atroposlib.inference.generation import RowResult
+from atroposlib.utils.openai_shapes import openai_choice, openai_response, token_usage
 
 PromptType = Union[str, list[str], list[int], list[list[int]]]
 
@@ -157,34 +156,6 @@ class UpdateWeightsRequest(BaseModel):
     model_path: str = Field(min_length=1, description="Checkpoint directory to load weights from.")
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-
-
-def openai_response(
-    kind: Literal["text_completion", "chat.completion"],
-    model: str,
-    choices: list[dict[str, Any]],
-    usage: Optional[dict[str, int]] = None,
-) -> dict[str, Any]:
-    """The envelope of an OpenAI completion or chat completion answer around its ``choices``."""
-    prefix = "cmpl" if kind == "text_completion" else "chatcmpl"
-    body: dict[str, Any] = {
-        "id": f"{prefix}-{uuid.uuid4().hex}",
-        "object": kind,
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
-
-
 def completion_response(
     model: str,
     prompts: list[list[int]],
@@ -198,13 +169,9 @@ def completion_response(
     choices = []
     for idx, res in enumerate(results):
         prompt_ids = prompts[idx // n]
-        choice: dict[str, Any] = {
-            "index": idx,
-            "text": res.text,
-            "logprobs": None,
-            "finish_reason": res.finish_reason,
-            "stop_reason": res.stop_reason,
-        }
+        choice = openai_choice(
+            "text_completion", idx, res.text, res.finish_reason, stop_reason=res.stop_reason
+        )
         if want_logprobs is not None:
             tokens = [token_text(t) for t in res.token_ids]
             offsets, pos = [], 0
@@ -235,7 +202,7 @@ def completion_response(
                 for entry in res.prompt_logprobs
             ]
         choices.append(choice)
-    usage = _usage(sum(len(p) for p in prompts), sum(len(r.token_ids) for r in results))
+    usage = token_usage(sum(len(p) for p in prompts), sum(len(r.token_ids) for r in results))
     return openai_response("text_completion", model, choices, usage)
 
 
@@ -255,13 +222,9 @@ def chat_response(
     """Build a ``chat.completion`` response for one conversation and its ``n`` choices."""
     choices = []
     for idx, res in enumerate(results):
-        choice: dict[str, Any] = {
-            "index": idx,
-            "message": {"role": "assistant", "content": res.text},
-            "logprobs": None,
-            "finish_reason": res.finish_reason,
-            "stop_reason": res.stop_reason,
-        }
+        choice = openai_choice(
+            "chat.completion", idx, res.text, res.finish_reason, stop_reason=res.stop_reason
+        )
         if logprobs:
             content = []
             for pos, (tid, lp) in enumerate(zip(res.token_ids, res.logprobs, strict=True)):
@@ -276,7 +239,7 @@ def chat_response(
             choice["prompt_token_ids"] = list(prompt_ids)
             choice["token_ids"] = list(res.token_ids)
         choices.append(choice)
-    usage = _usage(len(prompt_ids), sum(len(r.token_ids) for r in results))
+    usage = token_usage(len(prompt_ids), sum(len(r.token_ids) for r in results))
     body = openai_response("chat.completion", model, choices, usage)
     if return_token_ids:
         body["prompt_token_ids"] = list(prompt_ids)
@@ -293,5 +256,4 @@ __all__ = [
     "UpdateWeightsRequest",
     "chat_response",
     "completion_response",
-    "openai_response",
 ]

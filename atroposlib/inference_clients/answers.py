@@ -1,4 +1,5 @@
-"""Reading inference servers' answers: OpenAI objects from JSON, and the error for a 4xx answer."""
+"""Reading inference servers' answers: OpenAI objects from JSON, several answers as one, and the
+error for a 4xx answer."""
 
 from __future__ import annotations
 
@@ -47,4 +48,15 @@ def to_openai(cls: type[BaseModel], data: dict[str, Any]) -> Any:
             ) from None
 
 
-__all__ = ["to_openai", "rejected"]
+def merge_choices(answers: list[Any]) -> Any:
+    """The first answer holding the choices of all (renumbered in order): what one request for
+    ``n`` completions gets when it was sent as several smaller requests."""
+    out = answers[0]
+    for answer in answers[1:]:
+        out.choices.extend(answer.choices)
+    for i, choice in enumerate(out.choices):
+        choice.index = i
+    return out
+
+
+__all__ = ["merge_choices", "rejected", "to_openai"]

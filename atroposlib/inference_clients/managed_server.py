@@ -14,8 +14,6 @@ no re-tokenization drift; in the default mode the extended node replaces its par
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from typing import Any, Optional
 
 from openai.types.chat.chat_completion import ChatCompletion
@@ -23,6 +21,7 @@ from openai.types.completion import Completion
 from pydantic import BaseModel
 
 from atroposlib.type_definitions import MASK_IGNORE
+from atroposlib.utils.openai_shapes import AnswerKind, openai_choice, openai_response
 from atroposlib.utils.tokenize_for_trainer import render_chat
 
 PROMPT_LOGPROB = 1.0
@@ -140,25 +139,7 @@ class ManagedServer:
         if not isinstance(prompt, str):
             raise TypeError("managed completion needs prompt=<str>")
         ids, nodes = await self._generate(prompt, chat=False, kwargs=kwargs)
-        return Completion.model_validate(
-            {
-                "id": f"cmpl-{uuid.uuid4().hex[:12]}",
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": str(kwargs.get("model", "managed")),
-                "prompt_token_ids": ids,
-                "choices": [
-                    {
-                        "index": i,
-                        "text": text,
-                        "finish_reason": _finish(reason),
-                        "logprobs": None,
-                        "token_ids": node.tokens[len(ids) :],
-                    }
-                    for i, (text, reason, node) in enumerate(nodes)
-                ],
-            }
-        )
+        return Completion.model_validate(_answer("text_completion", kwargs, ids, nodes))
 
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
         messages = kwargs.get("messages")
@@ -179,29 +160,28 @@ class ManagedServer:
             **template_kwargs,
         )
         ids, nodes = await self._generate(prompt, chat=True, kwargs=kwargs)
-        return ChatCompletion.model_validate(
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": str(kwargs.get("model", "managed")),
-                "prompt_token_ids": ids,
-                "choices": [
-                    {
-                        "index": i,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": _finish(reason),
-                        "logprobs": None,
-                        "token_ids": node.tokens[len(ids) :],
-                    }
-                    for i, (text, reason, node) in enumerate(nodes)
-                ],
-            }
-        )
+        return ChatCompletion.model_validate(_answer("chat.completion", kwargs, ids, nodes))
 
 
 def _finish(reason: str) -> str:
     return reason if reason in ("stop", "length", "content_filter", "tool_calls") else "stop"
+
+
+def _answer(
+    kind: AnswerKind,
+    kwargs: dict[str, Any],
+    ids: list[int],
+    nodes: list[tuple[str, str, SequenceNode]],
+) -> dict[str, Any]:
+    """The OpenAI answer for the generated ``nodes``: each choice carries its ``token_ids`` and the
+    answer the ``prompt_token_ids``."""
+    choices = [
+        openai_choice(kind, i, text, _finish(reason), token_ids=node.tokens[len(ids) :])
+        for i, (text, reason, node) in enumerate(nodes)
+    ]
+    body = openai_response(kind, str(kwargs.get("model", "managed")), choices)
+    body["prompt_token_ids"] = ids
+    return body
 
 
 class DummyManagedServer:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from atroposlib.inference_clients.managed_server import DummyManagedServer, ManagedServer
 from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.inference_clients.tool_call_translator import ToolCallTranslator
+from atroposlib.utils.openai_shapes import openai_choice, openai_response
 from atroposlib.utils.tokenize_for_trainer import render_chat
 
 logger = logging.getLogger(__name__)
@@ -216,18 +217,12 @@ def create_app(
             content, calls, reason = s.translator.parse_model_output(
                 ch.message.content or "", req.tool_choice, req.tools
             )
-            message: dict[str, Any] = {"role": "assistant", "content": content}
-            if calls:
-                message["tool_calls"] = [c.model_dump() for c in calls]
             finish = reason if calls else ch.finish_reason
-            choices.append({"index": ch.index, "message": message, "finish_reason": finish})
-        return {
-            "id": f"chatcmpl-{uuid_lib.uuid4().hex[:12]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": choices,
-        }
+            choice = openai_choice("chat.completion", ch.index, content, finish)
+            if calls:
+                choice["message"]["tool_calls"] = [c.model_dump() for c in calls]
+            choices.append(choice)
+        return openai_response("chat.completion", model_name, choices)
 
     @app.post("/{session_uuid}/v1/chat/completions/render")
     async def render_prompt(session_uuid: str, req: ChatCompletionProxyRequest):

@@ -21,6 +21,7 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 
 from atroposlib.errors import InferenceUnavailable
+from atroposlib.inference_clients.answers import merge_choices
 from atroposlib.inference_clients.backend import APIServer, ServerDown, TokensAndLogprobs
 from atroposlib.inference_clients.backends.scripted import ScriptedServer
 from atroposlib.inference_clients.config import APIServerConfig, ReasoningConfig, ServerBaseline
@@ -147,20 +148,11 @@ class ServerManager:
             n -= k
         return list(await asyncio.gather(*parts))
 
-    @staticmethod
-    def _merge_choices(results: list[Any]) -> Any:
-        out = results[0]
-        for r in results[1:]:
-            out.choices.extend(r.choices)
-        for i, ch in enumerate(out.choices):
-            ch.index = i
-        return out
-
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
-        return self._merge_choices(await self._split_n("chat_completion", kwargs))
+        return merge_choices(await self._split_n("chat_completion", kwargs))
 
     async def completion(self, **kwargs: Any) -> Completion:
-        return self._merge_choices(await self._split_n("completion", kwargs))
+        return merge_choices(await self._split_n("completion", kwargs))
 
     async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
         results = await self._split_n("tokens_and_logprobs_completion", kwargs)

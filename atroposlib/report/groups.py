@@ -2,10 +2,14 @@
 
 Sources of groups: JSONL files written by ``serve``/``process`` (one group per line), ``GET /peek``
 records (``{"seq", "env_name", "group": {...}}``) and plain iterables of ``ScoredDataGroup`` dicts.
-``GroupView`` is what the renderers consume: the prompt shared by every sequence of the group, and per
-sequence the completion (messages or decoded text or bare token ids), score, mask and logprobs.
-A sequence's completion starts at its first trained token (its masks), never at the prefix the
-group's sequences happen to share: completions that begin with the same tokens keep them.
+``GroupView`` is what the renderers consume: the group's prompt when every sequence has the same one,
+and per sequence its own prompt (when the prompts differ), its completion (messages, or decoded text
+in trained / untrained stretches, or bare token ids), score, masks and logprobs.
+A sequence's completion starts at its own first trained token (its masks), never at the prefix the
+group's sequences happen to share: completions that begin with the same tokens keep them, and a
+sequence whose prompt differs from the others' (another question, a first trained token elsewhere in
+a multi-turn sequence) shows its own prompt. Decoded text is cut only where it splits cleanly
+(``report.spans``), so no character is broken into U+FFFD halves.
 
 Nothing here renders HTML and nothing imports torch; a tokenizer is optional (``decode`` callable).
 """
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from atroposlib.errors import SchemaError
+from atroposlib.report.spans import TextSpan, decoded_spans, prompt_and_completion, split_text
 from atroposlib.type_definitions import MASK_IGNORE, first_trained
 
 log = logging.getLogger(__name__)
@@ -125,6 +130,10 @@ class SequenceView:
     advantages: Optional[list[float]]
     reward_status: Optional[str] = None
     completion_start: int = 0  # index of the first token shown as completion (its masks' split)
+    prompt_text: Optional[str] = (
+        None  # this sequence's own decoded prompt (tokens before the start)
+    )
+    completion_spans: list[TextSpan] = field(default_factory=list)  # completion_text, by mask
 
     @property
     def trained_tokens(self) -> int:
@@ -141,7 +150,9 @@ class SequenceView:
 
 @dataclass
 class GroupView:
-    """A group as shown to a person: shared prompt + one ``SequenceView`` per sequence."""
+    """A group as shown to a person: its prompt (when shared) + one ``SequenceView`` per sequence.
+    ``prompt_shared`` is False when the sequences' prompt tokens differ; then ``prompt_text`` and
+    ``prompt_token_count`` are empty and each sequence carries its own prompt."""
 
     index: int
     env_name: Optional[str]
@@ -157,6 +168,7 @@ class GroupView:
     sequences: list[SequenceView]
     images: list[str]
     extra: dict[str, Any]
+    prompt_shared: bool = True
 
     @property
     def scores(self) -> list[float]:
@@ -265,10 +277,7 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
     # where each sequence's completion starts: its first trained token; a sequence with nothing
     # trained (or no masks) starts where the group's first trained sequence does
     starts = [first_trained(_row(group.get("masks"), i) or []) for i in range(len(tokens))]
-    prompt_len = next((k for k in starts if k is not None), 0)
-    prompt_text = None
-    if not prompt_messages and decode is not None and tokens and prompt_len:
-        prompt_text = decode(tokens[0][:prompt_len])
+    fallback = next((x for x in starts if x is not None), 0)
 
     statuses = group.get("reward_status")
     seqs: list[SequenceView] = []
@@ -276,24 +285,41 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
         toks = tokens[i] if i < len(tokens) else []
         masks = _row(group.get("masks"), i) or [MASK_IGNORE] * len(toks)
         own_start = starts[i] if i < len(starts) else None
-        start = min(own_start if own_start is not None else prompt_len, len(toks))
-        text = None
+        start = min(own_start if own_start is not None else fallback, len(toks))
+        prompt: Optional[str] = None
+        spans: list[TextSpan] = []
         if i >= len(conversations) and decode is not None and toks:
-            text = decode(toks[start:])
+            if own_start is not None:
+                prompt, spans = prompt_and_completion(decoded_spans(toks, masks, decode))
+                start = spans[0].start if spans else len(toks)
+            else:  # nothing trained: cut where the others' completions start
+                prompt, rest, start = split_text(toks, start, decode)
+                spans = [TextSpan(rest, False, start, len(toks))] if rest else []
         seqs.append(
             SequenceView(
                 index=i,
                 score=_floats(scores[i]) if i < len(scores) else None,
                 completion_messages=conversations[i][k:] if i < len(conversations) else [],
-                completion_text=text,
+                completion_text="".join(s.text for s in spans) if prompt is not None else None,
                 tokens=toks,
                 masks=masks,
                 logprobs=_row(group.get("inference_logprobs"), i),
                 advantages=_row(group.get("advantages"), i),
                 reward_status=statuses if isinstance(statuses, str) else None,
                 completion_start=start,
+                prompt_text=prompt,
+                completion_spans=spans,
             )
         )
+    # the prompt is shown once only when it is really the same for every sequence
+    token_rows = [s for s in seqs[len(conversations) :] if s.tokens]
+    shared = len({tuple(s.tokens[: s.completion_start]) for s in token_rows}) <= 1
+    prompt_len = token_rows[0].completion_start if token_rows and shared else 0
+    prompt_text = None
+    if shared and token_rows:
+        prompt_text = token_rows[0].prompt_text if prompt_len else None
+        for s in token_rows:
+            s.prompt_text = None  # shown once, for the group
     known = {
         "tokens",
         "masks",
@@ -330,6 +356,7 @@ def build_view(group: GroupDict, index: int = 0, decode: Optional[Decoder] = Non
         sequences=seqs,
         images=_image_urls(group.get("images")),
         extra=extra,
+        prompt_shared=shared,
     )
 
 

@@ -1,8 +1,9 @@
 """Self-contained HTML report of scored groups (the ``jsonl2html`` of Atropos, made safe).
 
 ``write_html_report(groups, out_path, title=...)`` writes one page with inline CSS and JS (no CDN, no
-remote fetch): one collapsible ``<details>`` per group, score-coloured, the shared prompt once and each
-completion rendered as markdown with all model text escaped, a search box and an env filter. A
+remote fetch): one collapsible ``<details>`` per group, score-coloured, the prompt once when every
+sequence has the same one (else each sequence's own), each completion as escaped text with its
+whitespace kept, a search box and an env filter. A
 Content-Security-Policy meta tag allows only the page's own script (by nonce), so even a rendering bug
 could not run a script that came from model output. Groups are streamed to the file one at a time.
 """
@@ -20,9 +21,9 @@ from atroposlib.report.render import (
     esc,
     fmt_score,
     render_images,
-    render_markdown,
-    render_messages,
+    render_prompt,
     render_sequence_body,
+    render_sequence_prompt,
     render_token_spans,
     score_class,
     score_color,
@@ -60,10 +61,8 @@ CARD_CSS = """
 .atv .msg-role { font-size:12px; font-weight:600; color:#4b5563; }
 .atv .msg-reward { margin-left:8px; font-weight:400; color:var(--atv-muted); }
 .atv .msg-body { overflow-x:auto; }
-.atv .msg-body p { margin:4px 0; }
-.atv .msg-body pre { background:#111827; color:#e5e7eb; padding:8px; border-radius:6px; overflow-x:auto; }
-.atv .msg-body table { border-collapse:collapse; } .atv .msg-body td, .atv .msg-body th { border:1px solid var(--atv-line); padding:2px 6px; }
-.atv pre.plain { white-space:pre-wrap; word-break:break-word; font-size:12px; }
+.atv pre.text { white-space:pre-wrap; overflow-wrap:anywhere; margin:4px 0; font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace; }
+.atv pre.text .untrained { color:#6b7280; background:#eef1f5; }
 .atv pre.ids { white-space:pre-wrap; word-break:break-all; font-size:12px; color:#374151; }
 .atv .tokinfo { color:var(--atv-muted); font-size:12px; }
 .atv details.tokview > summary { cursor:pointer; color:#374151; font-size:12px; }
@@ -141,19 +140,7 @@ def render_group(
     if view.sequences and view.sequences[0].reward_status == "unavailable":
         meta.append('<span class="pill">reward unavailable</span>')
 
-    prompt_html = ""
-    if view.prompt_messages:
-        prompt_html = render_messages(view.prompt_messages)
-    elif view.prompt_text is not None:
-        prompt_html = render_markdown(view.prompt_text)
-    elif view.prompt_token_count:
-        prompt_html = f'<div class="tokinfo">{view.prompt_token_count} shared prompt tokens</div>'
-    parts = []
-    if prompt_html:
-        parts.append(
-            f'<div class="prompt"><div class="label">prompt (shared)</div>{prompt_html}</div>'
-        )
-    parts.append(render_images(view.images))
+    parts = [render_prompt(view), render_images(view.images)]
     for seq in view.sequences:
         colour = score_color(seq.score, lo, hi)
         tokens_html = ""
@@ -165,7 +152,7 @@ def render_group(
             f'<div class="seqhead"><span class="label">completion {seq.index}</span>'
             f'<span class="pill score" style="background:{colour}">score {esc(fmt_score(seq.score))}</span>'
             f'<span class="tokinfo">{len(seq.tokens)} tokens, {seq.trained_tokens} trained</span></div>'
-            f"{render_sequence_body(seq, view)}{tokens_html}</div>"
+            f"{render_sequence_prompt(seq, view)}{render_sequence_body(seq, view)}{tokens_html}</div>"
         )
     title = f"Group #{view.seq}" if view.seq is not None else f"Group {view.index}"
     return (

@@ -1,9 +1,11 @@
-"""HTML fragments for groups: safe markdown, score colours, message lists and the token-level view.
+"""HTML fragments for groups: text blocks, score colours, message lists and the token-level view.
 
-Every piece of model- or env-provided text goes through ``html.escape`` or through markdown-it-py with
-raw HTML disabled and links/images turned off, so a completion containing ``<script>`` or an
-``<img onerror=...>`` is shown as text and never becomes markup. Used by the static report and by
-``view-run``; nothing here touches files or the network.
+Model- and env-provided text is shown as text, never interpreted: it goes through ``html.escape`` into
+a ``<pre class="text">`` block whose CSS keeps every space and line break. So a completion containing
+``<script>`` or an ``<img onerror=...>`` stays text, and a line starting with ``>`` or with spaces
+reads exactly as the model wrote it (no Markdown quoting, no collapsed whitespace). A decoded
+completion shows its untrained stretches (a tool's output between two assistant turns) greyed.
+Used by the static report and by ``view-run``; nothing here touches files or the network.
 """
 
 from __future__ import annotations
@@ -14,16 +16,9 @@ import math
 from collections.abc import Callable
 from typing import Any, Optional
 
-from markdown_it import MarkdownIt
-
 from atroposlib.report.groups import GroupView, SequenceView
+from atroposlib.report.spans import TextSpan
 from atroposlib.type_definitions import MASK_IGNORE
-
-_md = (
-    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-    .enable(["table", "strikethrough"])
-    .disable(["link", "image", "autolink"])
-)
 
 TokenText = Callable[[int], str]
 
@@ -33,15 +28,22 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-MAX_MARKDOWN_CHARS = 100_000
-"""Longer texts are shown as escaped plain text (markdown parsing time grows with length)."""
+def render_text(text: str) -> str:
+    """Text as it is: escaped, every space and line break kept (``pre.text``)."""
+    return f'<pre class="text">{esc(text)}</pre>'
 
 
-def render_markdown(text: str) -> str:
-    """Markdown to HTML with raw HTML shown as text; no links or images are created."""
-    if len(text) > MAX_MARKDOWN_CHARS:
-        return f'<pre class="plain">{esc(text)}</pre>'
-    return _md.render(text)
+def render_spans(spans: list[TextSpan]) -> str:
+    """A decoded completion as text, its untrained stretches (masked: not trained) greyed."""
+    parts = []
+    for sp in spans:
+        if sp.trained:
+            parts.append(esc(sp.text))
+        else:
+            parts.append(
+                f'<span class="untrained" title="not trained (masked)">{esc(sp.text)}</span>'
+            )
+    return f'<pre class="text">{"".join(parts)}</pre>'
 
 
 def content_to_text(content: Any) -> str:
@@ -93,7 +95,7 @@ def score_color(score: Optional[float], lo: Optional[float], hi: Optional[float]
 def render_message(msg: dict[str, Any]) -> str:
     role = str(msg.get("role", "unknown"))
     role_cls = "".join(c for c in role.lower() if c.isalnum()) or "unknown"
-    body = render_markdown(content_to_text(msg.get("content", "")))
+    body = render_text(content_to_text(msg.get("content", "")))
     reward = msg.get("reward")
     reward_html = (
         f'<span class="msg-reward">reward {esc(reward)}</span>' if reward is not None else ""
@@ -165,12 +167,43 @@ def render_token_spans(
     return "".join(out)
 
 
+def render_prompt(group: GroupView) -> str:
+    """The group's prompt block when every sequence has the same prompt ('' when there is none)."""
+    if group.prompt_messages:
+        body = render_messages(group.prompt_messages)
+    elif group.prompt_text is not None:
+        body = render_text(group.prompt_text)
+    elif group.prompt_token_count:
+        body = f'<div class="tokinfo">{group.prompt_token_count} shared prompt tokens</div>'
+    else:
+        return ""
+    return f'<div class="prompt"><div class="label">prompt (shared)</div>{body}</div>'
+
+
+def render_sequence_prompt(seq: SequenceView, group: GroupView) -> str:
+    """A sequence's own prompt, shown when the group's sequences do not share one."""
+    if group.prompt_shared or seq.completion_messages:
+        return ""
+    if seq.prompt_text is not None:
+        if not seq.prompt_text:
+            return ""
+        body = render_text(seq.prompt_text)
+    elif seq.completion_start:
+        body = f'<div class="tokinfo">{seq.completion_start} prompt tokens of its own</div>'
+    else:
+        return ""
+    return f'<div class="prompt seq-prompt"><div class="label">prompt (this sequence)</div>{body}</div>'
+
+
 def render_sequence_body(seq: SequenceView, group: GroupView) -> str:
     """The completion of one sequence: its messages, its decoded text, or a token summary."""
     if seq.completion_messages:
         return render_messages(seq.completion_messages)
     if seq.completion_text is not None:
-        return f'<div class="msg role-assistant"><div class="msg-body">{render_markdown(seq.completion_text)}</div></div>'
+        return (
+            '<div class="msg role-assistant completion"><div class="msg-body">'
+            f"{render_spans(seq.completion_spans)}</div></div>"
+        )
     if seq.tokens:
         shown = seq.tokens[seq.completion_start :][:64]
         more = len(seq.tokens) - seq.completion_start - len(shown)
@@ -199,10 +232,13 @@ __all__ = [
     "fmt_score",
     "logprob_color",
     "render_images",
-    "render_markdown",
     "render_message",
     "render_messages",
+    "render_prompt",
     "render_sequence_body",
+    "render_sequence_prompt",
+    "render_spans",
+    "render_text",
     "render_token_spans",
     "score_class",
     "score_color",

@@ -3,8 +3,9 @@
 ``metrics.json`` has Atropos's (lighteval-like) layout: ``config_general`` (model, duration,
 generation parameters) and ``results`` (``atropos|<task>|0`` and ``all``). Values are written as JSON
 numbers/booleans/lists (numpy scalars and arrays included), never their ``str()``. Both kinds of
-evaluation write through ``write_eval_files``: an env's ``evaluate_log`` / the ``evaluate``
-subcommand (``evaluation``) and Atropos's stand-alone ``EvalBase`` (``atroposlib.envs.eval``).
+evaluation write an ``EvalRun`` through ``write_eval_files``: an env's ``evaluate_log`` / the
+``evaluate`` subcommand (``evaluation``) and Atropos's stand-alone ``EvalBase``
+(``atroposlib.envs.eval``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -45,23 +47,34 @@ def format_table(task: str, metrics: Mapping[str, Any], seconds: Optional[float]
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class EvalRun:
+    """What one evaluation produced: the fields of Atropos's ``evaluate_log``, in its order.
+
+    ``task`` None lets ``BaseEnv.evaluate_log`` name it after the env; ``end_time`` None is now and
+    ``start_time`` None the end (a duration of 0)."""
+
+    metrics: Mapping[str, Any]
+    task: Optional[str] = None
+    model_name: Optional[str] = None
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+    generation_parameters: Optional[Mapping[str, Any]] = None
+    samples: Optional[Sequence[Any]] = None
+
+
 def write_eval_files(
     out_dir: Optional[Union[str, Path]],
-    metrics: Mapping[str, Any],
+    run: EvalRun,
     *,
-    task: str,
-    model_name: Optional[str] = None,
-    start_time: Optional[float] = None,
-    end_time: Optional[float] = None,
-    generation_parameters: Optional[Mapping[str, Any]] = None,
-    samples: Optional[Sequence[Any]] = None,
     verbose: bool = True,
     missing_dir_hint: str = "no results directory is set",
 ) -> Optional[Path]:
     """Print the table (``verbose``), write ``out_dir/metrics.json`` and ``out_dir/samples.jsonl``;
     without ``out_dir`` only warn (``missing_dir_hint`` says which setting). Returns the metrics file."""
-    end = end_time if end_time is not None else time.time()
-    start = start_time if start_time is not None else end
+    task, metrics = str(run.task), run.metrics
+    end = run.end_time if run.end_time is not None else time.time()
+    start = run.start_time if run.start_time is not None else end
     if verbose:
         print(format_table(task, metrics, end - start), flush=True)
     if out_dir is None:
@@ -71,20 +84,20 @@ def write_eval_files(
     out.mkdir(parents=True, exist_ok=True)
     result = {
         "config_general": {
-            "model_name": model_name,
+            "model_name": run.model_name,
             "total_evaluation_time_seconds": str(end - start),
-            "generation_parameters": dict(generation_parameters or {}),
+            "generation_parameters": dict(run.generation_parameters or {}),
         },
         "results": {f"atropos|{task}|0": dict(metrics), "all": dict(metrics)},
     }
     path = out / "metrics.json"
     path.write_text(json.dumps(result, indent=2, default=to_json_value))
-    if samples:
+    if run.samples:
         with open(out / "samples.jsonl", "w", encoding="utf-8") as f:
-            for s in samples:
+            for s in run.samples:
                 f.write(json.dumps(s, default=to_json_value, ensure_ascii=False) + "\n")
     logger.info("evaluation results saved to %s", out)
     return path
 
 
-__all__ = ["format_table", "to_json_value", "write_eval_files"]
+__all__ = ["EvalRun", "format_table", "to_json_value", "write_eval_files"]

@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from atroposlib.errors import AtroposError, RunFailed
 from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.context import EnvRuntime
-from atroposlib.runtime.eval_results import write_eval_files
+from atroposlib.runtime.eval_results import EvalRun, write_eval_files
 from atroposlib.runtime.failures import one_line
 
 logger = logging.getLogger(__name__)
@@ -51,33 +52,22 @@ def _max_new_tokens(env: EnvRuntime) -> Union[int, list[int]]:
     return next(iter(used)) if len(used) == 1 else sorted(used)
 
 
-def write_eval_results(
-    env: EnvRuntime,
-    metrics: dict[str, Any],
-    *,
-    task_name: Optional[str] = None,
-    model_name: Optional[str] = None,
-    start_time: Optional[float] = None,
-    end_time: Optional[float] = None,
-    generation_parameters: Optional[dict[str, Any]] = None,
-    samples: Optional[list[dict[str, Any]]] = None,
-    verbose: bool = True,
-) -> Optional[Path]:
-    """``BaseEnv.evaluate_log``: the env's results to ``data_dir_to_save_evals``, with the model
-    and generation parameters its servers used."""
+def write_eval_results(env: EnvRuntime, run: EvalRun, verbose: bool = True) -> Optional[Path]:
+    """``BaseEnv.evaluate_log``: the env's results to ``data_dir_to_save_evals``, named after the env
+    unless ``run.task`` names them, with the model and generation parameters its servers used."""
     env.context.eval_logged = True
-    return write_eval_files(
-        env.config.data_dir_to_save_evals,
-        metrics,
-        task=task_name or f"{env.name or type(env).__name__}_eval",
-        model_name=model_name or _model_name(env),
-        start_time=start_time,
-        end_time=end_time,
+    run = replace(
+        run,
+        task=run.task or f"{env.name or type(env).__name__}_eval",
+        model_name=run.model_name or _model_name(env),
         generation_parameters={
             "max_new_tokens": _max_new_tokens(env),
-            **(generation_parameters or {}),
+            **(run.generation_parameters or {}),
         },
-        samples=samples,
+    )
+    return write_eval_files(
+        env.config.data_dir_to_save_evals,
+        run,
         verbose=verbose,
         missing_dir_hint="data_dir_to_save_evals is not set",
     )
@@ -128,7 +118,7 @@ async def run_evaluate(env: EnvRuntime) -> None:
                     f"{name}.evaluate() reported no metrics: call self.evaluate_log(metrics=...) "
                     "or append (name, value) pairs to self.eval_metrics"
                 )
-            write_eval_results(env, metrics, start_time=start, end_time=time.time())
+            write_eval_results(env, EvalRun(metrics, start_time=start, end_time=time.time()))
     finally:
         if ticker is not None:
             ticker.cancel()

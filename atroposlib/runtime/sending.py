@@ -115,23 +115,18 @@ def prepare_groups(
 
 
 async def send_groups(
-    env: EnvRuntime,
-    scored_data: Groups,
-    item: Item = None,
-    do_send_to_api: bool = True,
-    abort_on_any_max_length_exceeded: bool = True,
+    env: EnvRuntime, scored_data: Groups, item: Item, send: bool, abort_on_max_length: bool
 ) -> list[ScoredDataGroup]:
-    """Prepare groups, save them to JSONL if configured, hand them to the sink (``handle_send_to_api``)."""
+    """``handle_send_to_api``: prepare groups (``abort_on_max_length``: drop a group with any
+    too-long sequence), save them to JSONL if configured, hand them to the sink when ``send``."""
     ctx = env.context
-    groups = prepare_groups(
-        scored_data, env.config, ctx, env.tokenizer, abort_on_any_max_length_exceeded
-    )
+    groups = prepare_groups(scored_data, env.config, ctx, env.tokenizer, abort_on_max_length)
     for group in groups:
         ctx.completion_lengths.extend(sum(1 for m in mask if m != -100) for mask in group["masks"])
         await env.add_rollouts_for_wandb(group, item)
         if ctx.jsonl_writer is not None:
             ctx.jsonl_writer.write(group)
-        if do_send_to_api:
+        if send:
             await ctx.group_sink.put(group)
     ctx.items_sent_this_step += len(groups)
     return groups

@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -32,6 +30,7 @@ from fastapi.responses import JSONResponse
 
 from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
 from atroposlib.utils.net import free_port, wait_for_http
+from atroposlib.utils.openai_shapes import openai_choice, openai_response, token_usage
 
 if TYPE_CHECKING:
     import uvicorn
@@ -43,6 +42,14 @@ def fake_logprob(token_id: int, position: int) -> float:
     """Deterministic logprob in [-3, -0.01) for a token at a position."""
     h = hashlib.sha256(f"{token_id}:{position}".encode()).digest()
     return -0.01 - 2.99 * (int.from_bytes(h[:4], "big") / 2**32)
+
+
+class _Refused(Exception):
+    """Raised by a route to answer ``response`` (an error) instead."""
+
+    def __init__(self, response: JSONResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
 
 
 class FakeOpenAIServer:
@@ -171,12 +178,22 @@ class FakeOpenAIServer:
                 {"error": {"message": f"scripted failure {status}"}}, status_code=status
             )
 
-        @app.post("/v1/completions")
-        async def completions(request: Request):
+        @app.exception_handler(_Refused)
+        async def refused(request: Request, exc: _Refused) -> JSONResponse:
+            return exc.response
+
+        async def received(request: Request, check_model: bool = True) -> dict[str, Any]:
+            """The request's body, recorded in ``self.requests``; raises ``_Refused`` with the answer
+            to give instead (an unknown model, a scripted failure)."""
             body = await request.json()
             self.requests.append(body)
-            if (f := failure(body)) is not None:
-                return f
+            if (response := failure(body if check_model else None)) is not None:
+                raise _Refused(response)
+            return body
+
+        @app.post("/v1/completions")
+        async def completions(request: Request):
+            body = await received(request)
             prompt = body.get("prompt")
             if isinstance(prompt, list) and prompt and isinstance(prompt[0], list):
                 prompt = prompt[0]
@@ -195,12 +212,7 @@ class FakeOpenAIServer:
             choices = []
             for i in range(int(body.get("n") or 1)):
                 g = await run_in_threadpool(self._generate, prompt_text, body, i)
-                ch: dict[str, Any] = {
-                    "index": i,
-                    "text": g["text"],
-                    "finish_reason": g["finish"],
-                    "logprobs": None,
-                }
+                ch = openai_choice("text_completion", i, g["text"], g["finish"])
                 if body.get("logprobs") not in (None, False):
                     toks = [self.tokenizer.decode([t], skip_special_tokens=False) for t in g["ids"]]
                     lps = [fake_logprob(t, len(prompt_ids) + j) for j, t in enumerate(g["ids"])]
@@ -216,25 +228,12 @@ class FakeOpenAIServer:
                     ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
                 choices.append(ch)
             n_out = sum(len(c.get("token_ids") or []) for c in choices)
-            return {
-                "id": f"cmpl-{uuid.uuid4().hex[:10]}",
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": choices,
-                "usage": {
-                    "prompt_tokens": len(prompt_ids),
-                    "completion_tokens": n_out,
-                    "total_tokens": len(prompt_ids) + n_out,
-                },
-            }
+            usage = token_usage(len(prompt_ids), n_out)
+            return openai_response("text_completion", self.model, choices, usage)
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request):
-            body = await request.json()
-            self.requests.append(body)
-            if (f := failure(body)) is not None:
-                return f
+            body = await received(request)
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 return JSONResponse(
@@ -247,12 +246,7 @@ class FakeOpenAIServer:
             choices = []
             for i in range(int(body.get("n") or 1)):
                 g = await run_in_threadpool(self._generate, prompt_text, body, i)
-                ch = {
-                    "index": i,
-                    "message": {"role": "assistant", "content": g["text"]},
-                    "finish_reason": g["finish"],
-                    "logprobs": None,
-                }
+                ch = openai_choice("chat.completion", i, g["text"], g["finish"])
                 if body.get("logprobs"):
                     ch["logprobs"] = {
                         "content": [
@@ -268,22 +262,13 @@ class FakeOpenAIServer:
                 if body.get("return_token_ids"):
                     ch["token_ids"], ch["prompt_token_ids"] = g["ids"], prompt_ids
                 choices.append(ch)
-            return {
-                "id": f"chatcmpl-{uuid.uuid4().hex[:10]}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": choices,
-            }
+            return openai_response("chat.completion", self.model, choices)
 
         @app.post("/generate")
         async def sglang_generate(request: Request):
             """SGLang's native route: ``input_ids`` (or ``text``), ``sampling_params``, ``return_logprob``."""
-            body = await request.json()
-            self.requests.append(body)
-            if (f := failure()) is not None:
-                return f
-            batch = body.get("input_ids", body.get("text"))
+            body = await received(request, check_model=False)
+            batch: Any = body.get("input_ids", body.get("text"))
             single = not (isinstance(batch, list) and batch and isinstance(batch[0], (list, str)))
             prompts = [batch] if single else batch
             params = dict(body.get("sampling_params") or {})

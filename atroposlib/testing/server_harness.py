@@ -8,7 +8,6 @@ and ``create_completion`` build the OpenAI objects. For tests of env code only.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -16,6 +15,18 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 
 from atroposlib.inference_clients.limits import WeightedSemaphore
+from atroposlib.utils.openai_shapes import AnswerKind, openai_choice, openai_response
+
+
+def _answer(
+    kind: AnswerKind,
+    resp_strings: Sequence[str],
+    finish_reason: Optional[Sequence[str]],
+    model: str,
+) -> dict[str, Any]:
+    reasons = list(finish_reason or ["stop"] * len(resp_strings))
+    choices = [openai_choice(kind, i, text, reasons[i]) for i, text in enumerate(resp_strings)]
+    return openai_response(kind, model, choices)
 
 
 def create_chat_completion(
@@ -23,23 +34,8 @@ def create_chat_completion(
     finish_reason: Optional[Sequence[str]] = None,
     model: str = "test_model",
 ) -> ChatCompletion:
-    reasons = list(finish_reason or ["stop"] * len(resp_strings))
     return ChatCompletion.model_validate(
-        {
-            "id": "chatcmpl-harness",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {
-                    "index": i,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": reasons[i],
-                    "logprobs": None,
-                }
-                for i, text in enumerate(resp_strings)
-            ],
-        }
+        _answer("chat.completion", resp_strings, finish_reason, model)
     )
 
 
@@ -48,19 +44,7 @@ def create_completion(
     finish_reason: Optional[Sequence[str]] = None,
     model: str = "test_model",
 ) -> Completion:
-    reasons = list(finish_reason or ["stop"] * len(resp_strings))
-    return Completion.model_validate(
-        {
-            "id": "cmpl-harness",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {"index": i, "text": text, "finish_reason": reasons[i], "logprobs": None}
-                for i, text in enumerate(resp_strings)
-            ],
-        }
-    )
+    return Completion.model_validate(_answer("text_completion", resp_strings, finish_reason, model))
 
 
 class ServerHarness:

@@ -1,8 +1,9 @@
 """``view-run``: a Gradio page over a run's recent groups, read-only.
 
 ``render_view`` (pure, tested without a browser) turns fetched groups into escaped HTML: filters by env
-and score, newest first, each group with its shared prompt, completions, scores, env name and policy
-version, and a token-level view where every completion token is coloured by its mask and inference
+and score, newest first, each group with its prompt (once when every sequence has the same one, else
+each sequence's own), completions shown as text, scores, env name and policy version, and a
+token-level view where every completion token is coloured by its mask and inference
 logprob and underlined by the sign of its advantage. ``build_app`` wires it into Gradio: env dropdown,
 score range, group limit, token-view toggle, refresh button and optional auto-refresh.
 """

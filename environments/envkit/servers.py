@@ -1,9 +1,20 @@
 """The inference servers an env talks to: the policy's default local vLLM, and extra servers.
 
-``config_init`` returns the env's config and the policy server(s)::
+``config_init`` returns the env's config and the policy server(s). Most envs here want their config
+class with a few settings, a wandb run named after the env, and the local vLLM; ``local_defaults``
+writes that ``config_init`` from the settings alone::
 
-    env_config = MCQAConfig(group_size=8, batch_size=12, wandb_name="mcqa")
-    return env_config, [local_vllm_server()]
+    class MCQAEnv(BaseEnv):
+        name = "mcqa"
+        env_config_cls = MCQAConfig
+        config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=12)
+
+which is the same as::
+
+    @classmethod
+    def config_init(cls) -> tuple[MCQAConfig, list[APIServerConfig]]:
+        config = cls.env_config_cls(wandb_name=cls.name, group_size=8, max_token_length=2048, batch_size=12)
+        return config, [local_vllm_server()]
 
 Every env here defaults to the model ``BaseEnvConfig`` names (``tokenizer_name``'s default) served by
 vLLM on ``localhost:9001``; ``--openai.*`` flags or the YAML's ``openai`` block change it.
@@ -29,6 +40,16 @@ def local_vllm_server(model_name: str = DEFAULT_MODEL, **settings: Any) -> APISe
     )
 
 
+def local_defaults(**settings: Any) -> classmethod:
+    """An env's ``config_init``: its ``env_config_cls`` with ``settings`` and ``wandb_name`` = its
+    ``name``, and the local vLLM policy server (``local_vllm_server()``)."""
+
+    def config_init(cls: Any) -> tuple[Any, list[APIServerConfig]]:
+        return cls.env_config_cls(wandb_name=cls.name, **settings), [local_vllm_server()]
+
+    return classmethod(config_init)
+
+
 def extra_server(
     base_url: str, model_name: str, server_type: str, api_key: str, **manager_settings: Any
 ) -> ServerManager:
@@ -44,4 +65,4 @@ def extra_server(
     return ServerManager([config], **manager_settings)
 
 
-__all__ = ["DEFAULT_MODEL", "POLICY_URL", "extra_server", "local_vllm_server"]
+__all__ = ["DEFAULT_MODEL", "POLICY_URL", "extra_server", "local_defaults", "local_vllm_server"]

@@ -89,7 +89,7 @@ def test_viewer_token_view_shows_every_trained_token(tok, shared_first_token_gro
     html, n = render_view([g], decode=make_decoder(tok), token_text=make_token_text(tok))
     assert n == 1
     assert _trained_spans_per_sequence(html) == _trained_counts(g)
-    bodies = re.findall(r'<div class="msg-body"><p>([^<]*)</p>', html)
+    bodies = re.findall(r'<div class="msg-body"><pre class="text">([^<]*)</pre>', html)
     assert sorted(bodies) == sorted(f"{c}&lt;|im_end|&gt;" for c in ("12", "15", "13", "17"))
 
 

@@ -63,10 +63,12 @@ def test_common_prefix_and_split():
 def test_sft_top_n_sorted_best_first_in_prefix_format():
     g = group([" 3", " 4", " four", " 5"], [0.1, 1.0, 0.7, 0.2], with_messages=False)
     sel = select_sft(g, SftOptions(save_top_n_per_group=2), decode)
-    assert sel.records == [
-        {"prefix": PROMPT, "completion": " 4", "score": 1.0},
-        {"prefix": PROMPT, "completion": " four", "score": 0.7},
-    ]
+
+    def sft(c: str, score: float) -> dict:
+        segments = [{"text": PROMPT, "label": False}, {"text": c, "label": True}]
+        return {"prefix": PROMPT, "completion": c, "score": score, "segments": segments}
+
+    assert sel.records == [sft(" 4", 1.0), sft(" four", 0.7)]
     assert sel.rejected == {RULE_TOP_N: 2}
 
 
@@ -133,10 +135,19 @@ def test_dpo_pairs_best_with_worst_distinct_partners():
     sel = select_dpo(
         g, DpoOptions(save_n_pairs_per_group=3, minimum_score_diff_max_min=0.5), decode
     )
-    assert sel.records == [
-        {"prefix": PROMPT, "pos": " w", "neg": " z", "score": 1.0, "neg_score": 0.0},
-        {"prefix": PROMPT, "pos": " x", "neg": " y", "score": 0.9, "neg_score": 0.1},
-    ]
+
+    def dpo(pos: str, neg: str, score: float, neg_score: float) -> dict:
+        return {
+            "prefix": PROMPT,
+            "pos": pos,
+            "neg": neg,
+            "score": score,
+            "neg_score": neg_score,
+            "pos_segments": [{"text": pos, "label": True}],
+            "neg_segments": [{"text": neg, "label": True}],
+        }
+
+    assert sel.records == [dpo(" w", " z", 1.0, 0.0), dpo(" x", " y", 0.9, 0.1)]
     assert total(sel) == 0
 
 

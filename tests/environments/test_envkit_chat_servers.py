@@ -3,9 +3,9 @@
 import asyncio
 
 from envkit.chat import chat, transcript
-from envkit.servers import DEFAULT_MODEL, extra_server, local_vllm_server
+from envkit.servers import DEFAULT_MODEL, extra_server, local_defaults, local_vllm_server
 
-from atroposlib.envs.base import BaseEnvConfig
+from atroposlib.envs.base import BaseEnv, BaseEnvConfig
 
 
 def test_transcript_adds_the_answer_and_an_optional_grader_note():
@@ -34,3 +34,21 @@ def test_extra_server_is_not_health_checked():
         )
     finally:
         asyncio.run(judge.close())
+
+
+def test_local_defaults_is_a_config_init_of_the_env_config_class_named_after_the_env():
+    class Config(BaseEnvConfig):
+        pass
+
+    class Env(BaseEnv):
+        name = "tiny_env"
+        env_config_cls = Config
+        config_init = local_defaults(group_size=4, batch_size=8)
+
+    class Variant(Env):
+        name = "variant"
+
+    config, servers = Env.config_init()
+    assert type(config) is Config and (config.group_size, config.batch_size) == (4, 8)
+    assert config.wandb_name == "tiny_env" and Variant.config_init()[0].wandb_name == "variant"
+    assert [s.base_url for s in servers] == [local_vllm_server().base_url]

@@ -19,7 +19,7 @@ from atroposlib.report.groups import (
     unwrap_record,
 )
 from atroposlib.report.html import write_html_report
-from atroposlib.report.render import render_markdown, render_token_spans
+from atroposlib.report.render import render_text, render_token_spans
 from atroposlib.viewer.samples import HOSTILE_COMPLETION, sample_groups
 
 
@@ -44,22 +44,14 @@ def parse_tags(html: str) -> list[tuple[str, dict]]:
     return p.tags
 
 
-def test_markdown_escapes_raw_html_and_makes_no_links():
-    out = render_markdown(
-        "**bold** <script>alert(1)</script> [x](javascript:alert(1)) ![i](http://e/x.png)"
+def test_text_is_escaped_and_kept_as_written():
+    text = "**bold** <script>alert(1)</script> [x](javascript:alert(1))\n> quote\n  two spaces"
+    out = render_text(text)
+    assert out == (
+        '<pre class="text">**bold** &lt;script&gt;alert(1)&lt;/script&gt; '
+        "[x](javascript:alert(1))\n&gt; quote\n  two spaces</pre>"
     )
-    assert "<strong>bold</strong>" in out
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
-    tags = {t for t, _ in parse_tags(out)}
-    assert tags <= {"p", "strong"}, tags  # no <script>, <a>, <img>
-
-
-def test_very_long_text_is_escaped_plain_text():
-    from atroposlib.report.render import MAX_MARKDOWN_CHARS
-
-    out = render_markdown("<b>x</b> **y** " * (MAX_MARKDOWN_CHARS // 10))
-    assert out.startswith('<pre class="plain">&lt;b&gt;x&lt;/b&gt; **y**')
-    assert {t for t, _ in parse_tags(out)} == {"pre"}
+    assert {t for t, _ in parse_tags(out)} == {"pre"}  # no <script>, <a>, <strong>, <blockquote>
 
 
 def test_report_escapes_hostile_completion_and_has_one_script(tmp_path):

@@ -107,3 +107,24 @@ def test_the_registry_builds_on_reward_function_never_the_reverse():
 
     assert not {m for m in imported("reward_function") if m.startswith("atroposlib.")}
     assert "atroposlib.rewards.reward_function" in imported("registry")
+
+
+def test_the_atropos_paths_re_export_every_reward_name():
+    """``atroposlib.envs.reward_fns`` (and its ``registry`` module) re-export ``atroposlib.rewards``'s
+    names. Checked in a fresh interpreter: once ``reward_fns.registry`` the module is imported, the
+    package's ``registry`` attribute names that module (Python's rule, as in Atropos)."""
+    import subprocess
+    import sys
+
+    script = """
+import importlib
+for thin, real_name in (
+    ("atroposlib.envs.reward_fns", "atroposlib.rewards"),
+    ("atroposlib.envs.reward_fns.registry", "atroposlib.rewards.registry"),
+):
+    module, real = importlib.import_module(thin), importlib.import_module(real_name)
+    assert list(module.__all__) == list(real.__all__), thin
+    assert all(getattr(module, n) is getattr(real, n) for n in real.__all__), thin
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -180,6 +180,7 @@ def test_eval_results_keep_json_types(tmp_path):
     import numpy as np
 
     from atroposlib.runtime.context import RunContext
+    from atroposlib.runtime.eval_results import EvalRun
     from atroposlib.runtime.evaluation import write_eval_results
 
     env = SimpleNamespace(
@@ -189,7 +190,7 @@ def test_eval_results_keep_json_types(tmp_path):
         context=RunContext(),
     )
     samples = [{"correct": np.bool_(False), "score": np.float32(0.5), "ids": np.array([1, 2])}]
-    write_eval_results(env, {"acc": np.float64(0.25)}, samples=samples, verbose=False)
+    write_eval_results(env, EvalRun({"acc": np.float64(0.25)}, samples=samples), verbose=False)
     (sample,) = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert sample == {"correct": False, "score": 0.5, "ids": [1, 2]}
     metrics = json.loads((tmp_path / "metrics.json").read_text())

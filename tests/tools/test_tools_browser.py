@@ -83,6 +83,17 @@ def test_html_report_in_chromium(page, tmp_path, screenshot_dir):
     assert_all_local(urls)  # self-contained: no CDN, no remote font or image
 
 
+def test_model_text_reads_as_written_in_chromium(page, tmp_path):
+    """A '>' at a line start, leading spaces and markdown marks are shown as the model wrote them."""
+    text = "> quoted line\n   three spaces\n**not bold**\n\tand a tab"
+    g = make_group("Quote me", "x", [text], env_name="quotes")
+    path = write_html_report([g], tmp_path / "text.html", title="text")
+    page.goto(path.as_uri())
+    shown = page.locator(".seq .msg.role-assistant pre.text").inner_text()
+    assert shown == text
+    assert page.locator("blockquote, strong").count() == 0
+
+
 @pytest.fixture
 def view_run(tmp_path):
     """Start `view-run` with the given args on a free port; yields a starter, stops it at teardown."""

@@ -70,7 +70,9 @@ def test_sft_offline_prefix_completion_with_local_tokenizer(tmp_path, groups_jso
     recs = read_jsonl(out)
     groups = sample_groups()
     positives = sum(min(3, sum(s > 0 for s in g["scores"])) for g in groups)
-    assert len(recs) == positives and all(set(r) == {"prefix", "completion", "score"} for r in recs)
+    assert len(recs) == positives and all(
+        set(r) == {"prefix", "completion", "score", "segments"} for r in recs
+    )
     assert recs[0]["prefix"].endswith("What is 7 + 5?<|im_end|>\n<|im_start|>assistant\n")
     assert recs[0]["completion"] == "12<|im_end|>" and recs[0]["score"] == 1.0
     assert all(r["score"] > 0 for r in recs)
@@ -123,7 +125,10 @@ def test_dpo_offline_pairs(tmp_path, groups_jsonl, tokenizer_dir):
     assert proc.returncode == 0, proc.stderr
     recs = read_jsonl(out)
     assert len(recs) == 4
-    assert all(set(r) == {"prefix", "pos", "neg", "score", "neg_score"} for r in recs)
+    assert all(
+        set(r) == {"prefix", "pos", "neg", "score", "neg_score", "pos_segments", "neg_segments"}
+        for r in recs
+    )
     assert all(r["score"] - r["neg_score"] > 0.5 for r in recs)
     assert recs[0]["pos"] == "12<|im_end|>" and recs[0]["neg"] == "13<|im_end|>"
 

@@ -10,7 +10,10 @@
 from __future__ import annotations
 
 import copy
+import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -160,20 +163,45 @@ class _Saves:
         (Path(out) / "model.safetensors").write_bytes(b"")
 
 
-@pytest.mark.parametrize("async_refresh", [True, False])
-def test_logged_weights_version_belongs_to_the_step_it_names(tmp_path, monkeypatch, async_refresh):
-    import example_trainer.weight_refresh as wr
+class _ReportsTheStepItLoaded(BaseHTTPRequestHandler):
+    """A real engine-shaped reload route on loopback: answers, after 0.2 s, the weights version of the
+    step whose checkpoint folder it was given (``.../step_N``)."""
 
-    def reload_from_disk(http, base, kind, path):  # a server that reports the step it loaded
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         time.sleep(0.2)
-        return int(Path(path).name.split("_")[-1])
+        out = json.dumps(
+            {"success": True, "weights_version": int(Path(body["model_path"]).name.split("_")[-1])}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
 
-    monkeypatch.setattr(wr, "reload_from_disk", reload_from_disk)
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def reload_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ReportsTheStepItLoaded)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("async_refresh", [True, False])
+def test_logged_weights_version_belongs_to_the_step_it_names(
+    tmp_path, reload_server, async_refresh
+):
     cfg = TrainingConfig(
         model_name="m",
         save_path=str(tmp_path),
         weight_refresh="reload",
-        inference_urls=["http://127.0.0.1:9"],
+        inference_urls=[reload_server],
         inference_server="atropos",
         async_refresh=async_refresh,
     )

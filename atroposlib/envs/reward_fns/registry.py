@@ -1,23 +1,4 @@
-"""Atropos import path of the reward registry: re-exports ``atroposlib.rewards.registry``."""
+"""Atropos import path of the reward registry: re-exports ``atroposlib.rewards.registry``'s names."""
 
-from atroposlib.rewards.registry import (
-    RewardFn,
-    RewardRegistry,
-    call_reward_fn,
-    combine,
-    get_reward_fn,
-    register,
-    registered_names,
-    registry,
-)
-
-__all__ = [
-    "RewardFn",
-    "RewardRegistry",
-    "registry",
-    "call_reward_fn",
-    "combine",
-    "get_reward_fn",
-    "register",
-    "registered_names",
-]
+from atroposlib.rewards.registry import *  # noqa: F403
+from atroposlib.rewards.registry import __all__ as __all__

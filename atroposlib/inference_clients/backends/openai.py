@@ -14,7 +14,7 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 
 from atroposlib.errors import InferenceError
-from atroposlib.inference_clients.answers import rejected
+from atroposlib.inference_clients.answers import merge_choices, rejected
 from atroposlib.inference_clients.backend import APIServer, ServerDown
 from atroposlib.inference_clients.config import APIServerConfig
 
@@ -42,13 +42,7 @@ class OpenAIServer(APIServer):
         try:
             if self.config.n_kwarg_is_ignored and n > 1:
                 one = {**kwargs, "n": 1}
-                results = await asyncio.gather(*[create(**one) for _ in range(n)])
-                out = results[0]
-                for r in results[1:]:
-                    out.choices.extend(r.choices)
-                for i, ch in enumerate(out.choices):
-                    ch.index = i
-                return out
+                return merge_choices(list(await asyncio.gather(*[create(**one) for _ in range(n)])))
             out = await create(**kwargs)
             self.served_model = getattr(out, "model", None) or self.served_model
             return out

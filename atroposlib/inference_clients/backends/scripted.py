@@ -16,6 +16,7 @@ from openai.types.completion import Completion
 from atroposlib.inference_clients.answers import to_openai
 from atroposlib.inference_clients.backend import APIServer
 from atroposlib.inference_clients.config import APIServerConfig
+from atroposlib.utils.openai_shapes import AnswerKind, openai_choice, openai_response
 
 
 class ScriptedServer(APIServer):
@@ -26,45 +27,16 @@ class ScriptedServer(APIServer):
         self.text = text
 
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
-        n = int(kwargs.get("n", 1) or 1)
-        return _to_openai_chat(self.text, n, kwargs.get("model", "scripted"))
+        return to_openai(ChatCompletion, self._answer("chat.completion", kwargs))
 
     async def _request_completion(self, kwargs: dict[str, Any]) -> Completion:
+        return to_openai(Completion, self._answer("text_completion", kwargs))
+
+    def _answer(self, kind: AnswerKind, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``n`` choices of the fixed text."""
         n = int(kwargs.get("n", 1) or 1)
-        return to_openai(
-            Completion,
-            {
-                "id": "scripted",
-                "object": "text_completion",
-                "created": 0,
-                "model": "scripted",
-                "choices": [
-                    {"index": i, "text": self.text, "finish_reason": "stop", "logprobs": None}
-                    for i in range(n)
-                ],
-            },
-        )
-
-
-def _to_openai_chat(text: str, n: int, model: str) -> ChatCompletion:
-    return to_openai(
-        ChatCompletion,
-        {
-            "id": "scripted",
-            "object": "chat.completion",
-            "created": 0,
-            "model": model,
-            "choices": [
-                {
-                    "index": i,
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                    "message": {"role": "assistant", "content": text},
-                }
-                for i in range(n)
-            ],
-        },
-    )
+        choices = [openai_choice(kind, i, self.text, "stop") for i in range(n)]
+        return openai_response(kind, str(kwargs.get("model", "scripted")), choices)
 
 
 __all__ = ["ScriptedServer"]
