@@ -175,7 +175,47 @@ def test_dead_server_at_start_is_one_line_and_exit_1(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_missing_url_is_a_one_line_usage_error():
+def test_a_server_type_without_token_ids_is_a_one_line_usage_error():
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "atroposlib.interop.openenv",
+            "process",
+            "--openenv.url",
+            "http://127.0.0.1:1",
+            "--env.tokenizer_name",
+            str(tiny_tokenizer_dir()),
+            "--openai.base_url",
+            "http://127.0.0.1:1/v1",
+            "--openai.server_type",
+            "openai",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--openai.server_type vllm" in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (
+            ["--openenv.max_turnz", "3"],
+            "unknown flag --openenv.max_turnz; did you mean --openenv.max_turns?",
+        ),
+        ([], "--openenv.url is required (the OpenEnv server, e.g. http://host:8000)"),
+        (
+            ["--openenv.url", "x", "--openenv.max_turns", "0"],
+            "invalid value for --openenv.max_turns",
+        ),
+    ],
+)
+def test_usage_mistakes_are_one_line_errors(tmp_path, flags, message):
     r = subprocess.run(
         [
             sys.executable,
@@ -186,17 +226,18 @@ def test_missing_url_is_a_one_line_usage_error():
             str(tiny_tokenizer_dir()),
             "--openai.base_url",
             "http://127.0.0.1:1/v1",
-            "--openenv.max_turnz",
-            "3",
+            "--env.data_path_to_save_groups",
+            str(tmp_path / "out.jsonl"),
+            *flags,
         ],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert r.returncode == 2
-    assert r.stderr.strip() == (
-        "error: unknown flag --openenv.max_turnz; did you mean --openenv.max_turns?"
-    )
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_evaluate_plays_eval_episodes_and_writes_metrics(fake, tmp_path):

@@ -25,6 +25,7 @@ from typing import Any, Optional
 from atroposlib.envs.base import BaseEnv, ServerBaseline
 from atroposlib.errors import ConfigError, RunFailed
 from atroposlib.groups import Groups
+from atroposlib.inference_clients.managed_server import dummy_allowed
 from atroposlib.interop.openenv.client import KINDS, EpisodeError, OpenEnvSession
 from atroposlib.interop.openenv.episode import (
     Episode,
@@ -64,6 +65,11 @@ class OpenEnvEnv(BaseEnv):
         if not s.url.strip():
             raise ConfigError(
                 "--openenv.url is required (the OpenEnv server, e.g. http://host:8000)"
+            )
+        if not self.server.supports_tokens and not dummy_allowed():
+            raise ConfigError(
+                "OpenEnv episodes are trained on exact token ids, which this inference server "
+                "type cannot return: use --openai.server_type vllm (also our engine) or sglang"
             )
         try:
             TurnTemplate(self.tokenizer, s.system_prompt)
