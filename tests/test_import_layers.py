@@ -5,7 +5,7 @@ must not depend on the env runtime, the API or the trainer; the inference client
 the envs, the runtime, the API or the trainer; the runtime (``atroposlib/runtime``) and the group
 builder (``atroposlib/groups.py``) import nothing from ``atroposlib.envs``, the env contract that sits
 on top of them (all checked on every ``import`` and ``from ... import`` statement, lazy and
-``TYPE_CHECKING`` ones included). No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
+``TYPE_CHECKING`` ones included); nothing but ``atroposlib/interop`` itself imports the interop package. No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
 the trainer. The tools and the env runtime load without torch.
 """
 
@@ -153,6 +153,7 @@ TOOL_MODULES = [
     "atroposlib.cli.dpo",
     "atroposlib.cli.jsonl2html",
     "atroposlib.utils.tokenize_for_trainer",
+    "atroposlib.interop.openenv.env",
 ]
 
 
@@ -166,3 +167,15 @@ def test_env_runtime_and_tools_import_without_torch():
     )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_nothing_below_the_interop_package_imports_it():
+    """``atroposlib/interop`` sits on top of the env contract: no other atroposlib module imports it."""
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in sorted(PKG.rglob("*.py"))
+        if "interop" not in f.relative_to(PKG).parts
+        for m in sorted(_imported_modules(f))
+        if m.startswith("atroposlib.interop")
+    ]
+    assert not bad, bad

@@ -7,6 +7,10 @@ batching), so a short request does not wait for the longest one in flight. All r
 same weights: rows for another LoRA adapter wait until the running batch drains. Weight refresh loads the
 new checkpoint beside the running one, stops admitting rows, lets the batch in flight finish on the old
 weights, swaps, and resumes; ``weights_version`` counts the swaps.
+
+A job submitted with ``on_progress`` (a streaming request) is told after every decode step how far its
+rows are (the callback runs on the worker thread and must be quick); ``GenerationJob.abort`` takes its
+rows out of the running batch at the next step (a client that went away), finishing them as ``abort``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -32,10 +37,27 @@ from atroposlib.inference.sampling import RowParams
 log = logging.getLogger(__name__)
 
 
+#: called on the worker thread with the job's (live, still growing) results after each decode step
+ProgressCallback = Callable[[Sequence[RowResult]], None]
+
+
 @dataclass
-class _Job:
+class GenerationJob:
+    """One submitted request: its rows, the future of its results, and how to follow or abort it."""
+
     rows: list[RowParams]
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    on_progress: Optional[ProgressCallback] = None
+    aborted: threading.Event = field(default_factory=threading.Event)
+
+    def abort(self) -> None:
+        """Stop generating this job's rows: not started yet, it never runs; running, its rows leave the
+        batch at the next step and finish with ``finish_reason`` ``"abort"``."""
+        self.aborted.set()
+        self.future.cancel()
+
+
+_Job = GenerationJob
 
 
 class InferenceEngine:
@@ -90,7 +112,14 @@ class InferenceEngine:
     def submit(self, rows: list[RowParams]) -> concurrent.futures.Future:
         """Queue rows for generation; the future resolves to ``List[RowResult]`` in row order.
         Raises ``InferenceUnavailable`` when the queue is full."""
-        job = _Job(rows)
+        return self.submit_job(rows).future
+
+    def submit_job(
+        self, rows: list[RowParams], on_progress: Optional[ProgressCallback] = None
+    ) -> GenerationJob:
+        """``submit`` for a caller that follows the rows as they grow (``on_progress``, called on the
+        worker thread after the prefill and every decode step) or may abort them."""
+        job = _Job(rows, on_progress=on_progress)
         try:
             self._queue.put_nowait(job)
         except queue.Full:
@@ -99,7 +128,7 @@ class InferenceEngine:
                 f"generation queue is full ({self.config.max_queue} requests waiting); retry later"
             ) from None
         self.metrics.queue_depth.set(self._queue.qsize())
-        return job.future
+        return job
 
     def generate(self, rows: list[RowParams], timeout: Optional[float] = None) -> list[RowResult]:
         """Blocking convenience wrapper around ``submit``."""
@@ -298,6 +327,7 @@ class InferenceEngine:
                     jobs = []
                     while len(batch):
                         batch.step()
+                        self._drop_aborted(batch, live)
                         live = self._deliver(live)
                         if merge_ok and len(batch) < self.config.max_batch_size:
                             jobs = self._admissible(
@@ -320,11 +350,25 @@ class InferenceEngine:
                 if not j.future.done():
                     j.future.set_exception(e)
 
+    def _drop_aborted(self, batch: DecodeBatch, live: list[tuple[_Job, list[RowResult]]]) -> None:
+        for job, results in live:
+            if job.aborted.is_set():
+                running = [r for r in results if not r.done]
+                if running:
+                    batch.drop(running)
+                    self.metrics.aborted.inc(len(running))
+
     @staticmethod
     def _deliver(live: list[tuple[_Job, list[RowResult]]]) -> list[tuple[_Job, list[RowResult]]]:
-        """Resolve the futures of jobs whose rows are all done; return the rest."""
+        """Tell followers how far their rows are, resolve the futures of jobs whose rows are all done;
+        return the rest."""
         rest = []
         for job, results in live:
+            if job.on_progress is not None:
+                try:
+                    job.on_progress(results)
+                except Exception:  # a follower's bug must not fail the batch
+                    log.exception("progress callback failed")
             if all(r.done for r in results):
                 job.future.set_result(results)
             else:
@@ -336,4 +380,4 @@ def _adapter(job: _Job) -> Optional[str]:
     return job.rows[0].adapter if job.rows else None
 
 
-__all__ = ["InferenceEngine"]
+__all__ = ["GenerationJob", "InferenceEngine", "ProgressCallback"]

@@ -190,6 +190,19 @@ class DecodeBatch:
         if len(keep) < len(self.rows):
             self._select(d, keep)
 
+    def drop(self, results: Sequence[RowResult]) -> None:
+        """Take the rows whose results are ``results`` out of the batch (their client went away): they
+        finish now with ``finish_reason`` ``"abort"`` and the text generated so far."""
+        gone = {id(r) for r in results}
+        keep = [b for b, res in enumerate(self.results) if id(res) not in gone]
+        if len(keep) == len(self.results):
+            return
+        for res in results:
+            if not res.done:
+                res.text, res.finish_reason, res.done = self.decode(res.token_ids), "abort", True
+        if self.decoding is not None:
+            self._select(self.decoding, keep)
+
     # -- internals ---------------------------------------------------------------------------
     def _sample(
         self,

@@ -36,6 +36,10 @@ class EngineMetrics(MetricSet):
         self.queue_depth = g("atropos_inference_queue_depth", "Requests waiting for generation")
         self.rejected = c("atropos_inference_rejected", "Requests refused with 503 (queue full)")
         self.weights_version = g("atropos_inference_weights_version", "Loaded weights version")
+        self.aborted = c(
+            "atropos_inference_aborted_rows",
+            "Rows taken out of generation because their client went away mid-stream",
+        )
         self.errors = c("atropos_inference_batch_errors", "Batches that failed with an exception")
 
 

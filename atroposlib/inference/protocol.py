@@ -19,6 +19,19 @@ from atroposlib.utils.openai_shapes import openai_choice, openai_response, token
 PromptType = Union[str, list[str], list[int], list[list[int]]]
 
 
+class StreamOptions(BaseModel):
+    """``stream_options`` of a streaming request (OpenAI's, plus vLLM's ``continuous_usage_stats``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: Optional[bool] = Field(
+        default=False, description="Send a last chunk with the usage of the whole request."
+    )
+    continuous_usage_stats: Optional[bool] = Field(
+        default=False, description="With include_usage: the running usage on every chunk."
+    )
+
+
 class _Common(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -42,7 +55,12 @@ class _Common(BaseModel):
     seed: Optional[int] = Field(
         default=None, description="Per-request seed; choice i uses seed + i."
     )
-    stream: bool = Field(default=False, description="Streaming is not supported (must be false).")
+    stream: bool = Field(
+        default=False, description="Answer with server-sent events, one chunk per new piece."
+    )
+    stream_options: Optional[StreamOptions] = Field(
+        default=None, description="Only with stream=true: usage reporting of the stream."
+    )
     return_token_ids: bool = Field(
         default=False, description="vLLM extra: return prompt/completion ids."
     )
@@ -233,6 +251,7 @@ __all__ = [
     "ChatMessage",
     "CompletionRequest",
     "LoadLoraRequest",
+    "StreamOptions",
     "UnloadLoraRequest",
     "UpdateWeightsRequest",
     "chat_response",

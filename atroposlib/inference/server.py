@@ -2,7 +2,9 @@
 
 ``create_app(config)`` loads the model (``ModelLoadError`` for a bad directory), starts the generation
 worker on startup and stops it on shutdown. Errors are OpenAI-shaped: ``{"error": {"message", "type",
-"param", "code"}}`` with 400 for bad parameters, 503 when the queue is full.
+"param", "code"}}`` with 400 for bad parameters, 503 when the queue is full. ``stream: true`` answers with
+server-sent events shaped as vLLM's (see ``streaming``); a client that goes away mid-stream has its rows
+taken out of the batch.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from atroposlib.errors import InferenceUnavailable, ModelLoadError
@@ -30,6 +32,7 @@ from atroposlib.inference.protocol import (
     completion_response,
 )
 from atroposlib.inference.sampling import RowParams
+from atroposlib.inference.streaming import ChunkStream, Kind, RowFollower, StreamSpec, sse_events
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +55,8 @@ def _error(
 
 
 def _check_unsupported(req: Any) -> None:
-    if req.stream:
-        raise BadRequest("stream=true is not supported by this engine; send stream=false", "stream")
+    if req.stream_options is not None and not req.stream:
+        raise BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(req, name):
             raise BadRequest(f"{name} is not supported (only 0)", name)
@@ -178,8 +181,37 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
     async def run(rows: list[RowParams]) -> list:
         return await asyncio.wrap_future(eng.submit(rows))
 
-    @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> JSONResponse:
+    def stream(
+        kind: Kind,
+        req: Any,
+        prompts: list[list[int]],
+        rows: list[RowParams],
+        logprobs: Optional[int],
+    ) -> StreamingResponse:
+        """Queue ``rows`` (a full queue is still a 503) and answer with their SSE stream."""
+        follower = RowFollower(asyncio.get_running_loop(), len(rows))
+        job = eng.submit_job(rows, on_progress=follower)
+        finished = asyncio.wrap_future(job.future)
+        finished.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, not logged
+        opts = req.stream_options
+        spec = StreamSpec(
+            kind=kind,
+            model=name,
+            prompts=prompts,
+            n=req.n,
+            decode=eng.loaded.decode,
+            token_text=token_id_text if req.return_tokens_as_token_ids else token_text,
+            stop=req.stop or [],
+            logprobs=logprobs,
+            return_token_ids=req.return_token_ids,
+            include_usage=bool(opts and opts.include_usage),
+            continuous_usage=bool(opts and opts.include_usage and opts.continuous_usage_stats),
+        )
+        events = sse_events(ChunkStream(spec), follower, finished, job.abort)
+        return StreamingResponse(events, media_type="text/event-stream")
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(req: CompletionRequest) -> JSONResponse | StreamingResponse:
         check_model(req.model)
         _check_unsupported(req)
         prompts = _prompt_list(req.prompt, vocab)
@@ -190,6 +222,8 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
         max_tokens = req.max_tokens if req.max_tokens is not None else config.default_max_tokens
         top = req.logprobs or 0
         rows = [r for ids in ids_list for r in rows_for(ids, req, max_tokens, top)]
+        if req.stream:
+            return stream("completion", req, ids_list, rows, req.logprobs)
         results = await run(rows)
         render = token_id_text if req.return_tokens_as_token_ids else token_text
         return JSONResponse(
@@ -198,8 +232,8 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
             )
         )
 
-    @app.post("/v1/chat/completions")
-    async def chat(req: ChatCompletionRequest) -> JSONResponse:
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(req: ChatCompletionRequest) -> JSONResponse | StreamingResponse:
         check_model(req.model)
         _check_unsupported(req)
         if getattr(tok, "chat_template", None) is None:
@@ -223,7 +257,10 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
         top = (req.top_logprobs or 0) if req.logprobs else 0
         if req.top_logprobs and not req.logprobs:
             raise BadRequest("top_logprobs requires logprobs=true", "top_logprobs")
-        results = await run(rows_for(ids, req, max_tokens, top))
+        rows = rows_for(ids, req, max_tokens, top)
+        if req.stream:
+            return stream("chat", req, [ids], rows, top if req.logprobs else None)
+        results = await run(rows)
         render = token_id_text if req.return_tokens_as_token_ids else token_text
         return JSONResponse(
             chat_response(name, ids, results, render, req.logprobs, top, req.return_token_ids)

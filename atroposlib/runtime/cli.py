@@ -9,6 +9,7 @@ with a host that does not exist) print one ``error:`` line and exit 2, without a
 that could not do its job (``RunFailed``: nothing produced, every attempt failed, a permanent server
 error) prints its one-line summary and exits 1 (the rule of every command: ``atroposlib.utils.cli``).
 ``--help`` after a subcommand lists every option with its default.
+Installed packages may add subcommands (``subcommand_plugins``, e.g. ``serve-openenv``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from atroposlib.runtime.evaluation import run_evaluate
 from atroposlib.runtime.preflight import check_urls, url_problem
 from atroposlib.runtime.process import process
 from atroposlib.runtime.runner import serve
+from atroposlib.runtime.subcommand_plugins import find_plugin, plugin_names
 
 _RUNS: dict[str, Callable[[EnvRuntime], Coroutine[Any, Any, None]]] = {
     "serve": serve,
@@ -42,6 +44,7 @@ _DESCRIPTIONS = {
 def usage(env_cls: EnvClass) -> str:
     lines = [f"usage: {env_cls.__name__} {{{','.join(SUBCOMMANDS)}}} [options]", "", "subcommands:"]
     lines += [f"  {name:<9} {_DESCRIPTIONS[name]}" for name in SUBCOMMANDS]
+    lines += [f"  {name:<9} (from an installed plugin)" for name in plugin_names()]
     lines += ["", f"`{env_cls.__name__} <subcommand> --help` lists every option."]
     return "\n".join(lines)
 
@@ -68,6 +71,10 @@ def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
         print(usage(env_cls))
         raise SystemExit(0 if args else 2)
     sub, rest = args[0], args[1:]
+    plugin = None if sub in SUBCOMMANDS else find_plugin(sub)
+    if plugin is not None:
+        plugin(env_cls, rest)
+        return
     try:
         loaded = load_config(env_cls, sub, rest)
     except HelpRequested as h:

@@ -21,6 +21,8 @@ Rules (also in the docs):
   ``teacher``): each gets ``--<name>.<field>`` flags and a ``<name>:`` YAML key with the same rules,
   and reaches the constructor as ``<name>_server_configs=`` (``LoadedConfig.extra_servers``); a group
   whose default is None and that nothing configures is not passed.
+* An env-config field whose type is a settings model is a section with its own flags
+  ``--<section>.<field>`` (``config_sections``; e.g. ``--openenv.url``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ from pydantic import BaseModel, ValidationError
 from atroposlib.errors import ConfigError
 from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
+from atroposlib.runtime.config_sections import (
+    merge_sections,
+    section_flags,
+    section_help,
+    sections_of,
+)
 from atroposlib.runtime.context import EnvClass
 from atroposlib.utils.settings_cli import error_message
 from atroposlib.utils.urls import base_url_error
@@ -175,6 +183,8 @@ def _known_flags(env_model: type[BaseModel], namespaces: Sequence[str] = ()) -> 
     for ns in ("openai", *namespaces):
         for name in APIServerConfig.model_fields:
             known[f"{ns}.{name}"] = _is_bool_field(APIServerConfig, name)
+    for flag, section in section_flags(env_model).items():
+        known[flag] = _is_bool_field(section, flag.partition(".")[2])
     return known
 
 
@@ -308,7 +318,7 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         text = render_help(env_cls, subcommand, env_model, env_base, server_default)
         for ns in namespaces:
             text += f"\n\n--{ns}.FIELD: the {ns} servers (same fields as --openai.FIELD; YAML key {ns}:)"
-        raise HelpRequested(text)
+        raise HelpRequested("\n".join([text, *section_help(env_model, env_base)]))
 
     sources: dict[str, str] = {}
     yaml_data: dict[str, Any] = {}
@@ -326,6 +336,8 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
     cli_env: dict[str, Any] = {}
     cli_openai: dict[str, Any] = {}
     cli_extra: dict[str, dict[str, Any]] = {ns: {} for ns in namespaces}
+    cli_sections: dict[str, dict[str, Any]] = {}
+    sections = sections_of(env_model)
     top: dict[str, Any] = {}
     for key in ("slurm", "testing"):
         value = yaml_data.get(key, False)
@@ -341,6 +353,10 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         elif name.partition(".")[0] in cli_extra:
             ns, _, key = name.partition(".")
             cli_extra[ns][key] = _parse_value(APIServerConfig, key, raw)
+        elif name.partition(".")[0] in sections:
+            sec, _, key = name.partition(".")
+            cli_sections.setdefault(sec, {})[key] = _parse_value(sections[sec], key, raw)
+            sources[f"env.{name}"] = f"--{name}"
         else:
             low = raw.strip().lower()
             if low not in _TRUE | _FALSE:
@@ -348,11 +364,15 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
             top[name] = low in _TRUE
 
     merged = {**env_base, **yaml_env, **cli_env}
+    merged = merge_sections(merged, [env_base, yaml_env, cli_env], cli_sections, env_model)
     _check_url(merged.get("rollout_server_url"), "env.rollout_server_url", sources)
     try:
         env = env_model.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(_format_validation_error(e, sources, "env.")) from None
+        text = _format_validation_error(e, sources, "env.")
+        for sec in sections:  # a section field's flag is --<section>.<field>
+            text = text.replace(f"--env.{sec}.", f"--{sec}.")
+        raise ConfigError(text) from None
     servers = _resolve_servers(
         server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path)
     )

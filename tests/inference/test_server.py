@@ -191,7 +191,7 @@ def test_logprobs_match_a_plain_forward_pass(server, tiny_model_dir):
         ({"prompt": "hi", "n": 0}, "n"),
         ({"prompt": "hi", "temperature": -1}, "temperature"),
         ({"prompt": "hi", "max_tokens": 0}, "max_tokens"),
-        ({"prompt": "hi", "stream": True}, "stream"),
+        ({"prompt": "hi", "stream_options": {"include_usage": True}}, "stream_options"),
         ({"prompt": [999999]}, "prompt"),
         ({"prompt": []}, "prompt"),
         ({"prompt": ["ok", ""]}, "prompt"),
