@@ -35,7 +35,7 @@ from typing import Any, Optional, Protocol
 from atroposlib.groups import Groups
 from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
-from atroposlib.runtime.eval_items import EvalTally
+from atroposlib.runtime.eval_tally import EvalTally
 from atroposlib.runtime.metrics_logger import MetricsSink, NullMetricsLogger
 from atroposlib.runtime.sinks import GroupSink, JsonlGroupWriter, NullSink
 from atroposlib.type_definitions import Item, ScoredDataGroup

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from atroposlib.errors import InferenceRejected, PromptTooLong, RunFailed
-
-if TYPE_CHECKING:
-    from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.context import EnvRuntime
+from atroposlib.runtime.eval_tally import EvalTally
 
 logger = logging.getLogger(__name__)
 
@@ -34,42 +31,6 @@ SKIP_PROMPT_TOO_LONG = "prompt longer than max_token_length"
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
-
-
-@dataclass
-class EvalTally:
-    """Items of one ``evaluate()`` run: how many there are, how many were evaluated, skipped why."""
-
-    total: Optional[int] = None
-    done: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-
-    def progress(self) -> str:
-        """``"40/100 item(s), 2 skipped"`` (``""`` when the env did not say how many)."""
-        if self.total is None:
-            return ""
-        skipped = sum(self.skipped.values())
-        finished = self.done + skipped
-        return f"{finished}/{self.total} item(s)" + (f", {skipped} skipped" if skipped else "")
-
-    def summary(self) -> str:
-        """``"98 of 100 item(s) evaluated, 2 skipped (prompt longer than max_token_length: 2)"``."""
-        if self.total is None:
-            return ""
-        text = f"{self.done} of {self.total} item(s) evaluated"
-        if self.skipped:
-            reasons = ", ".join(f"{r}: {n}" for r, n in self.skipped.most_common())
-            text += f", {sum(self.skipped.values())} skipped ({reasons})"
-        return text
-
-    def as_json(self) -> dict[str, Any]:
-        """What ``metrics.json`` records under ``config_general.eval_items``."""
-        return {
-            "total": self.total,
-            "evaluated": self.done,
-            "skipped": sum(self.skipped.values()),
-            "skipped_by_reason": dict(self.skipped),
-        }
 
 
 def skip_reason(exc: BaseException) -> Optional[str]:

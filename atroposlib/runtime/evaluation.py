@@ -30,8 +30,8 @@ from typing import Optional, Union
 from atroposlib.errors import AtroposError, RunFailed
 from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.context import EnvRuntime
-from atroposlib.runtime.eval_items import EvalTally
 from atroposlib.runtime.eval_results import EvalRun, write_eval_files
+from atroposlib.runtime.eval_tally import EvalTally
 from atroposlib.runtime.failures import one_line
 
 logger = logging.getLogger(__name__)

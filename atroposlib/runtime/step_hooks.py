@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Optional
 
 from atroposlib.runtime.context import EnvRuntime
-from atroposlib.runtime.eval_items import EvalTally
+from atroposlib.runtime.eval_tally import EvalTally
 
 logger = logging.getLogger(__name__)
 
