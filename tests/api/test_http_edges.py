@@ -199,8 +199,8 @@ def test_batch_says_where_each_group_lies_and_the_client_parses_by_group(make_cl
 
 def test_no_dependency_is_sent_to_the_thread_pool():
     """FastAPI runs a plain ``def`` dependency in its thread pool: for the token check and the
-    service lookup that was two thread hand-offs per request, ~0.35 ms of CPU (40% of a small
-    request). Every dependency of every route is a coroutine, so none leaves the event loop."""
+    service lookup that was two thread hand-offs per request, ~0.2 ms of CPU (a quarter of a small
+    request's). Every dependency of every route is a coroutine, so none leaves the event loop."""
     deps = {app_module.check_token}  # the router-wide token check
     for module in (admin, batches, ingest, registration_routes, status):
         for route in module.router.routes:
