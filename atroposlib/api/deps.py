@@ -13,8 +13,9 @@ from atroposlib.api.service import RunService
 M = TypeVar("M", bound=BaseModel)
 
 
-def get_service(request: Request) -> RunService:
-    """The run state of this app (set by ``create_app``)."""
+async def get_service(request: Request) -> RunService:
+    """The run state of this app (set by ``create_app``). A coroutine, like every dependency here:
+    FastAPI runs a plain ``def`` dependency in its thread pool, two thread hand-offs per request."""
     service: RunService = request.app.state.service
     return service
 

@@ -261,8 +261,9 @@ def validation_problem(e: ValidationError, prefix: str = "") -> ApiProblem:
     return ApiProblem(422, f"invalid request: {summary}", detail=errors)
 
 
-def check_token(request: Request) -> None:
-    """FastAPI dependency: 401 unless the configured bearer token is presented."""
+async def check_token(request: Request) -> None:
+    """FastAPI dependency: 401 unless the configured bearer token is presented (a coroutine, so
+    that FastAPI does not send it to its thread pool)."""
     token = request.app.state.settings.api_token
     if not token:
         return

@@ -51,7 +51,11 @@ def _run_catching(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, .
 def _child_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """Entry point of the child: one job, its answer through ``conn``, then exit."""
     try:
-        conn.send(_run_catching(fn, args))
+        answer = _run_catching(fn, args)
+        try:
+            conn.send(answer)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server that asked was killed: nobody to answer, and no traceback in its log
     finally:
         conn.close()
 

@@ -73,5 +73,9 @@ class RunState:
         """Payloads of ``seqs`` and the seqs whose payload is unreadable."""
         raise NotImplementedError
 
+    def reset(self, reason: Optional[str] = None) -> None:
+        """Discard the run (store and state); ``reason`` None is ``POST /reset``."""
+        raise NotImplementedError
+
 
 __all__ = ["RunState"]

@@ -114,8 +114,9 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             self.redeliver = True  # a restart puts the unacknowledged batch back for redelivery
         self._update_gauges()
         if self.registration or len(self.queue) or self.pending:
-            logger.info(
-                "restored run: step %d, %d queued groups, %d buffered, pending batch: %s",
+            # whether this run is resumed or discarded is decided (and said) by run_identity
+            logger.debug(
+                "loaded run: step %d, %d queued groups, %d buffered, pending batch: %s",
                 self.step,
                 len(self.queue),
                 sum(len(b) for b in self.buffers.values()),
@@ -334,12 +335,15 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             self._update_gauges()
             return DisconnectEnvResponse(status="success")
 
-    def reset(self) -> None:
+    def reset(self, reason: Optional[str] = None) -> None:
         with self.lock:
             self.store.reset()
             self._clear()
             self._update_gauges()
-            logger.warning("run reset: queue, registration, envs and step cleared")
+            if reason is None:  # POST /reset
+                logger.warning("run reset: queue, registration, envs and step cleared")
+            else:  # a start-up decision, which run-api prints itself
+                logger.info("run reset (%s): queue, registration, envs and step cleared", reason)
 
 
 __all__ = ["EMPTY_EXAMPLE", "BatchBody", "IncomingGroup", "RunService"]

@@ -1,8 +1,10 @@
 """``run-api``: start the trajectory API server (also ``python -m atroposlib.cli.run_api``).
 
 Flags override ``ATROPOS_*`` environment variables, which override defaults (see ApiSettings).
-A data directory that holds an earlier run needs ``--resume`` or ``--fresh`` (or
-``ATROPOS_START_MODE``); see ``api/run_identity``.
+On a data directory that holds an earlier run, the same command resumes it when it still holds
+undelivered groups and starts a new run when nothing is left to deliver; ``--resume`` / ``--fresh``
+(or ``ATROPOS_START_MODE``) force either (see ``api/run_identity``). The first line printed names
+the data directory by its absolute path and says which it did.
 """
 
 from __future__ import annotations
@@ -36,14 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
         dest="start_mode",
         action="store_const",
         const="resume",
-        help="continue the run held in the data directory (crash recovery)",
+        help="always continue the run held in the data directory, even one with nothing left to "
+        "deliver (its registration, step and envs); default: resume only a run that still holds "
+        "undelivered groups, else start a new one",
     )
     start.add_argument(
         "--fresh",
         dest="start_mode",
         action="store_const",
         const="fresh",
-        help="discard the run held in the data directory and start a new one",
+        help="always discard the run held in the data directory, undelivered groups included, "
+        "and start a new one",
     )
     p.set_defaults(start_mode=None)
     return p
@@ -63,24 +68,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         )
         return 2
     try:
-        import uvicorn
-
-        from atroposlib.api.allocator import keep_freed_memory
-        from atroposlib.api.app import create_app
-
         settings = ApiSettings.from_env(**model_values(args, ApiSettings))
-        logging.basicConfig(
-            level=settings.log_level.upper(),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        keep_freed_memory()  # reuse freed MB-sized buffers instead of faulting in fresh pages
-        app = create_app(settings)
-        where = str(settings.data_dir) if settings.store == "sqlite" else "the memory store"
-        start_line = start_decision(app.state.service, start_mode, where)
-    except (AtroposError, ValueError) as e:
+    except AtroposError as e:
         print(f"run-api: error: {e}", file=sys.stderr)
         return 2
-    try:  # bind before saying "serving on": a busy port is an error, not a late traceback
+    # bind first: a busy port is one line before the data directory is touched (a start-up may
+    # discard a drained run) and before anything claims to be serving
+    try:
         sock = listening_socket(settings.host, settings.port)
     except OSError as e:
         print(
@@ -88,6 +82,25 @@ def main(argv: Optional[list[str]] = None) -> int:
             "is another server using it? pick another --port",
             file=sys.stderr,
         )
+        return 2
+    try:
+        import uvicorn
+
+        from atroposlib.api.allocator import keep_freed_memory
+        from atroposlib.api.app import create_app
+
+        logging.basicConfig(
+            level=settings.log_level.upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        keep_freed_memory()  # reuse freed MB-sized buffers instead of faulting in fresh pages
+        app = create_app(settings)
+        data_dir = os.path.abspath(settings.data_dir)  # the default is relative to the cwd
+        where = data_dir if settings.store == "sqlite" else "the memory store"
+        start_line = start_decision(app.state.service, start_mode, where)
+    except (AtroposError, ValueError) as e:
+        sock.close()
+        print(f"run-api: error: {e}", file=sys.stderr)
         return 2
     if not settings.api_token and not _is_loopback_host(settings.host):
         print(
@@ -99,7 +112,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"run-api: {start_line}", flush=True)
     print(
         f"run-api: serving on http://{settings.host}:{settings.port} "
-        f"(store={settings.store}{', data_dir=' + str(settings.data_dir) if settings.store == 'sqlite' else ''}, "
+        f"(store={settings.store}{', data_dir=' + data_dir if settings.store == 'sqlite' else ''}, "
         f"auth={'on' if settings.api_token else 'off'})",
         flush=True,
     )

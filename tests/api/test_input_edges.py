@@ -3,9 +3,11 @@ the warning for an open non-loopback bind."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import orjson
 from api_helpers import group, registration
 
 from atroposlib.api.settings import ApiSettings
@@ -15,14 +17,20 @@ from atroposlib.utils.net import free_port
 
 def test_token_ids_out_of_int64_or_negative_are_refused(client):
     client.post("/register", json=registration(batch_size=4))
-    for bad in (-1, 2**63):
+    for bad in (-1, 2**63, 2**64 - 1, -(2**63)):
         g = group(2)
         g["tokens"][1][3] = bad
-        r = client.post("/scored_data", json=g)
-        assert r.status_code == 422, r.text
-        assert f"tokens[1][3] is {bad}" in r.json()["error"]
+        r = client.post("/scored_data", content=orjson.dumps(g))
+        assert r.status_code == 422, (bad, r.text)
+        assert f"tokens[1][3] is {bad}; token ids are 0 .. 2**63-1" in r.json()["error"]
+    for bad in (2**64, -(2**70), 10**30):  # beyond what orjson parses: lax validation refuses it
+        g = group(2)
+        g["tokens"][1][3] = bad
+        r = client.post("/scored_data", content=json.dumps(g))
+        assert r.status_code == 422 and "tokens[1][3]" in r.json()["error"], (bad, r.text)
     g = group(2)
     g["tokens"][0][0] = 2**63 - 1
+    g["tokens"][1][0] = 0
     assert client.post("/scored_data", json=g).status_code == 200
 
 
