@@ -10,42 +10,11 @@
 # and the tests skip with it; delete that file to try again.
 set -uo pipefail
 VERSION=0.10.0   # keep equal to OPENENV_VERSION in tests/interop/conftest.py
-if [ -n "${ATROPOS_OPENENV_PYTHON:-}" ]; then
-  echo "setup_openenv: using ATROPOS_OPENENV_PYTHON=$ATROPOS_OPENENV_PYTHON"
-  exit 0
-fi
-[ "${ATROPOS_SKIP_OPENENV:-0}" = 1 ] && { echo "setup_openenv: ATROPOS_SKIP_OPENENV=1, not installing openenv"; exit 0; }
-VENV=${ATROPOS_OPENENV_VENV:-$HOME/.cache/atroposlib/openenv-$VERSION}
-OK=$VENV/.atroposlib-openenv-ok
-FAILED=$VENV/install-failed.txt
-[ -f "$OK" ] && exit 0
-if [ -f "$FAILED" ]; then
-  echo "setup_openenv: an earlier install failed ($(tail -n 1 "$FAILED")); delete $FAILED to retry" >&2
-  exit 0
-fi
-fail() {
-  mkdir -p "$VENV"
-  echo "$1" > "$FAILED"
-  echo "setup_openenv: $1 (the OpenEnv tests will skip)" >&2
-  exit 0
-}
-PY=${PYTHON:-}
-if [ -z "$PY" ]; then
-  for c in python3.11 python3.12 python3.10 python3; do command -v "$c" >/dev/null 2>&1 && { PY=$c; break; }; done
-fi
-[ -n "$PY" ] || fail "no python3 to create the openenv environment with"
-mkdir -p "$(dirname "$VENV")"
-free_kb=$(df -Pk "$(dirname "$VENV")" | awk 'NR==2 {print $4}')
-[ "${free_kb:-0}" -ge 2000000 ] || fail "less than 2 GB free under $(dirname "$VENV") for openenv"
-echo "setup_openenv: installing openenv==$VERSION into $VENV (first time only, a minute or two)"
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV" || fail "could not create a venv at $VENV with $PY"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-log=$VENV/pip-install.log
-if ! "$VENV/bin/python" -m pip install "openenv==$VERSION" >"$log" 2>&1; then
-  fail "pip install openenv==$VERSION failed: $(grep -E '^ERROR' "$log" | tail -n 1)"
-fi
-if ! "$VENV/bin/python" -c "import openenv.core.env_server.http_server, openenv.core.env_client" >>"$log" 2>&1; then
-  fail "openenv==$VERSION installed but does not import: $(tail -n 1 "$log")"
-fi
-touch "$OK"
-echo "setup_openenv: openenv ready at $VENV/bin/python"
+source "$(dirname "$0")/lib_cached_venv.sh"
+cached_venv_start setup_openenv openenv ATROPOS_OPENENV_PYTHON ATROPOS_SKIP_OPENENV "the OpenEnv tests"
+cached_venv_begin "${ATROPOS_OPENENV_VENV:-$HOME/.cache/atroposlib/openenv-$VERSION}" .atroposlib-openenv-ok
+cached_venv_create 2 "openenv==$VERSION" "a minute or two"
+cached_venv_pip_install "openenv==$VERSION"
+cached_venv_verify "openenv==$VERSION" \
+  "$VENV/bin/python" -c "import openenv.core.env_server.http_server, openenv.core.env_client"
+cached_venv_done

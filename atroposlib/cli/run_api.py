@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
 from typing import Optional
 
 from atroposlib.api.run_identity import START_MODES, start_decision
 from atroposlib.api.settings import ENV_PREFIX, ApiSettings
 from atroposlib.errors import AtroposError
+from atroposlib.utils.net import listening_socket
 from atroposlib.utils.settings_cli import Flag, add_model_arguments, model_values
 
 # Where run-api's flags differ from the generated ``--field-name``: one ``--cors-origin`` per origin.
@@ -128,20 +128,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``OSError`` when the address is taken or invalid)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.set_inheritable(True)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import random
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypedDict, Union
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -153,6 +153,17 @@ def _default_intermediate(hidden_size: int) -> int:
     return ((hidden_size * 8 // 3) + 7) // 8 * 8
 
 
+class _Sizes(TypedDict):
+    """The seed and sizes that are both checked (``tiny_model_problem``) and built (``_build_into``)."""
+
+    seed: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    vocab_size: int
+    max_position_embeddings: int
+
+
 def tiny_model_problem(
     *,
     seed: int = 0,
@@ -237,15 +248,15 @@ def build_tiny_model(
     """
     from atroposlib.errors import ConfigError
 
-    problem = tiny_model_problem(
-        seed=seed,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        vocab_size=vocab_size,
-        max_position_embeddings=max_position_embeddings,
-        intermediate_size=intermediate_size,
-    )
+    sizes: _Sizes = {
+        "seed": seed,
+        "hidden_size": hidden_size,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "vocab_size": vocab_size,
+        "max_position_embeddings": max_position_embeddings,
+    }
+    problem = tiny_model_problem(intermediate_size=intermediate_size, **sizes)
     if problem:
         raise ConfigError(problem)
     lines = _read_corpus(corpus, seed)
@@ -256,13 +267,8 @@ def build_tiny_model(
         _build_into(
             out,
             lines,
-            seed=seed,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            vocab_size=vocab_size,
-            max_position_embeddings=max_position_embeddings,
             intermediate_size=intermediate_size or _default_intermediate(hidden_size),
+            **sizes,
         )
     except BaseException:
         if created is not None:  # leave nothing behind: the folders this call made go again

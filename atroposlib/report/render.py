@@ -167,32 +167,33 @@ def render_token_spans(
     return "".join(out)
 
 
+def _prompt_body(text: Optional[str], token_count: int, tokens: str) -> str:
+    """A prompt as ``text`` when there is some, else a note of its ``token_count`` ``tokens``, else ''."""
+    if text is not None:
+        return render_text(text)
+    return f'<div class="tokinfo">{token_count} {tokens}</div>' if token_count else ""
+
+
+def _prompt_block(css: str, label: str, body: str) -> str:
+    """A labelled prompt block around ``body`` ('' when the body is empty)."""
+    return f'<div class="{css}"><div class="label">{label}</div>{body}</div>' if body else ""
+
+
 def render_prompt(group: GroupView) -> str:
     """The group's prompt block when every sequence has the same prompt ('' when there is none)."""
     if group.prompt_messages:
         body = render_messages(group.prompt_messages)
-    elif group.prompt_text is not None:
-        body = render_text(group.prompt_text)
-    elif group.prompt_token_count:
-        body = f'<div class="tokinfo">{group.prompt_token_count} shared prompt tokens</div>'
     else:
-        return ""
-    return f'<div class="prompt"><div class="label">prompt (shared)</div>{body}</div>'
+        body = _prompt_body(group.prompt_text, group.prompt_token_count, "shared prompt tokens")
+    return _prompt_block("prompt", "prompt (shared)", body)
 
 
 def render_sequence_prompt(seq: SequenceView, group: GroupView) -> str:
     """A sequence's own prompt, shown when the group's sequences do not share one."""
-    if group.prompt_shared or seq.completion_messages:
+    if group.prompt_shared or seq.completion_messages or seq.prompt_text == "":
         return ""
-    if seq.prompt_text is not None:
-        if not seq.prompt_text:
-            return ""
-        body = render_text(seq.prompt_text)
-    elif seq.completion_start:
-        body = f'<div class="tokinfo">{seq.completion_start} prompt tokens of its own</div>'
-    else:
-        return ""
-    return f'<div class="prompt seq-prompt"><div class="label">prompt (this sequence)</div>{body}</div>'
+    body = _prompt_body(seq.prompt_text, seq.completion_start, "prompt tokens of its own")
+    return _prompt_block("prompt seq-prompt", "prompt (this sequence)", body)
 
 
 def render_sequence_body(seq: SequenceView, group: GroupView) -> str:

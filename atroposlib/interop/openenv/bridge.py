@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
+from atroposlib.interop.openenv.client import StepResult
 from atroposlib.interop.openenv.client_replies import CURRENT, EpisodeChannel, Question
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class Frame:
-    """What one ``reset`` or ``step`` answers."""
-
-    observation: dict[str, Any]
-    reward: Optional[float] = None
-    done: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
+class Frame(StepResult):
+    """What one ``reset`` or ``step`` answers: the observation frame the client reads back."""
 
     def wire(self) -> dict[str, Any]:
         """The ``data`` of openenv's observation frame."""
