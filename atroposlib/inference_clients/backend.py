@@ -200,6 +200,8 @@ class APIServer(PromptLogprobsMixin):
             if not call.done():
                 call.cancel()
                 await asyncio.gather(call, return_exceptions=True)
+            elif not call.cancelled():
+                call.exception()  # an attempt abandoned after it failed is retrieved: no stray log
 
     async def _with_retries(self, split: str, fn, *args: Any, **kwargs: Any) -> Any:
         self._ensure_health_task()

@@ -291,7 +291,7 @@ def _resolve_servers(
 
     servers = []
     for d in dicts:
-        _check_url(d.get("base_url"), "openai.base_url", sources)
+        _check_url(d.get("base_url"), f"{namespace}.base_url", sources)
         try:
             servers.append(APIServerConfig.model_validate(d))
         except ValidationError as e:

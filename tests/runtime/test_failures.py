@@ -52,7 +52,7 @@ def test_process_stops_at_once_on_an_unknown_model(tok_dir, tmp_path):
     assert r.returncode == 1, r.stderr[-2000:]
     errors = _error_lines(r.stderr)
     assert len(errors) == 1 and "404" in errors[0] and "--openai.model_name" in errors[0], errors
-    assert "Traceback" not in r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
     assert asked <= 4 and took < 60  # no retries of a request that cannot succeed
 
 
@@ -67,7 +67,7 @@ def test_process_gives_up_on_an_unreachable_server_after_the_deadline(tok_dir, t
     assert r.returncode == 1, r.stderr[-2000:]
     errors = _error_lines(r.stderr)
     assert len(errors) == 1 and url in errors[0] and "--openai.base_url" in errors[0], errors
-    assert "Traceback" not in r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
     # one warning for the outage, not one per attempt
     assert r.stderr.count("failing over") <= 1, r.stderr[-3000:]
 
