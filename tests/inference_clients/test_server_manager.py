@@ -14,7 +14,7 @@ from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.testing.fake_server import FakeOpenAIServer, fake_logprob
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenizer_loading import load_tokenizer
-from tests.inference_clients.conftest import answer_responder
+from tests.envs.conftest import answer_responder
 
 
 def _cfg(url: str, server_type: str = "vllm", **kw) -> APIServerConfig:
