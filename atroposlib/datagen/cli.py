@@ -275,6 +275,11 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     finally:
         if feed is not None:
             feed.close()
+    if args.input and summary.groups_read == 0:
+        if mode == "w" and out_path.exists() and out_path.stat().st_size == 0:
+            out_path.unlink()  # a new, empty file: leave nothing behind
+        skipped = sum(feed.stats.skipped.values()) if isinstance(feed, JsonlFeed) else 0
+        return fail(prog, f"{args.input}: no readable scored group ({skipped} lines unreadable)", 1)
     print(f"{prog}: wrote {out_path}")
     for line in summary.lines("pairs" if kind == "dpo" else "records"):
         print(line)

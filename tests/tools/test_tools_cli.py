@@ -377,3 +377,13 @@ def test_view_run_start_prints_one_line_and_no_gradio_hints(tmp_path):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.strip() == "" and "share=True" not in err and "Running on" not in err, (out, err)
+
+
+def test_sft_gen_on_a_file_with_no_readable_group_fails_and_leaves_no_file(tmp_path):
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text('not json\n{"tokens": 3}\n')
+    out = tmp_path / "sft.jsonl"
+    proc = run_cli(SFT, str(out), "--input", str(junk), "--save-messages")
+    assert_clean_error(proc, 1, "no readable scored group", "2 lines unreadable")
+    assert proc.stderr.strip().splitlines()[-1].startswith("atropos-sft-gen: error: ")
+    assert not out.exists()
