@@ -243,3 +243,31 @@ class HostileServer:
 
         self._loop.call_soon_threadsafe(finish)
         self._thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir, tmp_path_factory) -> Iterator[Proc]:
+    """Our CPU engine alone, serving the tiny model as ``tiny`` (the verifiers tests' policy)."""
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "atroposlib.cli.serve_model",
+        "--model",
+        str(tiny_model_dir),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--torch-threads",
+        "1",
+        "--log-level",
+        "warning",
+    ]
+    engine = Proc(argv, port, "/health", tmp_path_factory.mktemp("engine-logs") / "engine.log")
+    try:
+        yield engine.wait()
+    finally:
+        engine.stop()
