@@ -41,30 +41,43 @@ REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "arithmetic_server.py"
 
 
+TINY_DEFAULTS = {
+    "steps": 300,
+    "prompts_per_step": 16,
+    "group_size": 8,
+    "lr": 5e-4,
+    "warmup_sft_steps": 100,
+}
+
+
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    """Parse the demo's flags; counts are checked here so a typo never wipes the report folder."""
+    """Parse the demo's flags; counts are checked here so a typo never wipes the report folder.
+    Flags left unset take the chosen model's defaults (``--model tiny`` or ``smollm2``)."""
     p = CliParser(prog="atropos-demo", description="End-to-end CPU RL demo (see README).")
+    p.add_argument(
+        "--model",
+        choices=["tiny", "smollm2"],
+        default="tiny",
+        help="tiny: a 0.9M Llama built from scratch, warmed up, on raw single-digit addition "
+        "(default); smollm2: the pretrained SmolLM2-135M-Instruct on chat arithmetic, LoRA through "
+        "a real vLLM (needs --inference vllm).",
+    )
     p.add_argument(
         "--out",
         type=Path,
-        default=REPO / "runs" / "demo",
-        help="Report folder (default: runs/demo; runs/demo-control for --control shuffled).",
+        default=None,
+        help="Report folder (default: runs/demo, runs/demo-smollm2; -control for --control shuffled).",
     )
-    p.add_argument("--steps", type=positive_int, default=300, help="GRPO steps (default 300).")
+    p.add_argument("--steps", type=positive_int, help="GRPO steps (tiny 300, smollm2 40).")
     p.add_argument(
-        "--prompts-per-step", type=positive_int, default=16, help="Groups per batch (default 16)."
+        "--prompts-per-step", type=positive_int, help="Groups per batch (tiny 16, smollm2 4)."
     )
-    p.add_argument(
-        "--group-size", type=positive_int, default=8, help="Samples per prompt (default 8)."
-    )
-    p.add_argument(
-        "--lr", type=positive_float, default=5e-4, help="GRPO learning rate (default 5e-4)."
-    )
+    p.add_argument("--group-size", type=positive_int, help="Samples per prompt (default 8).")
+    p.add_argument("--lr", type=positive_float, help="GRPO learning rate (default 5e-4).")
     p.add_argument(
         "--warmup-sft-steps",
         type=non_negative_int,
-        default=100,
-        help="Supervised warm-up steps on gold demonstrations (default 100).",
+        help="tiny: supervised warm-up steps on gold demonstrations (default 100).",
     )
     p.add_argument(
         "--control",
@@ -79,16 +92,32 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help="Seed for model, warm-up, env and trainer.",
     )
     p.add_argument(
-        "--threads", type=positive_int, default=1, help="torch threads per process (default 1)."
+        "--threads", type=positive_int, help="torch threads per process (tiny 1, smollm2 2)."
     )
     p.add_argument(
         "--inference",
         choices=["engine", "vllm"],
-        default="engine",
-        help="Inference server: atroposlib's CPU engine, or a real vLLM server (its own Python: "
-        "ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh); both reload weights in place every step.",
+        default=None,
+        help="Inference server: atroposlib's CPU engine (tiny's default), or a real vLLM server (its "
+        "own Python: ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh; smollm2's only choice); tiny "
+        "reloads full weights in place every step, smollm2 hot-loads a LoRA adapter.",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.model == "smollm2":
+        from example_trainer.demo_smollm2 import DEFAULTS
+
+        defaults: dict[str, Any] = {**DEFAULTS, "threads": 2, "inference": "vllm"}
+        if args.inference == "engine":
+            p.error("--model smollm2 runs on a real vLLM server: use --inference vllm")
+    else:
+        defaults = {**TINY_DEFAULTS, "threads": 1, "inference": "engine"}
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.out is None:
+        name = "demo" if args.model == "tiny" else "demo-smollm2"
+        args.out = REPO / "runs" / (name + ("-control" if args.control == "shuffled" else ""))
+    return args
 
 
 def _child_settings(threads: int) -> dict[str, str]:
@@ -112,25 +141,23 @@ def _child_env(threads: int) -> dict[str, str]:
 
 
 def prepare_model(out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Build the tiny model and run the supervised warm-up; returns the paths and greedy accuracy."""
+    """tiny: build the model and run the supervised warm-up; smollm2: import the model (once) and
+    measure the base model on the held-out questions. Returns the paths and greedy accuracy."""
+    if args.model == "smollm2":
+        from example_trainer import demo_smollm2
+
+        return demo_smollm2.prepare(out, args)
     from example_trainer.demo_model import prepare
 
     return prepare(out / "model", args.warmup_sft_steps, args.seed, args.threads)
 
 
 def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
-    """The demo as a launch topology (the same one configs/launch/demo_cpu.yaml describes, with the
-    demo's flags filled in): run-api, the inference server, the arithmetic env and the trainer."""
+    """The demo as a launch topology (for ``--model tiny`` the one configs/launch/demo_cpu.yaml
+    describes, with the demo's flags filled in): run-api, the inference server, the env and the
+    trainer."""
     from atroposlib.launch.topology import parse_topology
 
-    model = str(model_dir)
-    if args.inference == "vllm":
-        server: dict[str, Any] = {"kind": "vllm", "args": ["--max-model-len", "256"]}
-    else:
-        server = {
-            "kind": "engine",
-            "args": ["--torch-threads", str(args.threads), "--batch-window-ms", "10"],
-        }
     env = {
         k: v
         for k, v in _child_env(args.threads).items()
@@ -139,50 +166,72 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
     env.pop("PYTHONPATH", None)  # the launcher puts this checkout first
     if args.inference == "vllm":
         env["VLLM_CACHE_ROOT"] = str(out / "vllm-cache")
+    if args.model == "smollm2":
+        from example_trainer.demo_smollm2 import topology_parts
+
+        parts = topology_parts(args, out)
+        env.update(parts.pop("env_vars"))
+    else:
+        parts = _tiny_parts(args, model_dir, out)
     return parse_topology(
         {
             "name": "demo",
             "env": env,
-            "inference": [{"name": "engine", "model": model, "served_name": "policy", **server}],
-            "envs": [
-                {
-                    "name": "arithmetic",
-                    "file": str(ENV_FILE),
-                    "flags": {
-                        "env": {
-                            "tokenizer_name": model,
-                            "group_size": args.group_size,
-                            "max_batches_offpolicy": 1,
-                            "total_steps": args.steps,
-                            "seed": args.seed,
-                            "spool_dir": str(out / "spool"),
-                            "max_num_workers": args.prompts_per_step // 2,
-                        },
-                        "openai": {"api_key": "x", "model_name": "policy", "server_type": "vllm"},
-                    },
-                }
-            ],
-            "trainer": {
-                "flags": {
-                    "model_name": model,
-                    "weight_refresh": "reload",
-                    "vllm_restart_interval": 1,
-                    "training_steps": args.steps,
-                    "batch_size": args.prompts_per_step * args.group_size,
-                    "seq_len": 64,
-                    "lr": args.lr,
-                    "save_path": str(out / "trainer"),
-                    "torch_threads": args.threads,
-                    "control": args.control,
-                    "seed": args.seed,
-                    "device": "cpu",
-                }
-            },
+            **parts,
             # the demo is a short, watched run: a crash stops it (nothing is restarted)
             "supervision": {"max_restarts": 0},
         },
         source="atropos-demo",
     )
+
+
+def _tiny_parts(args: argparse.Namespace, model_dir: Path, out: Path) -> dict[str, Any]:
+    """The inference, env and trainer sections of the tiny-model run."""
+    model = str(model_dir)
+    if args.inference == "vllm":
+        server: dict[str, Any] = {"kind": "vllm", "args": ["--max-model-len", "256"]}
+    else:
+        server = {
+            "kind": "engine",
+            "args": ["--torch-threads", str(args.threads), "--batch-window-ms", "10"],
+        }
+    return {
+        "inference": [{"name": "engine", "model": model, "served_name": "policy", **server}],
+        "envs": [
+            {
+                "name": "arithmetic",
+                "file": str(ENV_FILE),
+                "flags": {
+                    "env": {
+                        "tokenizer_name": model,
+                        "group_size": args.group_size,
+                        "max_batches_offpolicy": 1,
+                        "total_steps": args.steps,
+                        "seed": args.seed,
+                        "spool_dir": str(out / "spool"),
+                        "max_num_workers": args.prompts_per_step // 2,
+                    },
+                    "openai": {"api_key": "x", "model_name": "policy", "server_type": "vllm"},
+                },
+            }
+        ],
+        "trainer": {
+            "flags": {
+                "model_name": model,
+                "weight_refresh": "reload",
+                "vllm_restart_interval": 1,
+                "training_steps": args.steps,
+                "batch_size": args.prompts_per_step * args.group_size,
+                "seq_len": 64,
+                "lr": args.lr,
+                "save_path": str(out / "trainer"),
+                "torch_threads": args.threads,
+                "control": args.control,
+                "seed": args.seed,
+                "device": "cpu",
+            }
+        },
+    }
 
 
 def env_command(
@@ -300,17 +349,20 @@ def run(args: argparse.Namespace) -> int:
     from example_trainer.metrics import read_metrics
 
     out: Path = args.out
-    if args.control == "shuffled" and out == REPO / "runs" / "demo":
-        out = REPO / "runs" / "demo-control"
     if out.exists():
         shutil.rmtree(out)
     (out / "logs").mkdir(parents=True)
     t_start = time.perf_counter()
     print(f"[demo] report folder: {out}", flush=True)
-    print("[demo] building a tiny model and warming it up on gold demonstrations ...", flush=True)
+    if args.model == "smollm2":
+        print("[demo] measuring SmolLM2-135M-Instruct on the held-out questions ...", flush=True)
+    else:
+        print(
+            "[demo] building a tiny model and warming it up on gold demonstrations ...", flush=True
+        )
     prep = prepare_model(out, args)
     print(
-        f"[demo] warm-up done in {prep['warm_s']:.1f}s: greedy accuracy {prep['warm_acc']:.2f}",
+        f"[demo] model ready in {prep['warm_s']:.1f}s: greedy accuracy {prep['warm_acc']:.2f}",
         flush=True,
     )
     plan = build_plan(demo_topology(args, prep["warm"], out), out, "local", gpus_here=0)
@@ -328,6 +380,28 @@ def run(args: argparse.Namespace) -> int:
     return write_report(
         out, args, prep, rows, watch.early, watch.late, loop_s, time.perf_counter() - t_start
     )
+
+
+def _final_accuracy(out: Path, args: argparse.Namespace, prep: dict[str, Any]) -> float:
+    """Greedy accuracy of the trained policy: tiny on all 100 problems; smollm2 on the held-out
+    questions (base model + last adapter), with every reply before and after written to
+    ``heldout.jsonl``."""
+    if args.model == "smollm2":
+        from example_trainer.demo_smollm2 import final_accuracy
+
+        acc, rows = final_accuracy(out, prep)
+        with open(out / "heldout.jsonl", "w") as fh:
+            for (question, before, ok0), (_, after, ok1) in zip(
+                prep["base_replies"], rows, strict=True
+            ):
+                record = {"question": question, "base": before, "base_correct": ok0}
+                fh.write(json.dumps({**record, "trained": after, "trained_correct": ok1}) + "\n")
+        return acc
+    from example_trainer.arithmetic_task import all_problems, score_completion
+    from example_trainer.warmup import greedy_accuracy
+
+    final_dir = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
+    return greedy_accuracy(final_dir, all_problems(), score_completion)
 
 
 def _tail(path: Path, n: int = 15) -> str:
@@ -384,34 +458,46 @@ def write_report(
     total_s: float,
 ) -> int:
     """Write summary.txt, the reward curve and the rollouts page; return the exit code."""
-    from example_trainer.arithmetic_task import all_problems, score_completion
     from example_trainer.report import plot_curve, write_rollouts
-    from example_trainer.warmup import greedy_accuracy
 
     with open(out / "metrics.jsonl", "w") as fh:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
     rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
-    first, last, k = reward_change(rewards)
-    final_dir = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
-    final_acc = greedy_accuracy(final_dir, all_problems(), score_completion)
-    plot_curve(
-        rows,
-        out / "reward_curve.png",
-        title=f"GRPO on single-digit addition (control={args.control})",
-    )
+    smol = args.model == "smollm2"
+    first, last, k = reward_change(rewards, 20 if smol else 50)
+    target = 0.10 if smol else 0.15
+    final_acc = _final_accuracy(out, args, prep)
+    task = "chat arithmetic (SmolLM2-135M-Instruct, LoRA)" if smol else "single-digit addition"
+    plot_curve(rows, out / "reward_curve.png", title=f"GRPO on {task} (control={args.control})")
     write_rollouts(early, late, out / "rollouts.html")
     gain = last - first
     server = "a real vLLM server" if args.inference == "vllm" else "the CPU inference engine"
-    verdict = "improved" if gain >= 0.15 else "did not improve by 0.15"
+    verdict = "improved" if gain >= target else f"did not improve by {target:.2f}"
+    if smol:
+        model = (
+            f"The pretrained SmolLM2-135M-Instruct ({prep['n_params'] / 1e6:.0f}M parameters, its own "
+            f"tokenizer and chat template) was trained with a rank-16 LoRA on every linear layer for "
+            f"{len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} samples, lr "
+            f"{args.lr}) through the real loop: run-api, {server} (the adapter hot-loaded in place after "
+            f"every step; {refresh_times(rows)}), the chat-arithmetic environment (free-text replies, "
+            "graded by their last integer)"
+        )
+        held = f"greedy accuracy on {len(prep['held_out'])} held-out questions"
+    else:
+        model = (
+            f"A {prep['n_params'] / 1e6:.2f}M-parameter Llama built from scratch was warmed up with "
+            f"{args.warmup_sft_steps} supervised steps on gold answers (greedy accuracy "
+            f"{prep['warm_acc']:.2f}) and then trained for {len(rows)} GRPO steps "
+            f"({args.prompts_per_step} prompts x {args.group_size} samples, lr {args.lr}) through the "
+            f"real loop: run-api, {server} (weights reloaded in place after every step; "
+            f"{refresh_times(rows)}), the arithmetic environment"
+        )
+        held = "greedy accuracy on all 100 problems"
     summary = (
-        f"A {prep['n_params'] / 1e6:.2f}M-parameter Llama built from scratch was warmed up with "
-        f"{args.warmup_sft_steps} supervised steps on gold answers (greedy accuracy {prep['warm_acc']:.2f}) "
-        f"and then trained for {len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} "
-        f"samples, lr {args.lr}) through the real loop: run-api, {server} (weights reloaded "
-        f"in place after every step; {refresh_times(rows)}), the arithmetic environment (BaseEnv runtime, `serve`) and the trainer as separate processes. "
+        f"{model} (BaseEnv runtime, `serve`) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first {k} steps was {first:.3f} and over the last {k} "
-        f"steps {last:.3f} (change {gain:+.3f}: {verdict}); greedy accuracy on all 100 problems went from "
+        f"steps {last:.3f} (change {gain:+.3f}: {verdict}); {held} went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
     )
     (out / "summary.txt").write_text(summary + "\n")
@@ -439,6 +525,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             "atropos-demo", f"{ENV_FILE} is missing (run from a checkout of the repository)"
         )
     missing = vllm_missing() if args.inference == "vllm" else None
+    if missing is None and args.model == "smollm2":
+        from example_trainer.demo_smollm2 import smollm2_missing
+
+        missing = smollm2_missing()
     if missing:
         return fail("atropos-demo", missing)
     try:

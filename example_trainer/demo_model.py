@@ -21,7 +21,6 @@ from typing import Any, Optional
 def prepare(out: Path, warmup_sft_steps: int, seed: int, threads: int) -> dict[str, Any]:
     """Build the tiny model under ``out`` and run the warm-up; returns the paths and figures."""
     import torch
-    from safetensors import safe_open
     from transformers.utils import logging as hf_logging
 
     from atroposlib.inference.tiny_model import build_tiny_model
@@ -39,13 +38,7 @@ def prepare(out: Path, warmup_sft_steps: int, seed: int, threads: int) -> dict[s
     t0 = time.perf_counter()
     warm = sft_warmup(base, out / "warm", gold, steps=warmup_sft_steps, seed=seed)
     acc = greedy_accuracy(warm, all_problems(), score_completion)
-    with safe_open(str(warm / "model.safetensors"), "pt") as f:
-        n_params = 0
-        for k in f.keys():
-            size = 1
-            for d in f.get_slice(k).get_shape():
-                size *= int(d)
-            n_params += size
+    n_params = checkpoint_params(warm)
     prep = {
         "base": base,
         "warm": warm,
@@ -57,6 +50,20 @@ def prepare(out: Path, warmup_sft_steps: int, seed: int, threads: int) -> dict[s
         json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in prep.items()})
     )
     return prep
+
+
+def checkpoint_params(model_dir: Path) -> int:
+    """Parameters stored in ``model_dir/model.safetensors`` (read from the tensor shapes, no load)."""
+    from safetensors import safe_open
+
+    n_params = 0
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as f:
+        for k in f.keys():
+            size = 1
+            for d in f.get_slice(k).get_shape():
+                size *= int(d)
+            n_params += size
+    return n_params
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -46,6 +46,30 @@ def test_the_demo_topology_carries_the_demo_flags(tmp_path):
     assert plan.topology.supervision.max_restarts == 0  # a crash in the demo stops it
 
 
+def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
+    from example_trainer.demo_smollm2 import ADAPTER_NAME, BASE_NAME, MODEL_CACHE
+
+    args = parse_args(["--model", "smollm2", "--steps", "5"])
+    assert (args.inference, args.prompts_per_step, args.threads) == ("vllm", 4, 2)
+    plan = build_plan(demo_topology(args, MODEL_CACHE, tmp_path), tmp_path, "local", gpus_here=0)
+    assert [c.name for c in plan.components] == [
+        "api",
+        "inference-vllm-0",
+        "env-chat-arithmetic-0",
+        "trainer",
+    ]
+    server = plan.by_role("inference")[0]
+    assert "--enable-lora" in server.argv and _arg(server.argv, "--served-model-name") == BASE_NAME
+    assert plan.topology.env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    env = plan.by_role("env")[0].argv
+    assert env[1].endswith("chat_arithmetic_server.py")
+    assert _arg(env, "--openai.model_name") == ADAPTER_NAME  # the env samples the adapter
+    trainer = plan.by_role("trainer")[0].argv
+    assert _arg(trainer, "--weight-refresh") == "lora"
+    assert _arg(trainer, "--lora-adapter-name") == ADAPTER_NAME
+    assert _arg(trainer, "--training-steps") == "5" and _arg(trainer, "--batch-size") == "32"
+
+
 @pytest.mark.slow
 def test_a_short_demo_runs_through_the_launcher(tmp_path):
     out = tmp_path / "demo"

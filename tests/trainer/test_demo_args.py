@@ -35,3 +35,25 @@ def test_bad_rate_or_seed_is_a_one_line_usage_error(flag, value, capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"atropos-demo: error: argument {flag}: must be"), err
+
+
+def test_each_model_fills_its_own_defaults():
+    tiny = parse_args([])
+    assert (tiny.model, tiny.steps, tiny.prompts_per_step, tiny.inference) == (
+        "tiny",
+        300,
+        16,
+        "engine",
+    )
+    assert tiny.out.name == "demo"
+    smol = parse_args(["--model", "smollm2", "--control", "shuffled", "--steps", "6"])
+    assert (smol.steps, smol.prompts_per_step, smol.warmup_sft_steps) == (6, 4, 0)
+    assert (smol.inference, smol.out.name) == ("vllm", "demo-smollm2-control")
+
+
+def test_smollm2_on_our_engine_is_a_one_line_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--inference", "engine"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert "--model smollm2 runs on a real vLLM server" in err

