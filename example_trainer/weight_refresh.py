@@ -51,6 +51,8 @@ from .checkpoint import save_model_folder
 from .config import TrainingConfig
 
 log = logging.getLogger(__name__)
+# how long a server that took a push may stay unreachable (a supervised restart) before a push fails
+UNREACHABLE_GRACE_S = 600.0
 
 
 class WeightRefresh:
@@ -130,17 +132,56 @@ class ReloadRefresh(WeightRefresh):
         # the newest completed push: (trainer step of its weights, first server's version, seconds)
         self._done: Optional[tuple[int, Any, float]] = None
         self.last_push_s: Optional[float] = None
+        self._reached: set[str] = set()  # servers that took a push
+        self._unreachable: dict[str, float] = {}  # server -> when it first could not be reached
 
     def start(self, model_path: str, step: int = 0) -> None:
+        for url in self.urls:  # best effort: learn each server's type while all are up
+            try:
+                self._kind(self._http, url)
+                if self.cfg.inference_server == "auto":  # it answered the probe
+                    self._reached.add(url)
+            except InferenceError:
+                pass  # not up yet: the first push asks again (and fails if it never answers)
         if self.cfg.resume:  # the servers may still hold older weights than the checkpoint
             self._push(model_path, step)
 
+    def _push_one(self, url: str, path: str, step: int) -> Optional[Any]:
+        """Load ``path`` into the server at ``url``. A server that answered before (an earlier push, or
+        this one until it died mid-request) and cannot be reached now (restarted by its supervisor
+        after a crash) is skipped with a warning for up to ``UNREACHABLE_GRACE_S``: it starts on the
+        run's model and gets the weights at the next push. A server never reached fails the push."""
+        try:
+            version = self._routes(self._http, url).reload_from_disk(
+                self._http, url.rstrip("/"), path
+            )
+        except InferenceError as e:
+            cause = e.__cause__
+            if not isinstance(cause, httpx.TransportError):
+                raise
+            # never answered at all (a wrong URL): fail now; answered, or died mid-request: a restart
+            never = isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout))
+            if never and url not in self._reached:
+                raise
+            self._reached.add(url)
+            since = self._unreachable.setdefault(url, time.monotonic())
+            if time.monotonic() - since > UNREACHABLE_GRACE_S:
+                raise
+            log.warning(
+                "reload: %s is unreachable (restarting?); it gets step %d's weights at the next "
+                "refresh: %s",
+                url,
+                step,
+                e,
+            )
+            return None
+        self._reached.add(url)
+        self._unreachable.pop(url, None)
+        return version
+
     def _push(self, path: str, step: int) -> list[Any]:
         t0 = time.perf_counter()
-        versions = [
-            self._routes(self._http, url).reload_from_disk(self._http, url.rstrip("/"), path)
-            for url in self.urls
-        ]
+        versions = [v for url in self.urls if (v := self._push_one(url, path, step)) is not None]
         self.last_push_s = time.perf_counter() - t0
         self._done = (step, versions[0] if versions else None, self.last_push_s)
         log.info(

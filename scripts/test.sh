@@ -8,6 +8,9 @@ bash scripts/setup.sh
 bash scripts/setup_vllm.sh
 # SLURM for the launcher's SLURM tier (tests/launch/test_slurm_tier.py); never fails, the tier skips instead.
 bash scripts/setup_slurm.sh
+# Ray and the project's dependencies in one cached environment for the launcher's Ray tier
+# (tests/launch/test_ray_tier.py); never fails, the tier skips instead.
+bash scripts/setup_ray.sh
 # openenv's own environment for the OpenEnv interop tests (tests/interop); never fails, they skip instead.
 bash scripts/setup_openenv.sh
 # verifiers (the `verifiers` extra) into .venv for the verifiers interop tests; never fails, they skip instead.

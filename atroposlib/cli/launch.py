@@ -1,6 +1,7 @@
 """``atropos-launch``: run a topology file (API, inference servers, env workers, trainer) anywhere.
 
-``run TOPOLOGY [--backend local|ray|slurm] [--out DIR] [--dry-run] [--resume] [--set KEY=VALUE]``,
+``run TOPOLOGY [--backend local|ray|slurm] [--ray-address HOST:PORT] [--out DIR] [--dry-run] [--resume]
+[--set KEY=VALUE]``,
 ``status DIR``, ``stop DIR``. See docs/scale.md. A user mistake is one line on stderr and exit 2 with
 nothing started.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="start a topology and supervise it until the trainer ends")
     run.add_argument("topology", type=Path, help="the topology YAML (see configs/launch/)")
     run.add_argument("--backend", choices=["local", "ray", "slurm"], default="local")
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="--backend ray: the existing cluster's head (default: RAY_ADDRESS)",
+    )
     run.add_argument(
         "--out", type=Path, default=None, help="run directory (default runs/launch/NAME)"
     )
@@ -96,10 +104,13 @@ def _run(args: argparse.Namespace) -> int:
     out = (args.out or Path("runs") / "launch" / topo.name).resolve()
     if args.backend == "slurm" and not args.dry_run and shutil.which("sbatch") is None:
         raise ConfigError("--backend slurm: sbatch is not on PATH (is this a SLURM login node?)")
+    address = ""
     if args.backend == "ray" and not args.dry_run:
-        raise ConfigError(
-            "--backend ray runs are not implemented yet; --dry-run shows the placement"
-        )
+        from atroposlib.launch.ray_connect import import_ray, probe, resolve_address
+
+        import_ray()
+        address = resolve_address(args.ray_address)
+        probe(address)
     if not args.dry_run and state_path(out).exists():
         pid = launcher_alive(read_state(out))
         if pid is not None:
@@ -129,18 +140,44 @@ def _run(args: argparse.Namespace) -> int:
         from atroposlib.launch.slurm import submit
 
         return submit(plan, topology_path=str(args.topology.resolve()))
-    from atroposlib.launch.local import LocalRun
+    runner: Any
+    if args.backend == "ray":
+        runner = _ray_runner(plan, address, str(args.topology.resolve()))
+    else:
+        from atroposlib.launch.local import LocalRun
 
+        runner = LocalRun(plan, topology_path=str(args.topology.resolve()), say=_say)
     out.mkdir(parents=True, exist_ok=True)
     print(
         f"[launch] {topo.name}: run directory {out} (logs/, metrics.jsonl, {PROG} status {out})",
         flush=True,
     )
-    runner = LocalRun(plan, topology_path=str(args.topology.resolve()), say=_say)
     code = runner.run(on_tick=_progress())
     if code == 0:
         print(f"[launch] finished: metrics at {out / 'metrics.jsonl'}", flush=True)
     return code
+
+
+def _ray_runner(plan: Any, address: str, topology_path: str) -> Any:
+    """Join the Ray cluster at ``address`` and check it can hold ``plan`` (a ``ConfigError`` and
+    nothing started when not); the runner."""
+    import hashlib
+
+    from atroposlib.launch.ray_backend import RayRun
+    from atroposlib.launch.ray_connect import check_cluster, connect
+
+    tag = hashlib.sha1(str(plan.out).encode()).hexdigest()[:8]
+    namespace = f"atropos-{plan.topology.name}-{tag}"
+    ray = connect(address, namespace)
+    try:
+        check_cluster(ray, plan, address)
+    except ConfigError:
+        ray.shutdown()
+        raise
+    print(f"[launch] joined the Ray cluster at {address} (namespace {namespace})", flush=True)
+    return RayRun(
+        plan, ray, address=address, namespace=namespace, topology_path=topology_path, say=_say
+    )
 
 
 def _say(line: str) -> None:
@@ -177,7 +214,10 @@ def _status(args: argparse.Namespace) -> int:
     live = launcher_alive(state)
     if state.get("state") in ("starting", "running", "stopping") and live is None:
         state["state"] = f"{state['state']}, launcher gone"
+    here = socket.gethostname()
     for c in state["components"]:
+        if c.get("host", here) != here:
+            continue  # a Ray component on another node: its actor reported its state
         if c.get("state") in ("running", "starting") and c.get("pid") and not pid_alive(c["pid"]):
             c["state"] = "gone"
     print(describe_state(state))
@@ -210,8 +250,10 @@ def _stop(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + 120
         while launcher_alive(state) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
-    # whatever is left (the launcher was killed, or did not finish in time), in stop order
-    comps = state["components"]
+    # whatever is left (the launcher was killed, or did not finish in time), in stop order; on Ray
+    # the cluster ends a dead launcher's actors and their processes itself, so only this host's
+    here = socket.gethostname()
+    comps = [c for c in state["components"] if c.get("host", here) == here]
     for role in ("trainer", "env", "inference", "api", "prepare"):
         pids = [c["pid"] for c in comps if c.get("role") == role and c.get("pid")]
         stop_groups([p for p in pids if group_members(p)], 15)

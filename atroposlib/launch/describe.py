@@ -28,16 +28,28 @@ def describe_plan(plan: Plan) -> str:
         where = "external" if c.external else _where(plan, c.nodes)
         gpus = ",".join(str(g) for g in c.gpus) or "-"
         rows.append([c.name, where, gpus, c.url or "-", "-" if c.external else c.log])
+    commands = [(c.name, c.env, c.argv) for c in plan.components if not c.external]
+    if plan.backend == "ray":
+        from atroposlib.launch.ray_placement import describe_units, ray_units
+
+        rows = describe_units(plan)
+        units, _ = ray_units(plan)
+        commands = [(c.name, c.env, c.argv) for c in plan.components if c.role == "prepare"]
+        commands += [(u.name, u.comp.env, u.argv) for u in units]
     lines = [f"# {plan.topology.name}: {len(plan.components)} components, backend {plan.backend}"]
     lines += [f"# run directory {plan.out}", table(rows), "", "# commands (start order)"]
-    for c in plan.components:
-        if c.external:
-            continue
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.env.items())
-        cmd = " ".join(shlex.quote(a) for a in c.argv)
-        lines.append(f"{c.name}: {env + ' ' if env else ''}{cmd}")
+    for name, cenv, argv in commands:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cenv.items())
+        cmd = " ".join(shlex.quote(a) for a in argv)
+        lines.append(f"{name}: {env + ' ' if env else ''}{cmd}")
     if plan.backend == "local":
         lines.append("# ports are free loopback ports picked now; a real run picks its own")
+    elif plan.backend == "ray":
+        lines.append(
+            "# @HOST@ is the address of the node Ray places a component on; each @NODEk@:PORT "
+            "becomes that component's node address and a free port there; Ray sets "
+            "CUDA_VISIBLE_DEVICES from the GPUs it gives each actor"
+        )
     else:
         lines.append(f"# @NODEk@ is node k of the {plan.nodes}-node allocation")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import httpx
 
+from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Component, Plan
 from atroposlib.launch.procs import stop_groups
 from atroposlib.launch.state import write_state
@@ -237,20 +238,7 @@ class LocalRun:
     # --- supervision ---------------------------------------------------------------------------
     def _mirror_metrics(self) -> list[str]:
         """Append the trainer's new metrics lines to DIR/metrics.jsonl; returns the new lines."""
-        src = self.plan.metrics_source
-        dst = self.out / "metrics.jsonl"
-        try:
-            data = src.read_bytes()
-        except OSError:
-            return []
-        have = dst.stat().st_size if dst.exists() else 0
-        end = data.rfind(b"\n") + 1  # whole lines only
-        if end <= have:
-            return []
-        new = data[have:end]
-        with open(dst, "ab") as fh:
-            fh.write(new)
-        return new.decode(errors="replace").splitlines()
+        return mirror_lines(self.plan.metrics_source, self.out / "metrics.jsonl")
 
     def _crashed(self, p: _Proc, rc: int) -> None:
         now = time.monotonic()

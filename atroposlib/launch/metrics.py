@@ -24,9 +24,26 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def mirror_lines(src: Path, dst: Path) -> list[str]:
+    """Append the whole lines of ``src`` that ``dst`` lacks to ``dst`` (the trainer's metrics into the
+    run directory as they are written); returns the new lines."""
+    try:
+        data = src.read_bytes()
+    except OSError:
+        return []
+    have = dst.stat().st_size if dst.exists() else 0
+    end = data.rfind(b"\n") + 1  # whole lines only
+    if end <= have:
+        return []
+    new = data[have:end]
+    with open(dst, "ab") as fh:
+        fh.write(new)
+    return new.decode(errors="replace").splitlines()
+
+
 def last_step(path: Path) -> Optional[dict[str, Any]]:
     rows = read_rows(path)
     return rows[-1] if rows else None
 
 
-__all__ = ["last_step", "read_rows"]
+__all__ = ["last_step", "mirror_lines", "read_rows"]

@@ -2,7 +2,9 @@
 
 The plan is what every backend runs. Hosts are written as ``@NODEk@`` (node k of the allocation), which
 the local backend replaces with 127.0.0.1 and the SLURM script with the k-th host name it resolves inside
-the job. Ports: free loopback ports on the local backend, the topology's ports on a cluster.
+the job. Ports: free loopback ports on the local backend, the topology's ports on a cluster. On Ray, a
+server listens on ``@HOST@`` (the node Ray placed it on) and every ``@NODEk@:PORT`` of the plan (ports
+unique over the whole plan) is replaced by the address and free port its Ray actor reports.
 """
 
 from __future__ import annotations
@@ -186,19 +188,23 @@ def build_plan(
         placer = _Placer(1, have)
     else:
         nodes = topo.cluster.nodes
-        placer = _Placer(nodes, topo.cluster.gpus_per_node)
+        per_node = topo.cluster.gpus_per_node
+        # on Ray the cluster's own GPUs are checked when it connects; gpus_per_node is a limit if set
+        placer = _Placer(nodes, per_node if per_node or backend != "ray" else 1 << 20)
     used_ports: dict[int, set[int]] = {k: set() for k in range(nodes)}
-    # where servers listen: loopback here (and on a loopback test cluster), every interface on a cluster
-    loop = local or topo.cluster.loopback
-    bind = "127.0.0.1" if loop else "0.0.0.0"
+    # where servers listen: loopback here (and on a loopback test cluster), every interface on a
+    # SLURM cluster, the address of the node Ray placed it on
+    loop = local or (topo.cluster.loopback and backend == "slurm")
+    bind = "@HOST@" if backend == "ray" else "127.0.0.1" if loop else "0.0.0.0"
 
     def port(node: int, wanted: int) -> int:
         if local:
             return free_port()
+        key = 0 if backend == "ray" else node  # Ray: unique over the plan (it names one server)
         p = wanted
-        while p in used_ports.setdefault(node, set()):
+        while p in used_ports.setdefault(key, set()):
             p += 1
-        used_ports[node].add(p)
+        used_ports[key].add(p)
         return p
 
     def sub(values: list[str]) -> list[str]:
@@ -303,7 +309,8 @@ def build_plan(
             head.append("--standalone")
         else:
             head += ["--rdzv-backend", "c10d", "--rdzv-id", topo.name]
-            head += ["--rdzv-endpoint", f"{node_host(tr_nodes[0])}:{tr.rdzv_port}"]
+            rdzv = port(tr_nodes[0], tr.rdzv_port) if backend == "ray" else tr.rdzv_port
+            head += ["--rdzv-endpoint", f"{node_host(tr_nodes[0])}:{rdzv}"]
         head += ["-m", tr.module]
     else:
         head = [py, "-m", tr.module]

@@ -164,11 +164,22 @@ class ClusterSpec(_Strict):
         description="One-node allocations: listen on and address 127.0.0.1 instead of the node's "
         "name on every interface (test clusters on one host).",
     )
+    ray_nodes: list[str] = Field(
+        [],
+        description="Ray: the resource standing for node 0, 1, ... (a custom resource such as node_a, "
+        "or Ray's own node:IP); empty: Ray places every component itself.",
+    )
 
     @model_validator(mode="after")
     def _loopback_is_one_node(self) -> ClusterSpec:
         if self.loopback and self.nodes != 1:
             raise ValueError("loopback needs nodes: 1")
+        if self.ray_nodes and len(self.ray_nodes) != self.nodes:
+            raise ValueError(
+                f"ray_nodes names {len(self.ray_nodes)} node(s): set nodes: {len(self.ray_nodes)}"
+            )
+        if len(set(self.ray_nodes)) != len(self.ray_nodes):
+            raise ValueError("ray_nodes names one resource twice")
         return self
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from atroposlib.cli.launch import main
@@ -33,14 +34,37 @@ def test_ray_dry_run_places_components_on_nodes(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     text = _dry(capsys, GPU, tmp_path / "run", "--backend", "ray")
     rows = {
-        line.split()[0]: line.split()
+        line.split()[0]: line
         for line in text.splitlines()
-        if line.startswith(("inference-", "trainer "))
+        if line.startswith(("inference-", "trainer ", "api "))
+    }
+    # no ray_nodes: Ray places every actor; GPUs come from placement groups reserved first
+    assert "pg inference-vllm-0[0] STRICT_PACK GPU=8" in rows["inference-vllm-0"]
+    assert "pg trainer[0] STRICT_PACK GPU=8" in rows["trainer"]
+    assert rows["api"].split()[1] == "any" and "num_cpus=0" in rows["api"]
+    assert "--host @HOST@" in text and "not implemented" not in text
+    assert not (tmp_path / "run").exists()
+
+
+def test_ray_dry_run_pins_nodes_to_their_resources(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    text = _dry(
+        capsys, REPO / "configs" / "launch" / "ray_cpu.yaml", tmp_path / "run", "--backend", "ray"
+    )
+    rows = {
+        line.split()[0]: line for line in text.splitlines() if line.startswith(("env-", "trainer"))
+    }
+    assert "node0 (node_a)" in rows["env-arith-a-0"] and "node_a=0.001" in rows["env-arith-a-0"]
+    assert "node1 (node_b)" in rows["env-arith-b-0"]
+    assert "node0 (node_a)" in rows["trainer"] and "node1 (node_b)" in rows["trainer-node1"]
+    cmds = {
+        line.split(":")[0]: line for line in text.splitlines() if "torch.distributed.run" in line
     }
     assert (
-        rows["inference-vllm-0"][1] == "node0" and rows["inference-vllm-0"][2] == "0,1,2,3,4,5,6,7"
+        "--rdzv-conf is_host=1" in cmds["trainer"]
+        and "--rdzv-conf is_host=0" in cmds["trainer-node1"]
     )
-    assert rows["trainer"][1] == "node1"
+    assert "--rdzv-endpoint @NODE0@:" in cmds["trainer-node1"]
 
 
 def test_slurm_dry_run_is_one_allocation_of_overlapping_steps(tmp_path, capsys, monkeypatch):
@@ -112,8 +136,24 @@ def test_too_many_gpus_for_the_allocation(tmp_path, capsys, monkeypatch):
     assert "asks for 8 GPUs on node 0, which has 0 left" in capsys.readouterr().err
 
 
-def test_ray_runs_are_refused_until_the_backend_exists(tmp_path, capsys, monkeypatch):
+def test_ray_runs_without_ray_installed_say_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is not None:
+        pytest.skip("ray is installed in this environment (the project venv has no ray)")
     monkeypatch.chdir(REPO)
-    assert main(["run", str(DEMO), "--out", str(tmp_path / "run"), "--backend", "ray"]) == 2
-    assert "--backend ray runs are not implemented yet" in capsys.readouterr().err
+    argv = ["run", str(DEMO), "--out", str(tmp_path / "run"), "--backend", "ray"]
+    assert main([*argv, "--ray-address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "atropos-launch: error: --backend ray: ray is not installed (pip install 'atroposlib[ray]')\n"
+    )
     assert not (tmp_path / "run").exists()
+
+
+def test_ray_nodes_must_match_the_node_count(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    argv = ["run", str(REPO / "configs" / "launch" / "ray_cpu.yaml"), "--out", str(tmp_path / "r")]
+    assert main([*argv, "--backend", "ray", "--dry-run", "--set", "cluster.nodes=3"]) == 2
+    assert "cluster: ray_nodes names 2 node(s): set nodes: 2" in capsys.readouterr().err

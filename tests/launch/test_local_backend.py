@@ -1,5 +1,6 @@
 """The local backend for real: the shipped CPU demo topology run for 3 trainer steps; an env worker
-SIGKILLed mid-run and restarted; ``atropos-launch stop`` leaving no process behind."""
+and an inference server SIGKILLed mid-run and restarted, the run finishing with no group lost;
+``atropos-launch stop`` leaving no process behind."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from atroposlib.launch.procs import group_members, pid_alive
+from tests.launch.run_checks import group_accounting
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "launch" / "demo_cpu.yaml"
@@ -172,6 +174,38 @@ def test_a_killed_env_worker_is_restarted_and_the_run_finishes(tmp_path, shared_
     assert proc.returncode == 0, out
     assert "env-arithmetic-0 exited with code -9; restarting" in out
     assert _steps(run) == [1, 2, 3, 4, 5, 6]
+    _nothing_left(_state(run))
+
+
+def test_a_killed_inference_server_is_restarted_and_no_group_is_lost(tmp_path, shared_topology):
+    run = tmp_path / "run"
+    proc = _launch(
+        "run",
+        str(shared_topology),
+        "--out",
+        str(run),
+        *SMALL,
+        "--set",
+        "trainer.flags.training_steps=6",
+    )
+    try:
+        _wait(lambda: _steps(run)[-1:] >= [1] if _steps(run) else False, 90, proc)
+        victim = _comp(_state(run), "inference-engine-0")["pid"]
+        os.kill(victim, signal.SIGKILL)
+        _wait(lambda: _comp(_state(run), "inference-engine-0").get("restarts") == 1, 30, proc)
+        _wait(lambda: _comp(_state(run), "inference-engine-0").get("state") == "running", 60, proc)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+    assert proc.returncode == 0, out
+    assert "inference-engine-0 exited with code -9; restarting" in out
+    assert _steps(run) == [1, 2, 3, 4, 5, 6]
+    # (the trainer skips a refresh the restarting server cannot take instead of failing)
+    counts = group_accounting(run)
+    assert counts["lost"] == 0 and counts["other"] == 0 and counts["spooled"] == 0, counts
+    assert counts["served"] == counts["served_in_batches"] > 0, counts
     _nothing_left(_state(run))
 
 

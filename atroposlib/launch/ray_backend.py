@@ -1,0 +1,455 @@
+"""The Ray backend: every component of a plan as a supervised process inside a Ray actor.
+
+The launcher is the Ray driver (connected by ``ray_connect.connect``). Placement groups are reserved
+first (components with GPUs); then, role by role (API, inference servers, env workers, trainer), one
+actor per component (``ray_placement.ray_units``) is created where Ray puts it, reports its node's
+address and a free port there, and starts the component with the URLs of the components before it
+filled in; the API and inference servers must answer ``/health`` before the next role starts. A
+multi-node trainer is one ``torchrun`` per trainer node, all meeting at the rendezvous hosted on trainer
+node 0's address. The actors restart crashed env workers and inference servers (``supervisor.py``); the
+launcher polls them, mirrors the trainer's metrics, ends the run when the trainer finishes or something
+fails, and stops in the order trainer, env workers, inference servers, API (each actor ends its
+process group, then the actor is killed and the placement groups removed). Logs go to
+``DIR/logs/NAME.log`` from wherever the actor runs: the run directory must be on a shared file system.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import httpx
+
+from atroposlib.launch.local import RunFailed, StopRequested
+from atroposlib.launch.metrics import mirror_lines
+from atroposlib.launch.plan import Plan
+from atroposlib.launch.procs import stop_groups
+from atroposlib.launch.ray_connect import package_root
+from atroposlib.launch.ray_placement import RayUnit, ray_units
+from atroposlib.launch.state import write_state
+from atroposlib.launch.supervisor import ProcessSupervisor
+
+_STOP_ROLES = ("trainer", "env", "inference", "api")
+PLACEMENT_TIMEOUT_S = 120.0
+CALL_TIMEOUT_S = 60.0
+
+
+def _nominal(url: Optional[str]) -> Optional[str]:
+    """``@NODEk@:PORT`` of a plan URL (the key the actor's real address replaces)."""
+    if not url or "@NODE" not in url:
+        return None
+    return url.split("//", 1)[-1].split("/", 1)[0]
+
+
+class _Actor:
+    """The launcher's view of one unit: its actor handle and what it last reported."""
+
+    def __init__(self, unit: RayUnit) -> None:
+        self.unit = unit
+        self.handle: Any = None
+        self.ip: Optional[str] = None
+        self.host: Optional[str] = None
+        self.url: Optional[str] = None
+        self.state = "pending"
+        self.restarts = 0
+        self.pid: Optional[int] = None
+        self.exit_code: Optional[int] = None
+        self.said = ""
+
+
+class RayRun:
+    """Run ``plan`` on the Ray cluster ``ray`` is connected to; ``run()`` returns the exit status."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        ray: Any,
+        *,
+        address: str,
+        namespace: str,
+        topology_path: str = "",
+        say: Callable[[str], None] = print,
+        poll_s: float = 0.25,
+    ) -> None:
+        self.plan, self.ray, self.address, self.namespace = plan, ray, address, namespace
+        self.out = plan.out
+        self.sup = plan.topology.supervision
+        self.say, self.poll_s, self.topology_path = say, poll_s, topology_path
+        self.units, self.groups = ray_units(plan)
+        self.actors = [_Actor(u) for u in self.units]
+        self.pgs: dict[str, Any] = {}
+        self.subs: dict[str, str] = {}  # "@NODEk@:PORT" -> "IP:PORT" as actors report
+        self.run_state, self.message = "starting", ""
+        self.host = socket.gethostname()
+        self.api_url = plan.api_url
+        self._stop = threading.Event()
+        self._stop_signal = 0
+        self._cls: Any = None
+        self.prepare = [c for c in plan.components if c.role == "prepare"]
+        self.prepare_state = {c.name: "pending" for c in self.prepare}
+
+    # --- state file ------------------------------------------------------------------------
+    def save_state(self) -> None:
+        rows: list[dict[str, Any]] = [
+            {
+                "name": c.name,
+                "role": "prepare",
+                "where": self.host,
+                "host": self.host,
+                "state": self.prepare_state[c.name],
+                "restarts": 0,
+                "url": None,
+                "log": str(self.out / c.log),
+                "pid": None,
+            }
+            for c in self.prepare
+        ]
+        for a in self.actors:
+            rows.append(
+                {
+                    "name": a.unit.name,
+                    "role": a.unit.comp.role,
+                    "where": f"{a.host} ({a.ip})" if a.host else "-",
+                    "host": a.host,
+                    "state": a.state,
+                    "restarts": a.restarts,
+                    "url": a.url,
+                    "log": str(self.out / a.unit.log),
+                    "pid": a.pid,
+                    "exit_code": a.exit_code,
+                }
+            )
+        for c in self.plan.components:
+            if c.external:
+                rows.append(
+                    {"name": c.name, "role": c.role, "where": "external", "state": "external"}
+                    | {"restarts": 0, "url": c.url, "log": None, "pid": None}
+                )
+        write_state(
+            self.out,
+            {
+                "version": 1,
+                "backend": "ray",
+                "ray_address": self.address,
+                "namespace": self.namespace,
+                "topology": self.topology_path,
+                "launcher_pid": os.getpid(),
+                "launcher_host": self.host,
+                "state": self.run_state,
+                "message": self.message,
+                "api_url": self._fill(self.api_url),
+                "metrics": str(self.out / "metrics.jsonl"),
+                "components": rows,
+            },
+        )
+
+    # --- start -----------------------------------------------------------------------------
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise StopRequested()
+
+    def _get(self, ref: Any, what: str, timeout: float = CALL_TIMEOUT_S) -> Any:
+        """``ray.get`` that turns a dead actor or a timeout into ``RunFailed``."""
+        try:
+            return self.ray.get(ref, timeout=timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise RunFailed(f"{what}: its Ray actor did not answer within {timeout:.0f}s") from None
+        except self.ray.exceptions.RayError as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise RunFailed(f"{what}: its Ray actor died ({first})") from None
+
+    def _fill(self, text: str) -> str:
+        for key, value in self.subs.items():
+            text = text.replace(key, value)
+        return text
+
+    def _prepare(self) -> None:
+        import subprocess
+
+        for c in self.prepare:
+            if c.creates and Path(c.creates).exists():
+                self.prepare_state[c.name] = "skipped"
+                continue
+            self.say(f"[launch] {c.name}: {' '.join(c.argv)}")
+            env = dict(os.environ, **self.plan.topology.env)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (package_root(), env.get("PYTHONPATH", "")) if p
+            )
+            with open(self.out / c.log, "ab") as fh:
+                proc = subprocess.Popen(
+                    c.argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                )
+            self.prepare_state[c.name] = "running"
+            self.save_state()
+            while proc.poll() is None:
+                if self._stop.wait(0.1):
+                    stop_groups([proc.pid], self.sup.stop_timeout_s)
+                    proc.wait()
+                    raise StopRequested()
+            ok = proc.returncode == 0
+            self.prepare_state[c.name] = "done" if ok else "failed"
+            self.save_state()
+            if not ok:
+                raise RunFailed(
+                    f"{c.name} exited with code {proc.returncode}; see {self.out / c.log}"
+                )
+
+    def _placement_groups(self) -> None:
+        from ray.util.placement_group import placement_group
+
+        for g in self.groups:
+            pg = placement_group(g.bundles, strategy=g.strategy, name=f"{self.namespace}-{g.name}")
+            self.pgs[g.name] = pg
+        for g in self.groups:
+            deadline = time.monotonic() + PLACEMENT_TIMEOUT_S
+            ready = self.pgs[g.name].ready()
+            while True:
+                self._check_stop()
+                done, _ = self.ray.wait([ready], timeout=0.5)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    raise RunFailed(
+                        f"Ray could not place {g.name} ({g.strategy}, bundles {g.bundles}) within "
+                        f"{PLACEMENT_TIMEOUT_S:.0f}s: the cluster lacks free GPUs or nodes for it"
+                    )
+            self.say(f"[launch] placement group {g.name} ready ({len(g.bundles)} bundle(s))")
+
+    def _options(self, u: RayUnit) -> dict[str, Any]:
+        opts: dict[str, Any] = {
+            "name": u.name,
+            "num_cpus": 0,
+            "num_gpus": u.gpus,
+            "max_concurrency": 4,  # status() while stop() waits
+            "max_restarts": 0,
+        }
+        if u.resources():
+            opts["resources"] = u.resources()
+        if u.group:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self.pgs[u.group], placement_group_bundle_index=u.bundle
+            )
+        return opts
+
+    def _create(self, a: _Actor) -> None:
+        u = a.unit
+        if self._cls is None:
+            self._cls = self.ray.remote(ProcessSupervisor)
+        cls = self._cls
+        sup = self.sup.model_dump()
+        a.handle = cls.options(**self._options(u)).remote(
+            u.name, u.comp.role, str(self.out / u.log), u.comp.restart, sup
+        )
+        where = self._get(a.handle.where.remote(), u.name, PLACEMENT_TIMEOUT_S)
+        a.ip, a.host = where["ip"], where["host"]
+        a.state = "placed"
+
+    def _argv(self, a: _Actor, port: Optional[int]) -> list[str]:
+        u = a.unit
+        nominal = _nominal(u.comp.url)
+        out: list[str] = []
+        for i, arg in enumerate(u.argv):
+            if (
+                port is not None
+                and nominal
+                and i
+                and u.argv[i - 1] == "--port"
+                and arg == nominal.rsplit(":", 1)[1]
+            ):
+                arg = str(port)
+            arg = self._fill(arg.replace("@HOST@", a.ip or ""))
+            if "@NODE" in arg or "@HOST@" in arg:
+                raise RunFailed(f"{u.name}: {arg!r} names a component that is not placed yet")
+            out.append(arg)
+        return out
+
+    def _env(self, a: _Actor) -> dict[str, str]:
+        env = dict(self.plan.topology.env)
+        for key, value in a.unit.comp.env.items():
+            if key == "CUDA_VISIBLE_DEVICES":
+                continue  # Ray gives the actor its GPUs; the child inherits them
+            env[key] = self._fill(value)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root(), env.get("PYTHONPATH", "")) if p
+        )
+        return env
+
+    def _launch(self, a: _Actor) -> None:
+        u = a.unit
+        port: Optional[int] = None
+        nominal = _nominal(u.comp.url)
+        if nominal:
+            port = int(self._get(a.handle.reserve_port.remote(), u.name))
+            self.subs[nominal] = f"{a.ip}:{port}"
+            a.url = self._fill(u.comp.url or "")
+        if u.comp.role == "trainer" and u.trainer_node == 0 and "--rdzv-endpoint" in u.argv:
+            key = u.argv[u.argv.index("--rdzv-endpoint") + 1]
+            rdzv = int(self._get(a.handle.reserve_port.remote(), u.name))
+            self.subs[key] = f"{a.ip}:{rdzv}"
+        a.pid = int(self._get(a.handle.start.remote(self._argv(a, port), self._env(a)), u.name))
+        a.state = "starting" if u.comp.health else "running"
+
+    def _wait_health(self, group: list[_Actor]) -> None:
+        waiting = {a.unit.name: a for a in group if a.unit.comp.health}
+        deadline = {n: time.monotonic() + a.unit.comp.startup_timeout for n, a in waiting.items()}
+        self.save_state()
+        with httpx.Client(timeout=2.0) as client:
+            while waiting:
+                self._check_stop()
+                for name, a in list(waiting.items()):
+                    st = self._get(a.handle.status.remote(), name)
+                    if st["state"] in ("failed", "restarting", "done"):
+                        a.state, a.exit_code = "failed", st["exit_code"]
+                        raise RunFailed(
+                            f"{name} exited with code {st['exit_code']} before it answered; "
+                            f"see {self.out / a.unit.log}"
+                        )
+                    health = self._fill(a.unit.comp.health or "")
+                    try:
+                        if client.get(health).status_code < 500:
+                            a.state = "running"
+                            del waiting[name]
+                            self.say(f"[launch] {name} ready at {a.url} on {a.host}")
+                            continue
+                    except httpx.TransportError:
+                        pass
+                    if time.monotonic() > deadline[name]:
+                        raise RunFailed(
+                            f"{name} did not answer {health} within "
+                            f"{a.unit.comp.startup_timeout:.0f}s; see {self.out / a.unit.log}"
+                        )
+                self.save_state()
+                time.sleep(0.1)
+        self.save_state()
+
+    def _start(self) -> None:
+        (self.out / "logs").mkdir(parents=True, exist_ok=True)
+        self.save_state()
+        self._prepare()
+        self._placement_groups()
+        for role in ("api", "inference", "env", "trainer"):
+            group = [a for a in self.actors if a.unit.comp.role == role]
+            for a in group:
+                self._check_stop()
+                self._create(a)
+                self.save_state()
+            for a in group:  # trainer node 0 first: it hosts the rendezvous
+                self._check_stop()
+                self._launch(a)
+                self.save_state()
+            if role in ("api", "inference"):
+                self._wait_health(group)
+            elif group:
+                placed = ", ".join(f"{a.unit.name} on {a.host}" for a in group)
+                self.say(f"[launch] started {placed}")
+
+    # --- supervision -----------------------------------------------------------------------
+    def _tick(self) -> Optional[int]:
+        live = [a for a in self.actors if a.handle is not None]
+        try:
+            states = self.ray.get([a.handle.status.remote() for a in live], timeout=CALL_TIMEOUT_S)
+        except self.ray.exceptions.RayError:
+            for a in live:  # find which one
+                self._get(a.handle.status.remote(), a.unit.name)
+            raise
+        trainers_done = True
+        for a, st in zip(live, states, strict=True):
+            a.restarts, a.pid, a.exit_code = st["restarts"], st["pid"], st["exit_code"]
+            a.state = st["state"]
+            if st["state"] == "failed":
+                raise RunFailed(st["message"])
+            if st["state"] == "restarting" and st["message"] != a.said:
+                a.said = st["message"]
+                self.say(f"[launch] {st['message']}")
+            if a.unit.comp.role == "trainer" and st["state"] != "done":
+                trainers_done = False
+        self.save_state()
+        return 0 if trainers_done else None
+
+    def _stop_all(self) -> None:
+        grace = self.sup.stop_timeout_s
+        for role in _STOP_ROLES:
+            group = [a for a in self.actors if a.unit.comp.role == role and a.handle is not None]
+            refs = [(a, a.handle.stop.remote(grace)) for a in group]
+            for a, ref in refs:
+                try:
+                    st = self.ray.get(ref, timeout=grace + 30)
+                    a.state, a.exit_code = st["state"], st["exit_code"]
+                except self.ray.exceptions.RayError:
+                    a.state = "gone"
+                self.ray.kill(a.handle)  # takes whatever is left of its processes with it
+                a.handle = None
+        for pg in self.pgs.values():
+            try:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(pg)
+            except Exception:  # already gone with the cluster
+                pass
+        self.save_state()
+
+    # --- the whole run ---------------------------------------------------------------------
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        self._stop_signal = signum
+        self._stop.set()
+
+    def _install_signals(self) -> list[tuple[int, Any]]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        old: list[tuple[int, Any]] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old.append((sig, signal.signal(sig, lambda s, _f: self.request_stop(s))))
+        return old
+
+    def run(self, on_tick: Optional[Callable[[Any], None]] = None) -> int:
+        """Start everything, supervise until the trainer ends, stop everything. Returns 0 when the
+        trainer finished, 1 when the run failed, 128 + signal when stopped."""
+        old = self._install_signals()
+        code = 1
+        try:
+            try:
+                self._start()
+                self.run_state = "running"
+                self.save_state()
+                while True:
+                    self._check_stop()
+                    done = self._tick()
+                    mirror_lines(self.plan.metrics_source, self.out / "metrics.jsonl")
+                    if on_tick is not None:
+                        on_tick(self)
+                    if done is not None:
+                        code = done
+                        self.run_state, self.message = "finished", "the trainer finished"
+                        break
+                    self._stop.wait(self.poll_s)
+            except RunFailed as e:
+                self.run_state, self.message = "failed", str(e)
+                self.say(f"atropos-launch: error: {e}")
+                code = 1
+            except StopRequested:
+                name = signal.Signals(self._stop_signal or signal.SIGTERM).name
+                self.run_state, self.message = "stopped", f"stopped by {name}"
+                code = 128 + (self._stop_signal or signal.SIGTERM)
+            self.run_state = {"running": "stopping"}.get(self.run_state, self.run_state)
+            self.save_state()
+            self._stop_all()
+            mirror_lines(self.plan.metrics_source, self.out / "metrics.jsonl")
+            self.save_state()
+            if self.run_state == "stopped":
+                self.say(f"[launch] {self.message}; every component stopped")
+            return code
+        finally:
+            for sig, handler in old:
+                signal.signal(sig, handler)
+            self.ray.shutdown()
+
+
+__all__ = ["RayRun"]
