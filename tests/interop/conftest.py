@@ -219,6 +219,9 @@ class HostileServer:
                     "done": steps >= 2,
                 }
                 await ws.send(json.dumps({"type": "observation", "data": data}))
+            else:  # as openenv's servers answer a frame type they do not know (e.g. "mcp")
+                err = {"message": f"Unknown message type: {kind}", "code": "UNKNOWN_TYPE"}
+                await ws.send(json.dumps({"type": "error", "data": err}))
 
     def _run(self) -> None:
         from websockets.asyncio.server import serve
