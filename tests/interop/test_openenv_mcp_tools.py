@@ -13,12 +13,14 @@ import asyncio
 import json
 import logging
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from atroposlib.interop.openenv import OpenEnvEnv
+from atroposlib.interop.openenv.client import KINDS
 from atroposlib.interop.openenv.tools import TOOL_ERRORS
 from atroposlib.runtime.config_loader import load_config
 from atroposlib.testing.fake_server import FakeOpenAIServer
@@ -27,7 +29,7 @@ from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.net import free_port
 
-from .conftest import HERE, Proc
+from .conftest import HERE, HostileServer, Proc
 
 
 def _call(name: str, arguments: Any) -> str:
@@ -81,7 +83,9 @@ def vault(openenv_python, tmp_path_factory):
         proc.stop()
 
 
-def _env(url: str, fake: FakeOpenAIServer, tok: Path, *extra: str) -> OpenEnvEnv:
+def _env(
+    url: str, fake: FakeOpenAIServer, tok: Path, *extra: str, timeout: str = "20"
+) -> OpenEnvEnv:
     loaded = load_config(
         OpenEnvEnv,
         "process",
@@ -99,7 +103,7 @@ def _env(url: str, fake: FakeOpenAIServer, tok: Path, *extra: str) -> OpenEnvEnv
             "--openenv.max_sessions",
             "2",
             "--openenv.message_timeout",
-            "20",
+            timeout,
             "--env.include_messages",
             "true",
             "--env.data_path_to_save_groups",
@@ -176,3 +180,21 @@ def test_with_tools_off_a_tool_call_is_just_the_answer(vault, hermes_tokenizer):
     # no tools offered: the tool call text is the answer, and the episode ends with reward 0
     assert g["scores"] == [0.0, 0.0]
     assert [m["role"] for m in g["messages"][0]] == ["user", "assistant", "grader"]
+
+
+def test_a_tool_call_the_server_never_answers_drops_the_episode_in_time(hermes_tokenizer, caplog):
+    caplog.set_level(logging.WARNING, logger="atroposlib.interop.openenv.env")
+
+    def call(prompt: str, body: dict[str, Any]) -> str:
+        return _call("lookup", {"key": "k1"})
+
+    with FakeOpenAIServer(tokenizer=hermes_tokenizer, responder=call, model="m") as fake:
+        with HostileServer("tool_silent") as srv:
+            env = _env(srv.url, fake, hermes_tokenizer, timeout="1")
+            start = time.monotonic()
+            groups = asyncio.run(_items(env, [1]))
+            took = time.monotonic() - start
+    assert groups[1] is None and took < 15
+    assert dict(env.context.drop_counts) == {f"openenv episode: server {KINDS['timeout']}": 2}
+    lines = [r.getMessage() for r in caplog.records if "dropped an OpenEnv episode" in r.message]
+    assert len(lines) == 1 and "no answer to tools/call in 1s" in lines[0], lines
