@@ -1,10 +1,10 @@
-# Sourced by scripts/setup_openenv.sh and scripts/setup_vllm.sh: installs one pinned package into its own
+# Sourced by scripts/setup_openenv.sh, setup_trl.sh and setup_vllm.sh: installs one pinned package into its own
 # cached venv outside the repo, and never fails the caller (a failure is recorded in install-failed.txt in
 # that venv's folder, printed, and the tests that need the package skip with it). The caller calls, in order:
 #   cached_venv_start TOOL LABEL PYTHON_VAR SKIP_VAR SKIPS  (exits 0 when $PYTHON_VAR is set or $SKIP_VAR=1)
 #   cached_venv_begin VENV OK_NAME         (exits 0 when installed already, or when an earlier try failed)
 #   cached_venv_create MIN_GB SPEC DURATION  (a Python, the free space, then the venv)
-#   cached_venv_pip_install SPEC
+#   cached_venv_pip_install SPEC...        (one pip install; call it again for an install that must come first)
 #   cached_venv_verify SPEC COMMAND...     (COMMAND must succeed once the package is in)
 #   cached_venv_done
 # TOOL prefixes every message, LABEL names the package in them, SKIPS says what skips without it.
@@ -48,11 +48,12 @@ cached_venv_create() {
   [ -x "$VENV/bin/python" ] || "$py" -m venv "$VENV" || cached_venv_fail "could not create a venv at $VENV with $py"
   export PIP_DISABLE_PIP_VERSION_CHECK=1
   CACHED_VENV_LOG=$VENV/pip-install.log
+  : >"$CACHED_VENV_LOG"
 }
 
 cached_venv_pip_install() {
-  if ! "$VENV/bin/python" -m pip install "$1" >"$CACHED_VENV_LOG" 2>&1; then
-    cached_venv_fail "pip install $1 failed: $(grep -E '^ERROR' "$CACHED_VENV_LOG" | tail -n 1)"
+  if ! "$VENV/bin/python" -m pip install "$@" >>"$CACHED_VENV_LOG" 2>&1; then
+    cached_venv_fail "pip install $* failed: $(grep -E '^ERROR' "$CACHED_VENV_LOG" | tail -n 1)"
   fi
 }
 

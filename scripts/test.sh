@@ -15,6 +15,8 @@ bash scripts/setup_ray.sh
 bash scripts/setup_openenv.sh
 # verifiers (the `verifiers` extra) into .venv for the verifiers interop tests; never fails, they skip instead.
 bash scripts/setup_verifiers.sh
+# TRL (GRPOTrainer, CPU torch) + openenv's client for the TRL interop test; never fails, it skips instead.
+bash scripts/setup_trl.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e

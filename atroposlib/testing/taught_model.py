@@ -96,16 +96,18 @@ def build_taught_model(
     replies: Sequence[tuple[list[dict[str, Any]], str]],
     tools: Optional[list[dict[str, Any]]] = None,
     seed: int = 0,
+    chat_template: str = HERMES_TOOLS_TEMPLATE,
 ) -> Path:
     """A tiny model (folder) that answers each ``(messages, reply)`` with ``reply`` at temperature 0,
-    the messages rendered with ``HERMES_TOOLS_TEMPLATE`` (and ``tools``) and a generation prompt."""
+    the messages rendered with ``chat_template`` (and ``tools``) and a generation prompt; the folder's
+    tokenizer keeps that template."""
     from transformers import AutoTokenizer
 
     from atroposlib.inference.tiny_model import build_tiny_model
 
     out = Path(build_tiny_model(out_dir, seed=seed, hidden_size=64, num_layers=2, num_heads=2))
     tok = AutoTokenizer.from_pretrained(str(out))
-    tok.chat_template = HERMES_TOOLS_TEMPLATE
+    tok.chat_template = chat_template
     tok.save_pretrained(str(out))
     config_path = out / "tokenizer_config.json"  # keep the class every loader knows, as built
     config = json.loads(config_path.read_text())

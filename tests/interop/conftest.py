@@ -152,7 +152,8 @@ class HostileServer:
     Modes: ``good`` (a 2-step episode, reward 1 per step), ``silent`` (never answers),
     ``close_mid`` (answers reset, closes at the first step), ``refuse`` (CAPACITY_REACHED on
     connect, then closes), ``not_json`` / ``binary`` / ``no_observation`` / ``bad_reward`` (a
-    malformed answer to reset), ``step_error`` (an EXECUTION_ERROR frame for the step).
+    malformed answer to reset), ``step_error`` (an EXECUTION_ERROR frame for the step),
+    ``tool_silent`` (offers one MCP tool, ``lookup``, and never answers its calls).
     ``probe_ok=True`` serves the first connection (the env's start-up probe) as ``good``.
     """
 
@@ -183,6 +184,13 @@ class HostileServer:
                 return
             if mode == "silent":
                 continue
+            if kind == "mcp" and mode == "tool_silent":
+                if msg["data"].get("method") == "tools/list":
+                    tool = {"name": "lookup", "description": "d", "inputSchema": {}}
+                    rpc = {"jsonrpc": "2.0", "id": msg["data"].get("id")}
+                    rpc["result"] = {"tools": [tool]}
+                    await ws.send(json.dumps({"type": "mcp", "data": rpc}))
+                continue  # tools/call: never answered
             if kind == "reset":
                 bad = {
                     "not_json": "{not json",
@@ -219,6 +227,9 @@ class HostileServer:
                     "done": steps >= 2,
                 }
                 await ws.send(json.dumps({"type": "observation", "data": data}))
+            else:  # as openenv's servers answer a frame type they do not know (e.g. "mcp")
+                err = {"message": f"Unknown message type: {kind}", "code": "UNKNOWN_TYPE"}
+                await ws.send(json.dumps({"type": "error", "data": err}))
 
     def _run(self) -> None:
         from websockets.asyncio.server import serve

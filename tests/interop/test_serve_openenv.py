@@ -149,3 +149,22 @@ def test_serve_openenv_help_and_bad_flags(plugin_path):
         env=env,
     )
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --port: 'x' is not a whole number"
+
+
+def test_resets_with_one_seed_share_an_item(served):
+    """A GRPO group resets its episodes with one seed: they all get the item the first one took."""
+
+    async def prompts(seeds: list) -> list[str]:
+        out = []
+        async with OpenEnvSession(served["arithmetic"].url, message_timeout=30) as s:
+            for seed in seeds:
+                result = await s.reset(**({} if seed is None else {"seed": seed}))
+                out.append(result.observation["prompt"])
+        return out
+
+    first = asyncio.run(prompts([101, 101, 102, 101, None, None, 102]))
+    assert first[0] == first[1] == first[3]  # seed 101 keeps its item
+    assert first[2] == first[6]  # and 102 its own
+    # the seeds are the server's, not the session's: a new session gets the same items
+    again = asyncio.run(prompts([101, 102]))
+    assert again == [first[0], first[2]]

@@ -5,7 +5,8 @@ frames are JSON text: the client sends ``{"type": "reset", "data": {seed, ...}}`
 ``{"type": "step", "data": {<action fields>}}`` and ``{"type": "close"}``; the server answers
 ``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d, "metadata"?}}`` or
 ``{"type": "error", "data": {"message", "code"}}`` (``CAPACITY_REACHED`` when it refuses another
-session, sent right after the connection opens, then it closes).
+session, sent right after the connection opens, then it closes). MCP requests ride the same session:
+``{"type": "mcp", "data": <JSON-RPC request>}`` answered by ``{"type": "mcp", "data": <JSON-RPC response>}``.
 
 Every wait has a timeout, so a server that stops answering never hangs an episode. What can go wrong
 is an ``EpisodeError`` whose ``kind`` says which of a fixed set of things happened (``KINDS``).
@@ -119,6 +120,7 @@ class OpenEnvSession:
         self.message_timeout = message_timeout
         self.max_message_bytes = max_message_bytes
         self._ws: Optional[ClientConnection] = None
+        self._rpc_id = 0
 
     async def __aenter__(self) -> OpenEnvSession:
         try:
@@ -149,6 +151,10 @@ class OpenEnvSession:
         await self.close()
 
     async def _exchange(self, message: dict[str, Any], what: str) -> StepResult:
+        return parse_frame(await self._roundtrip(message, what))
+
+    async def _roundtrip(self, message: dict[str, Any], what: str) -> Any:
+        """Send one frame and return the raw answer (timeouts and closes as ``EpisodeError``)."""
         ws = self._ws
         if ws is None:
             raise RuntimeError("use the session inside `async with`")
@@ -166,7 +172,34 @@ class OpenEnvSession:
             raise EpisodeError(
                 "closed", f"connection closed before the answer to {what} ({e})"
             ) from None
-        return parse_frame(raw)
+        return raw
+
+    async def mcp(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One MCP JSON-RPC request (``tools/list``, ``tools/call``) on this session, as openenv's
+        ``mcp`` frames carry it; returns the response's ``result`` or ``{"error": {...}}`` (also for a
+        server that has no MCP: an error frame, e.g. ``UNKNOWN_TYPE``, becomes such an error)."""
+        self._rpc_id += 1
+        request = {"jsonrpc": "2.0", "method": method, "params": params, "id": self._rpc_id}
+        raw = await self._roundtrip({"type": "mcp", "data": request}, method)
+        if not isinstance(raw, str):
+            raise EpisodeError("malformed", f"a binary frame ({len(raw)} bytes) for {method}")
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            raise EpisodeError("malformed", f"not JSON: {raw[:80]!r}") from None
+        data = msg.get("data") if isinstance(msg, dict) else None
+        if not isinstance(data, dict):
+            raise EpisodeError("malformed", f"not a {{type, data}} object: {raw[:80]!r}")
+        if msg.get("type") == "error":
+            code = data.get("code", "UNKNOWN")
+            return {"error": {"message": f"{data.get('message', 'no message')} ({code})"}}
+        if msg.get("type") != "mcp":
+            raise EpisodeError("malformed", f"frame type {msg.get('type')!r} for {method}")
+        error = data.get("error")
+        if error is not None:
+            return {"error": error if isinstance(error, dict) else {"message": str(error)}}
+        result = data.get("result")
+        return result if isinstance(result, dict) else {"value": result}
 
     async def reset(self, **data: Any) -> StepResult:
         """Start an episode (``seed``, ``episode_id`` and the env's own reset fields)."""

@@ -14,6 +14,10 @@ frame; ``client.KINDS``) is dropped: counted in the run's drop counts under its 
 kind. A group with a dropped episode is not sent (its size would be wrong); when every episode of a
 group fails the next attempt waits longer (up to 30 s). ``setup`` opens one session first, so a
 server that cannot be used at all ends the run with one line.
+
+A server's MCP tools are offered to the model (``episode.play_episode``, ``tools``); a bad tool call
+(``tools.TOOL_ERRORS``) does not drop the episode: the model reads the error, and the call is counted in
+``openenv/tool_errors_<kind>`` (one log line per kind); ``openenv/tool_calls`` counts the calls.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from atroposlib.interop.openenv.episode import (
 )
 from atroposlib.interop.openenv.observation import observation_text
 from atroposlib.interop.openenv.settings import OpenEnvEnvConfig, OpenEnvSettings
+from atroposlib.interop.openenv.tools import TOOL_ERRORS
 from atroposlib.runtime.config import ServerConfigs
 from atroposlib.type_definitions import Item
 
@@ -82,6 +87,7 @@ class OpenEnvEnv(BaseEnv):
         self._sessions = asyncio.Semaphore(s.max_sessions)
         self._failed_groups_in_a_row = 0
         self._dropped: dict[str, int] = {}
+        self._tool_errors: dict[str, int] = {}
         try:
             async with OpenEnvSession(
                 s.url, connect_timeout=s.connect_timeout, message_timeout=s.message_timeout
@@ -132,6 +138,22 @@ class OpenEnvEnv(BaseEnv):
                 hint,
             )
 
+    def _count_tool_calls(self, ep: Episode) -> None:
+        if ep.tool_calls:
+            self.add_metric("openenv/tool_calls", ep.tool_calls)
+        for kind, n in ep.tool_errors.items():
+            total = self._tool_errors.get(kind, 0) + n
+            self._tool_errors[kind] = total
+            self.set_metric(f"openenv/tool_errors_{kind}", total)
+            if total == n:
+                logger.warning(
+                    "an OpenEnv episode made a bad tool call: %s; the model read the error and went "
+                    "on (further ones of this kind are counted in openenv/tool_errors_%s, not "
+                    "logged)",
+                    TOOL_ERRORS[kind],
+                    kind,
+                )
+
     async def _play(self, seeds: list[int], temperature: float) -> list[Episode | EpisodeError]:
         """Play episodes concurrently; server failures come back as values, anything else raises."""
         results = await asyncio.gather(
@@ -170,6 +192,7 @@ class OpenEnvEnv(BaseEnv):
             self.add_metric("openenv/done", 1.0 if ep.done else 0.0)
             if not ep.extended_every_turn:
                 self.add_metric("openenv/retokenized_episodes", 1.0)
+            self._count_tool_calls(ep)
         return group.build(), []
 
     async def evaluate(self, *args: Any, **kwargs: Any) -> None:

@@ -8,17 +8,23 @@ final node holds every turn's tokens exactly as generated (special tokens includ
 in between as masked (-100) tokens in the chat template's user turns, and the inference logprobs.
 The final observation (after ``done``) is not part of the sequence: nothing is generated after it. A turn's token budget is
 ``max_tokens_per_turn``, capped by the room left under ``max_token_length``.
+
+MCP tools (``tools``): when the server offers tools at reset, the first prompt lists them (the chat
+template's ``tools=``); a reply with ``<tool_call>`` blocks is not a step: its calls run on the server
+and their results come back as one masked tool turn (the template's tool role), and the model goes on;
+a reply without a call is the step's action as usual. Each tool turn counts against ``max_turns``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from atroposlib.interop.openenv.client import EpisodeError, OpenEnvSession, StepResult
 from atroposlib.interop.openenv.observation import observation_text
 from atroposlib.interop.openenv.settings import OpenEnvSettings
-from atroposlib.utils.tokenize_for_trainer import chat_token_ids, render_chat
+from atroposlib.interop.openenv.tools import ServerTools, list_tools, run_tool_calls
+from atroposlib.utils.tokenize_for_trainer import render_chat
 
 
 @dataclass
@@ -34,6 +40,8 @@ class Episode:
     turns: int = 0
     note: str = ""
     extended_every_turn: bool = True  # False: a later prompt did not extend the earlier tokens
+    tool_calls: int = 0
+    tool_errors: dict[str, int] = field(default_factory=dict)  # per kind of tools.TOOL_ERRORS
 
     def score(self, how: str) -> float:
         if not self.rewards:
@@ -60,16 +68,18 @@ class TurnTemplate:
 
     _REPLY, _USER = "\x00REPLY\x00", "\x00USER\x00"
 
-    def __init__(self, tokenizer: Any, system: str | None) -> None:
+    def __init__(self, tokenizer: Any, system: str | None, role: str = "user") -> None:
         msgs = [{"role": "system", "content": system}] if system else []
         msgs += [
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": self._REPLY},
-            {"role": "user", "content": self._USER},
+            {"role": role, "content": self._USER},
         ]
         text = render_chat(tokenizer, msgs, add_generation_prompt=True)
         if text.count(self._REPLY) != 1 or text.count(self._USER) != 1:
-            raise ValueError("the chat template does not render assistant and user turns verbatim")
+            raise ValueError(
+                f"the chat template does not render assistant and {role} turns verbatim"
+            )
         after_reply = text.split(self._REPLY, 1)[1]
         self.between, self.after = after_reply.split(self._USER, 1)
         self.tokenizer = tokenizer
@@ -83,6 +93,19 @@ class TurnTemplate:
             if last and closing.startswith(last):
                 closing = closing[len(last) :]
         return closing + user_text + self.after
+
+
+def _tool_template(
+    tokenizer: Any, system: str | None, user: TurnTemplate, tools: Optional[ServerTools]
+) -> TurnTemplate:
+    """The turn that carries tool results: the template's tool role, or a user turn where the
+    template does not render a tool message verbatim."""
+    if tools is None:
+        return user
+    try:
+        return TurnTemplate(tokenizer, system, role="tool")
+    except Exception:  # noqa: BLE001 - no tool role in this template
+        return user
 
 
 async def play_episode(
@@ -107,39 +130,72 @@ async def play_episode(
         first = await session.reset(seed=seed, **settings.reset_args)
         if first.done:
             raise EpisodeError("empty", f"reset with seed {seed} answered done=true")
+        tools: Optional[ServerTools] = await list_tools(session) if settings.tools else None
+        tool_template = _tool_template(tokenizer, settings.system_prompt, template, tools)
         messages: list[dict[str, str]] = []
         if settings.system_prompt:
             messages.append({"role": "system", "content": settings.system_prompt})
         messages.append({"role": "user", "content": _user_turn(first, settings)})
         rewards: list[float] = []
         done, turns, note = False, 0, ""
-        room = max_token_length - len(chat_token_ids(tokenizer, messages, True))
+        tool_calls, tool_errors = 0, dict[str, int]()
+        first_prompt = tokenizer.apply_chat_template(
+            messages,
+            tools=tools.specs if tools else None,
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        room = max_token_length - len(tokenizer.encode(first_prompt, add_special_tokens=False))
         if room < 1:
             raise EpisodeError("too_long", f"{1 - room} token(s) over max_token_length")
         async with server.managed_server(tokenizer=tokenizer) as managed:
-            completion = await managed.chat_completion(
-                messages=messages,
-                n=1,
-                max_tokens=min(settings.max_tokens_per_turn, room),
-                temperature=temperature,
-            )
-            reply = completion.choices[0].message.content or ""
+            if tools is None:
+                completion = await managed.chat_completion(
+                    messages=messages,
+                    n=1,
+                    max_tokens=min(settings.max_tokens_per_turn, room),
+                    temperature=temperature,
+                )
+                reply = completion.choices[0].message.content or ""
+            else:  # the rendered prompt with the tools, as text
+                first_out = await managed.completion(
+                    prompt=first_prompt,
+                    n=1,
+                    max_tokens=min(settings.max_tokens_per_turn, room),
+                    temperature=temperature,
+                )
+                reply = first_out.choices[0].text or ""
             while True:
                 messages.append({"role": "assistant", "content": reply})
                 turns += 1
                 node = managed.get_state()["nodes"][-1]
-                result = await session.step({**settings.action_extra, settings.action_field: reply})
-                if result.reward is not None:
-                    rewards.append(result.reward)
-                if result.done:
-                    done, note = True, "done"
-                    break
+                outcomes = await run_tool_calls(session, tools, reply) if tools else None
+                if outcomes is not None:
+                    tool_calls += len(outcomes)
+                    for o in outcomes:
+                        if o.error is not None:
+                            tool_errors[o.error] = tool_errors.get(o.error, 0) + 1
+                    feedback, role, turn_template = (
+                        "\n".join(o.text for o in outcomes),
+                        "tool",
+                        tool_template,
+                    )
+                else:
+                    result = await session.step(
+                        {**settings.action_extra, settings.action_field: reply}
+                    )
+                    if result.reward is not None:
+                        rewards.append(result.reward)
+                    if result.done:
+                        done, note = True, "done"
+                        break
+                    feedback, role, turn_template = _user_turn(result, settings), "user", template
                 if turns >= settings.max_turns:
                     note = f"cut after max_turns={settings.max_turns}"
                     break
-                user = _user_turn(result, settings)
+                user = feedback
                 generated = node.tokens[node.metadata["prompt_length"] :]
-                more = template.continuation(generated, user)
+                more = turn_template.continuation(generated, user)
                 room = (
                     max_token_length
                     - len(node.tokens)
@@ -150,7 +206,7 @@ async def play_episode(
                         f"cut: no room for another turn under max_token_length {max_token_length}"
                     )
                     break
-                messages.append({"role": "user", "content": user})
+                messages.append({"role": role, "content": user})
                 out = await managed.completion(
                     prompt=node.full_text + more,
                     n=1,
@@ -170,6 +226,8 @@ async def play_episode(
         turns=turns,
         note=note,
         extended_every_turn=len(nodes) == 1,
+        tool_calls=tool_calls,
+        tool_errors=tool_errors,
     )
 
 

@@ -6,12 +6,18 @@ sends ``reset`` / ``step`` / ``state`` / ``close`` frames and gets ``observation
 (``message``). Beyond ``max_sessions`` open sessions a new connection gets openenv's
 ``CAPACITY_REACHED`` error frame and is closed. ``GET /health``, ``/metadata`` and ``/schema`` answer
 as openenv's do.
+
+``reset`` with an integer ``seed`` pins the item: the first reset with a seed takes the env's next item,
+later resets with the same seed (a GRPO group's episodes) get that same item (the last ``SEEDS_KEPT``
+seeds are remembered); without a seed every reset takes the next item. Each finished episode is one
+INFO log line (``episode done: ...``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from typing import Any, Optional
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
@@ -20,6 +26,8 @@ from atroposlib.interop.openenv.bridge import BridgedEpisode, EpisodeOver, Frame
 from atroposlib.runtime.failures import one_line
 
 logger = logging.getLogger(__name__)
+
+SEEDS_KEPT = 4096
 
 
 def _error(message: str, code: str, **extra: Any) -> str:
@@ -34,6 +42,21 @@ def create_openenv_app(env: Any, max_sessions: int = 8, action_field: str = "mes
     """The app serving ``env`` (set up already, ``group_size`` 1) to OpenEnv clients."""
     app = FastAPI(title=f"{type(env).__name__} as an OpenEnv environment")
     active: set[int] = set()
+    by_seed: OrderedDict[int, Any] = OrderedDict()
+
+    async def item_for(seed: Any) -> Any:
+        """The item of a reset: the env's next one, or the one already given to ``seed``."""
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            return await env.get_next_item()
+        if seed in by_seed:
+            by_seed.move_to_end(seed)
+            return by_seed[seed]
+        item = await env.get_next_item()
+        if item is not None:
+            by_seed[seed] = item
+            while len(by_seed) > SEEDS_KEPT:
+                by_seed.popitem(last=False)
+        return item
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -89,7 +112,8 @@ def create_openenv_app(env: Any, max_sessions: int = 8, action_field: str = "mes
         if kind == "reset":
             if episode is not None:
                 await episode.cancel()
-            item = await env.get_next_item()
+            seed = data.get("seed") if isinstance(data, dict) else None
+            item = await item_for(seed)
             if item is None:
                 await ws.send_text(_error("the env has no more items", "EXECUTION_ERROR"))
                 return None
@@ -110,6 +134,13 @@ def create_openenv_app(env: Any, max_sessions: int = 8, action_field: str = "mes
             except EpisodeOver as e:
                 await ws.send_text(_error(str(e), "EXECUTION_ERROR"))
                 return episode
+            if frame.done:
+                logger.info(
+                    "serve-openenv: episode done: steps=%d reward=%s kept=%s",
+                    episode.steps,
+                    frame.reward,
+                    frame.metadata.get("kept"),
+                )
         else:
             await ws.send_text(_error(f"Unknown message type: {kind}", "UNKNOWN_TYPE"))
             return episode

@@ -40,7 +40,15 @@ class OpenEnvSettings(BaseModel):
         default=256, ge=1, description="Most tokens of one model reply (one step)."
     )
     max_turns: int = Field(
-        default=8, ge=1, description="Steps after which an episode that is not done is cut."
+        default=8,
+        ge=1,
+        description="Model replies (steps and tool-call turns) after which an episode that is not "
+        "done is cut.",
+    )
+    tools: bool = Field(
+        default=True,
+        description="Offer the server's MCP tools (tools/list at reset) to the model and run its "
+        "<tool_call>s on the server (tools/call); false: never ask.",
     )
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
     seed: int = Field(
