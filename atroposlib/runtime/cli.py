@@ -21,7 +21,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, Optional, cast
 
 from atroposlib.errors import AtroposError, ConfigError, ModelLoadError
-from atroposlib.runtime.config_loader import SUBCOMMANDS, HelpRequested, load_config
+from atroposlib.runtime.config_loader import (
+    SUBCOMMANDS,
+    HelpRequested,
+    load_config,
+    missing_groups_path,
+)
 from atroposlib.runtime.context import EnvClass, EnvRuntime
 from atroposlib.runtime.evaluation import run_evaluate
 from atroposlib.runtime.preflight import check_urls, url_problem
@@ -82,7 +87,8 @@ def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
         raise SystemExit(0) from None
     except ConfigError as e:
         _fail(str(e))
-    problem = None if loaded.testing else check_urls(sub, loaded.env, loaded.servers)
+    problem = missing_groups_path(loaded) if sub == "process" else None
+    problem = problem or (None if loaded.testing else check_urls(sub, loaded.env, loaded.servers))
     for ns, configs in loaded.extra_servers.items():
         items = configs if isinstance(configs, list) else [configs]
         for cfg in items:

@@ -47,6 +47,7 @@ from atroposlib.runtime.config_sections import (
     sections_of,
 )
 from atroposlib.runtime.context import EnvClass
+from atroposlib.runtime.sinks import groups_path_problem
 from atroposlib.utils.settings_cli import error_message
 from atroposlib.utils.urls import base_url_error
 from atroposlib.utils.yaml_config import load_yaml_mapping
@@ -68,6 +69,9 @@ class LoadedConfig:
     config_path: Optional[str] = None
     sources: dict[str, str] = field(default_factory=dict)
     extra_servers: dict[str, ServerConfigs] = field(default_factory=dict)
+
+
+GROUPS_PATH_KEY = "env.data_path_to_save_groups"
 
 
 def _is_bool_field(model: type[BaseModel], name: str) -> bool:
@@ -121,6 +125,32 @@ def _check_url(url: Any, key: str, sources: dict[str, str]) -> None:
     if problem:
         where = sources.get(key, "defaults")
         raise ConfigError(problem if where == f"--{key}" else f"{problem} (from {where})")
+
+
+def _groups_origin(sources: dict[str, str]) -> str:
+    where = sources.get(GROUPS_PATH_KEY, "defaults")
+    return "" if where == f"--{GROUPS_PATH_KEY}" else f" (from {where})"
+
+
+def _check_groups_path(value: Optional[str], sources: dict[str, str]) -> None:
+    """A ``data_path_to_save_groups`` that is set must be a file this user can create."""
+    problem = None if value is None else groups_path_problem(value)
+    if problem:
+        raise ConfigError(
+            f"invalid value for --{GROUPS_PATH_KEY}{_groups_origin(sources)}: {problem}"
+        )
+
+
+def missing_groups_path(loaded: LoadedConfig) -> Optional[str]:
+    """The CLI's one line when ``process`` is left without a groups file (None: Atropos's "don't
+    save", which ``process``, whose job is that file, refuses as Atropos does); None if it has one.
+    Not part of ``load_config``, so code may still load a ``process`` config without a file."""
+    if loaded.env.data_path_to_save_groups is not None:
+        return None
+    return (
+        f"process needs --{GROUPS_PATH_KEY} (the .jsonl file to write groups to)"
+        f"{_groups_origin(loaded.sources)}; none means don't save, which only serve and evaluate accept"
+    )
 
 
 def server_namespaces(env_cls: EnvClass) -> dict[str, Any]:
@@ -373,6 +403,7 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         for sec in sections:  # a section field's flag is --<section>.<field>
             text = text.replace(f"--env.{sec}.", f"--{sec}.")
         raise ConfigError(text) from None
+    _check_groups_path(env.data_path_to_save_groups, sources)
     servers = _resolve_servers(
         server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path)
     )

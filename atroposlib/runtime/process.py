@@ -3,7 +3,8 @@
 Items run concurrently (at most ``max_num_workers`` at once); each finished group is validated and
 appended (flushed) to ``data_path_to_save_groups``; a tqdm bar shows groups done, mean score and rate.
 At the end, or on Ctrl-C / SIGTERM, the JSONL is complete up to the last finished group and a
-self-contained HTML report of it is written next to it (``<name>.html``).
+self-contained HTML report of it is written next to it (``<name>.html``). Both are created only once
+a group is written: a run that fails in setup or writes nothing leaves no file behind.
 
 Failed items are counted by cause (``FailureTracker``): the first of each cause is logged, the rest
 summarised; consecutive failures back off. The run ends with ``RunFailed`` (the CLI prints one line
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from atroposlib.errors import RunFailed
+from atroposlib.errors import ConfigError, RunFailed
 from atroposlib.groups import Group
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.failures import FailureTracker
@@ -65,7 +66,7 @@ class ProcessRunner:
         ctx = env.context  # Atropos's names for these are properties onto it (read by some envs)
         writer = ctx.jsonl_writer
         if writer is None:
-            raise ValueError("process needs --env.data_path_to_save_groups")
+            raise ConfigError("process needs --env.data_path_to_save_groups")
         self._install_signals()
         ctx.process_mode = True
         ctx.n_groups_to_process = self.n_groups
@@ -82,11 +83,15 @@ class ProcessRunner:
             await self._produce()
         finally:
             writer.close()
-            self._write_report(writer.path)
+            if writer.count:  # a run that wrote nothing leaves no file (the writer made none)
+                self._write_report(writer.path)
             await env.server.close()
             ctx.metrics_logger.finish()
         summary = self.summary()
-        logger.info("process: %d group(s) written to %s; %s", self.done, writer.path, summary)
+        if writer.count:
+            logger.info("process: %d group(s) written to %s; %s", self.done, writer.path, summary)
+        else:
+            logger.info("process: no group written (no file created); %s", summary)
         if self.fatal:
             raise RunFailed(self.fatal)
         if self.done == 0 and not self.interrupted:
