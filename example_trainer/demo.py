@@ -480,9 +480,9 @@ def write_report(
             f"tokenizer and chat template) was trained with a rank-16 LoRA on every linear layer for "
             f"{len(rows)} GRPO steps ({args.prompts_per_step} prompts x {args.group_size} samples, lr "
             f"{args.lr}) through the real loop: run-api, {server} (the adapter hot-loaded in place after "
-            f"every step; {refresh_times(rows)}), the chat-arithmetic environment (free-text replies, "
-            "graded by their last integer)"
+            f"every step; {refresh_times(rows)}), the chat-arithmetic environment"
         )
+        runtime = "BaseEnv runtime, `serve`; free-text replies graded by their last integer"
         held = f"greedy accuracy on {len(prep['held_out'])} held-out questions"
     else:
         model = (
@@ -494,8 +494,9 @@ def write_report(
             f"{refresh_times(rows)}), the arithmetic environment"
         )
         held = "greedy accuracy on all 100 problems"
+        runtime = "BaseEnv runtime, `serve`"
     summary = (
-        f"{model} (BaseEnv runtime, `serve`) and the trainer as separate processes. "
+        f"{model} ({runtime}) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first {k} steps was {first:.3f} and over the last {k} "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); {held} went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."

@@ -15,6 +15,7 @@ model and with the trainer's last adapter.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF reader's own progress bar
     if not (MODEL_CACHE / "config.json").is_file():
         print(f"[demo] importing SmolLM2-135M-Instruct into {MODEL_CACHE} (once) ...", flush=True)
         import_smollm2(MODEL_CACHE)

