@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Optional
 
 from atroposlib.errors import AtroposError
 from atroposlib.utils.cli import CliParser, fail, non_negative_float, port_number
@@ -144,18 +144,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a viewer is stopped
     finally:
-        _close_within(demo, seconds=10.0)
+        demo.close(verbose=False)
     return 0
-
-
-def _close_within(demo: Any, seconds: float) -> None:
-    """Stop the Gradio server, waiting at most ``seconds``: its close joins the server thread, which can
-    wait on a browser's open connection; Ctrl-C must still end the command (the thread is a daemon)."""
-    import threading
-
-    closer = threading.Thread(target=demo.close, kwargs={"verbose": False}, daemon=True)
-    closer.start()
-    closer.join(seconds)
 
 
 if __name__ == "__main__":

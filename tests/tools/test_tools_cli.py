@@ -366,7 +366,7 @@ def test_view_run_start_prints_one_line_and_no_gradio_hints(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(os.environ),
+        env=dict(os.environ, PYTHONFAULTHANDLER="1"),  # SIGABRT dumps every thread's stack
     )
     try:
         first = proc.stdout.readline()
@@ -374,7 +374,16 @@ def test_view_run_start_prints_one_line_and_no_gradio_hints(tmp_path):
         assert httpx.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it is stuck, not only that it is
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # inherited by the child
+            pytest.fail(
+                f"view-run still running 60 s after SIGINT (this process: SIGINT handler "
+                f"{signal.getsignal(signal.SIGINT)}, blocked {blocked}); its threads:\n{err[-6000:]}"
+            )
     assert proc.returncode == 0, err
     assert out.strip() == "" and "share=True" not in err and "Running on" not in err, (out, err)
 
