@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import time
 from typing import Optional
@@ -138,6 +139,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"view-run: reading {source.description}; serving on http://{args.host}:{args.port}",
         flush=True,
     )
+    # Ctrl-C stops the viewer even when it was started with SIGINT ignored (a background job of a
+    # non-interactive shell, as some CI runners start their commands): run-api and the inference server
+    # stop on it there too, since uvicorn installs its own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while demo.is_running:
             time.sleep(0.2)

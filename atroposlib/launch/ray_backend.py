@@ -60,7 +60,7 @@ class _Actor:
         self.restarts = 0
         self.pid: Optional[int] = None
         self.exit_code: Optional[int] = None
-        self.said = ""
+        self.said = 0  # crash notes already printed
 
 
 class RayRun:
@@ -366,9 +366,9 @@ class RayRun:
             a.state = st["state"]
             if st["state"] == "failed":
                 raise RunFailed(st["message"])
-            if st["state"] == "restarting" and st["message"] != a.said:
-                a.said = st["message"]
-                self.say(f"[launch] {st['message']}")
+            for note in st["crash_notes"][a.said :]:  # each one, even when polled after the restart
+                self.say(f"[launch] {note}")
+            a.said = len(st["crash_notes"])
             if a.unit.comp.role == "trainer" and st["state"] != "done":
                 trainers_done = False
         self.save_state()

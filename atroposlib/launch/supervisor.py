@@ -44,6 +44,9 @@ class ProcessSupervisor:
         self.restarts = 0
         self.exit_code: Optional[int] = None
         self.message = ""
+        self.crash_notes: list[
+            str
+        ] = []  # every "exited ...; restarting" line, for the launcher to print
         self.crashes: list[float] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -136,6 +139,7 @@ class ProcessSupervisor:
                     return
                 self.state = "restarting"
                 self.message = f"{self.name} exited with code {rc}; restarting in {delay:.1f}s"
+                self.crash_notes.append(self.message)
             if self._stopping.wait(delay):
                 return
             with self._lock:
@@ -151,6 +155,7 @@ class ProcessSupervisor:
             "pid": self.popen.pid if self.popen is not None else None,
             "exit_code": self.exit_code,
             "message": self.message,
+            "crash_notes": list(self.crash_notes),
         }
 
     def stop(self, timeout: float) -> dict[str, Any]:
