@@ -167,12 +167,14 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
     if args.inference == "vllm":
         env["VLLM_CACHE_ROOT"] = str(out / "vllm-cache")
     if args.model == "smollm2":
-        from example_trainer.demo_smollm2 import topology_parts
+        from example_trainer import demo_smollm2
 
-        parts = topology_parts(args, out)
+        parts = demo_smollm2.topology_parts(args, out)
         env.update(parts.pop("env_vars"))
     else:
-        parts = _tiny_parts(args, model_dir, out)
+        from example_trainer import demo_model
+
+        parts = demo_model.topology_parts(args, model_dir, out, ENV_FILE)
     return parse_topology(
         {
             "name": "demo",
@@ -183,55 +185,6 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
         },
         source="atropos-demo",
     )
-
-
-def _tiny_parts(args: argparse.Namespace, model_dir: Path, out: Path) -> dict[str, Any]:
-    """The inference, env and trainer sections of the tiny-model run."""
-    model = str(model_dir)
-    if args.inference == "vllm":
-        server: dict[str, Any] = {"kind": "vllm", "args": ["--max-model-len", "256"]}
-    else:
-        server = {
-            "kind": "engine",
-            "args": ["--torch-threads", str(args.threads), "--batch-window-ms", "10"],
-        }
-    return {
-        "inference": [{"name": "engine", "model": model, "served_name": "policy", **server}],
-        "envs": [
-            {
-                "name": "arithmetic",
-                "file": str(ENV_FILE),
-                "flags": {
-                    "env": {
-                        "tokenizer_name": model,
-                        "group_size": args.group_size,
-                        "max_batches_offpolicy": 1,
-                        "total_steps": args.steps,
-                        "seed": args.seed,
-                        "spool_dir": str(out / "spool"),
-                        "max_num_workers": args.prompts_per_step // 2,
-                    },
-                    "openai": {"api_key": "x", "model_name": "policy", "server_type": "vllm"},
-                },
-            }
-        ],
-        "trainer": {
-            "flags": {
-                "model_name": model,
-                "weight_refresh": "reload",
-                "vllm_restart_interval": 1,
-                "training_steps": args.steps,
-                "batch_size": args.prompts_per_step * args.group_size,
-                "seq_len": 64,
-                "lr": args.lr,
-                "save_path": str(out / "trainer"),
-                "torch_threads": args.threads,
-                "control": args.control,
-                "seed": args.seed,
-                "device": "cpu",
-            }
-        },
-    }
 
 
 def env_command(

@@ -4,7 +4,8 @@
 the supervised warm-up: a random model never samples a right answer, so RL alone would see only zero
 rewards) and ``OUT/prep.json`` (greedy accuracy, seconds, parameter count). ``atropos-demo`` calls
 ``prepare`` in-process; the CPU launch topology (configs/launch/demo_cpu.yaml) runs this module as its
-prepare step.
+prepare step. ``topology_parts`` is the tiny preset's inference, env and trainer sections of the demo's
+topology.
 """
 
 from __future__ import annotations
@@ -50,6 +51,57 @@ def prepare(out: Path, warmup_sft_steps: int, seed: int, threads: int) -> dict[s
         json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in prep.items()})
     )
     return prep
+
+
+def topology_parts(
+    args: argparse.Namespace, model_dir: Path, out: Path, env_file: Path
+) -> dict[str, Any]:
+    """The inference, env and trainer sections of the tiny-model run."""
+    model = str(model_dir)
+    if args.inference == "vllm":
+        server: dict[str, Any] = {"kind": "vllm", "args": ["--max-model-len", "256"]}
+    else:
+        server = {
+            "kind": "engine",
+            "args": ["--torch-threads", str(args.threads), "--batch-window-ms", "10"],
+        }
+    return {
+        "inference": [{"name": "engine", "model": model, "served_name": "policy", **server}],
+        "envs": [
+            {
+                "name": "arithmetic",
+                "file": str(env_file),
+                "flags": {
+                    "env": {
+                        "tokenizer_name": model,
+                        "group_size": args.group_size,
+                        "max_batches_offpolicy": 1,
+                        "total_steps": args.steps,
+                        "seed": args.seed,
+                        "spool_dir": str(out / "spool"),
+                        "max_num_workers": args.prompts_per_step // 2,
+                    },
+                    "openai": {"api_key": "x", "model_name": "policy", "server_type": "vllm"},
+                },
+            }
+        ],
+        "trainer": {
+            "flags": {
+                "model_name": model,
+                "weight_refresh": "reload",
+                "vllm_restart_interval": 1,
+                "training_steps": args.steps,
+                "batch_size": args.prompts_per_step * args.group_size,
+                "seq_len": 64,
+                "lr": args.lr,
+                "save_path": str(out / "trainer"),
+                "torch_threads": args.threads,
+                "control": args.control,
+                "seed": args.seed,
+                "device": "cpu",
+            }
+        },
+    }
 
 
 def checkpoint_params(model_dir: Path) -> int:

@@ -11,11 +11,9 @@ exiting 0 ends it. The trainer's metrics are mirrored to ``DIR/metrics.jsonl`` a
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,18 +25,11 @@ import httpx
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Component, Plan
 from atroposlib.launch.procs import stop_groups
+from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
 from atroposlib.launch.state import write_state
 
 LOCAL_HOST = "127.0.0.1"
 _STOP_ROLES = ("trainer", "env", "inference", "api")
-
-
-class RunFailed(Exception):
-    """The run cannot go on; the message is the one line the launcher prints."""
-
-
-class StopRequested(Exception):
-    """Ctrl-C, SIGTERM or ``atropos-launch stop``."""
 
 
 def _localize(text: str) -> str:
@@ -69,7 +60,7 @@ class _Proc:
     restart_at: Optional[float] = None
 
 
-class LocalRun:
+class LocalRun(SupervisedRun):
     """Run ``plan`` here. ``run()`` returns the exit status; ``say`` prints the launcher's lines."""
 
     def __init__(
@@ -90,8 +81,7 @@ class LocalRun:
         self.host = socket.gethostname()
         self.run_state = "starting"
         self.message = ""
-        self._stop = threading.Event()
-        self._stop_signal = 0
+        super().__init__()
         base = dict(os.environ)
         base.update(plan.topology.env)
         root = _package_root()
@@ -159,10 +149,6 @@ class LocalRun:
             )
         p.state, p.exit_code, p.restart_at = "running", None, None
         self.save_state()
-
-    def _check_stop(self) -> None:
-        if self._stop.is_set():
-            raise StopRequested()
 
     def _wait_health(self, procs: list[_Proc]) -> None:
         waiting = {id(p): p for p in procs if p.health}
@@ -302,60 +288,7 @@ class LocalRun:
                     p.exit_code = p.popen.returncode
         self.save_state()
 
-    # --- the whole run -------------------------------------------------------------------------
-    def request_stop(self, signum: int = signal.SIGTERM) -> None:
-        self._stop_signal = signum
-        self._stop.set()
-
-    def _install_signals(self) -> list[tuple[int, Any]]:
-        if threading.current_thread() is not threading.main_thread():
-            return []
-        old: list[tuple[int, Any]] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old.append((sig, signal.signal(sig, lambda s, _f: self.request_stop(s))))
-        return old
-
-    def run(self, on_tick: Optional[Callable[[LocalRun], None]] = None) -> int:
-        """Start everything, supervise until the trainer ends, stop everything. Returns the exit
-        status: 0 when the trainer finished, 1 when the run failed, 128 + signal when stopped."""
-        old = self._install_signals()
-        code = 1
-        try:
-            try:
-                self._start()
-                self.run_state = "running"
-                self.save_state()
-                while True:
-                    self._check_stop()
-                    done = self._tick()
-                    self._mirror_metrics()
-                    if on_tick is not None:
-                        on_tick(self)
-                    if done is not None:
-                        code = done
-                        self.run_state, self.message = "finished", "the trainer finished"
-                        break
-                    self._stop.wait(self.poll_s)
-            except RunFailed as e:
-                self.run_state, self.message = "failed", str(e)
-                self.say(f"atropos-launch: error: {e}")
-                code = 1
-            except StopRequested:
-                name = signal.Signals(self._stop_signal or signal.SIGTERM).name
-                self.run_state, self.message = "stopped", f"stopped by {name}"
-                code = 128 + (self._stop_signal or signal.SIGTERM)
-            self.run_state = {"running": "stopping"}.get(self.run_state, self.run_state)
-            self.save_state()
-            self._stop_all()
-            self._mirror_metrics()
-            self.save_state()
-            if self.run_state == "stopped":
-                self.say(f"[launch] {self.message}; every component stopped")
-            return code
-        finally:
-            for sig, handler in old:
-                signal.signal(sig, handler)
-
+    # --- lookups -------------------------------------------------------------------------------
     def proc(self, name: str) -> Optional[subprocess.Popen[bytes]]:
         for p in self.procs:
             if p.comp.name == name:

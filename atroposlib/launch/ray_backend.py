@@ -16,9 +16,7 @@ process group, then the actor is killed and the placement groups removed). Logs 
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +24,12 @@ from typing import Any, Optional
 
 import httpx
 
-from atroposlib.launch.local import RunFailed, StopRequested
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Plan
 from atroposlib.launch.procs import stop_groups
 from atroposlib.launch.ray_connect import package_root
 from atroposlib.launch.ray_placement import RayUnit, ray_units
+from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
 from atroposlib.launch.state import write_state
 from atroposlib.launch.supervisor import ProcessSupervisor
 
@@ -63,7 +61,7 @@ class _Actor:
         self.said = 0  # crash notes already printed
 
 
-class RayRun:
+class RayRun(SupervisedRun):
     """Run ``plan`` on the Ray cluster ``ray`` is connected to; ``run()`` returns the exit status."""
 
     def __init__(
@@ -88,8 +86,7 @@ class RayRun:
         self.run_state, self.message = "starting", ""
         self.host = socket.gethostname()
         self.api_url = plan.api_url
-        self._stop = threading.Event()
-        self._stop_signal = 0
+        super().__init__()
         self._cls: Any = None
         self.prepare = [c for c in plan.components if c.role == "prepare"]
         self.prepare_state = {c.name: "pending" for c in self.prepare}
@@ -150,10 +147,6 @@ class RayRun:
         )
 
     # --- start -----------------------------------------------------------------------------
-    def _check_stop(self) -> None:
-        if self._stop.is_set():
-            raise StopRequested()
-
     def _get(self, ref: Any, what: str, timeout: float = CALL_TIMEOUT_S) -> Any:
         """``ray.get`` that turns a dead actor or a timeout into ``RunFailed``."""
         try:
@@ -397,59 +390,11 @@ class RayRun:
         self.save_state()
 
     # --- the whole run ---------------------------------------------------------------------
-    def request_stop(self, signum: int = signal.SIGTERM) -> None:
-        self._stop_signal = signum
-        self._stop.set()
+    def _mirror_metrics(self) -> list[str]:
+        return mirror_lines(self.plan.metrics_source, self.out / "metrics.jsonl")
 
-    def _install_signals(self) -> list[tuple[int, Any]]:
-        if threading.current_thread() is not threading.main_thread():
-            return []
-        old: list[tuple[int, Any]] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old.append((sig, signal.signal(sig, lambda s, _f: self.request_stop(s))))
-        return old
-
-    def run(self, on_tick: Optional[Callable[[Any], None]] = None) -> int:
-        """Start everything, supervise until the trainer ends, stop everything. Returns 0 when the
-        trainer finished, 1 when the run failed, 128 + signal when stopped."""
-        old = self._install_signals()
-        code = 1
-        try:
-            try:
-                self._start()
-                self.run_state = "running"
-                self.save_state()
-                while True:
-                    self._check_stop()
-                    done = self._tick()
-                    mirror_lines(self.plan.metrics_source, self.out / "metrics.jsonl")
-                    if on_tick is not None:
-                        on_tick(self)
-                    if done is not None:
-                        code = done
-                        self.run_state, self.message = "finished", "the trainer finished"
-                        break
-                    self._stop.wait(self.poll_s)
-            except RunFailed as e:
-                self.run_state, self.message = "failed", str(e)
-                self.say(f"atropos-launch: error: {e}")
-                code = 1
-            except StopRequested:
-                name = signal.Signals(self._stop_signal or signal.SIGTERM).name
-                self.run_state, self.message = "stopped", f"stopped by {name}"
-                code = 128 + (self._stop_signal or signal.SIGTERM)
-            self.run_state = {"running": "stopping"}.get(self.run_state, self.run_state)
-            self.save_state()
-            self._stop_all()
-            mirror_lines(self.plan.metrics_source, self.out / "metrics.jsonl")
-            self.save_state()
-            if self.run_state == "stopped":
-                self.say(f"[launch] {self.message}; every component stopped")
-            return code
-        finally:
-            for sig, handler in old:
-                signal.signal(sig, handler)
-            self.ray.shutdown()
+    def _close(self) -> None:
+        self.ray.shutdown()
 
 
 __all__ = ["RayRun"]
