@@ -82,7 +82,7 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         return []
-    for line in p.read_text().splitlines():
+    for line in p.read_text(encoding="utf-8").split("\n"):
         if line.strip():
             r = json.loads(line)
             rows[int(r["step"])] = r

@@ -20,7 +20,8 @@ bash scripts/setup_trl.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
-.venv/bin/python -m pytest -q "$@"
+# --durations: the slowest tests are printed with every run, to keep the suite inside its ~20-minute budget.
+.venv/bin/python -m pytest -q --durations=25 "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is a broken suite, not a pass.

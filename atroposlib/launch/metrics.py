@@ -10,11 +10,11 @@ from typing import Any, Optional
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Every complete row of ``path`` (a half-written last line is left out)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
     rows = []
-    for line in text.splitlines():
+    for line in text.split("\n"):
         try:
             row = json.loads(line)
         except ValueError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -24,11 +26,11 @@ def build_tiny_tokenizer(out_dir: Path) -> Path:
 
 
 def tiny_tokenizer_dir() -> Path:
-    """A process-wide tiny tokenizer directory, built on first use."""
+    """A process-wide tiny tokenizer directory, built on first use and removed when the process exits."""
     global _TOKENIZER_DIR
     with _TOKENIZER_LOCK:
         if _TOKENIZER_DIR is None:
-            _TOKENIZER_DIR = build_tiny_tokenizer(
-                Path(tempfile.mkdtemp(prefix="atropos-tiny-tok-"))
-            )
+            made = Path(tempfile.mkdtemp(prefix="atropos-tiny-tok-"))
+            atexit.register(shutil.rmtree, made, ignore_errors=True)
+            _TOKENIZER_DIR = build_tiny_tokenizer(made)
         return _TOKENIZER_DIR

@@ -23,6 +23,7 @@ from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.net import free_port
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
+from tests.envs.helpers import read_jsonl
 
 from .conftest import HostileServer
 
@@ -273,5 +274,5 @@ def test_evaluate_plays_eval_episodes_and_writes_metrics(fake, tmp_path):
     metrics = json.loads((tmp_path / "evals" / "metrics.json").read_text())
     flat = json.dumps(metrics)
     assert '"eval/mean_reward": 1.0' in flat and '"eval/done_fraction": 1.0' in flat, flat
-    samples = (tmp_path / "evals" / "samples.jsonl").read_text().splitlines()
-    assert sorted(json.loads(s)["seed"] for s in samples) == [1_000_000, 1_000_001, 1_000_002]
+    samples = read_jsonl(tmp_path / "evals" / "samples.jsonl")
+    assert sorted(s["seed"] for s in samples) == [1_000_000, 1_000_001, 1_000_002]

@@ -4,7 +4,6 @@ environment) with our CPU engine writing the replies: ``process`` through the re
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from atroposlib.interop.openenv.client import KINDS
 from atroposlib.runtime.config_loader import load_config
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
+from tests.envs.helpers import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_process_plays_multi_turn_episodes_on_a_real_openenv_server(
     ]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    groups = read_jsonl(out)
     assert len(groups) == 2
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     seeds = set()
@@ -228,7 +228,7 @@ def test_serve_feeds_our_trainer_two_steps_through_run_api(
                 p.wait(10)
         for f in logs.values():
             f.close()
-    rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
+    rows = read_jsonl(save / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["trained_tokens"] > 0 and r["reward_mean"] is not None for r in rows)
     assert "Traceback" not in (tmp_path / "env.log").read_text()

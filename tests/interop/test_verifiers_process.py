@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
+from tests.envs.helpers import read_jsonl
 
 pytest.importorskip(
     "verifiers.v1", reason="verifiers is not installed (scripts/setup_verifiers.sh installs it)"
@@ -82,7 +83,7 @@ def test_single_turn_taskset_exact_tokens_and_rubric_scores(
         str(out),
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    groups = read_jsonl(out)
     assert len(groups) == 2
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     prompts = set()
@@ -134,7 +135,7 @@ def test_multi_turn_env_feedback_is_in_the_tokens_but_masked(
         str(out),
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    groups = read_jsonl(out)
     assert len(groups) == 2
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     for g in groups:
@@ -188,9 +189,7 @@ def test_evaluate_plays_eval_tasks_at_temperature_zero(
     results = metrics["results"]["all"]
     assert results["eval/dropped_episodes"] == 0 and results["eval/mean_turns"] == 1.0
     assert "eval/mean_reward" in results
-    samples = [
-        json.loads(x) for x in (tmp_path / "evals" / "samples.jsonl").read_text().splitlines()
-    ]
+    samples = read_jsonl(tmp_path / "evals" / "samples.jsonl")
     assert [s["task"] for s in samples] == [0, 1, 2]  # the eval taskset has 3 tasks
 
 

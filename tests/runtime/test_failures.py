@@ -14,7 +14,7 @@ from atroposlib.errors import InferenceRejected, InferenceUnavailable
 from atroposlib.runtime.failures import FailureTracker, cause_of
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.utils.net import free_port
-from tests.envs.helpers import run_env
+from tests.envs.helpers import read_jsonl, run_env
 
 BROKEN_ENV = Path(__file__).with_name("broken_env.py")
 
@@ -191,7 +191,7 @@ def test_eval_results_keep_json_types(tmp_path):
     )
     samples = [{"correct": np.bool_(False), "score": np.float32(0.5), "ids": np.array([1, 2])}]
     write_eval_results(env, EvalRun({"acc": np.float64(0.25)}, samples=samples), verbose=False)
-    (sample,) = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    (sample,) = read_jsonl(tmp_path / "samples.jsonl")
     assert sample == {"correct": False, "score": 0.5, "ids": [1, 2]}
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["results"]["all"] == {"acc": 0.25} and env.context.eval_logged

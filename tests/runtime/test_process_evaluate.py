@@ -8,15 +8,13 @@ import time
 
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import validate_group
-from tests.envs.helpers import REPO_ROOT, run_env, start_env, wait_until
+from tests.envs.helpers import REPO_ROOT, read_jsonl, run_env, start_env, wait_until
 
 EVIL = "<script>alert('x')</script> 7"
 
 
 def _lines(path):
-    return (
-        [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-    )
+    return read_jsonl(path)
 
 
 def test_process_writes_groups_and_an_escaped_report(tok_dir, tmp_path):

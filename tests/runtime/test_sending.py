@@ -3,12 +3,15 @@ and the on-disk spool."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 
 from atroposlib.errors import ConfigError
 from atroposlib.groups import GroupBuilder
+from atroposlib.launch.metrics import read_rows
+from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 from atroposlib.runtime import sending
 from atroposlib.runtime.config import BaseEnvConfig
 from atroposlib.runtime.context import RunContext
@@ -88,6 +91,34 @@ def test_jsonl_writer_never_overwrites(tmp_path):
     w.close()
     assert w.path.name == "g_1.jsonl" and (tmp_path / "g.jsonl").read_text() == "keep\n"
     assert w.path.read_text() == '{"a":1}\n'
+
+
+def test_line_separators_inside_text_stay_inside_one_record(tmp_path):
+    """A sampled reply may hold U+2028, U+0085 or \\x1c, which the writer leaves raw; every reader we
+    ship (report/view-run loader, spool replay, launcher metrics) splits records at \\n only."""
+    odd = "a\u2028b\u0085c\x1cd\u2029e"
+    group = {
+        "tokens": [[1, 2]],
+        "masks": [[1, 2]],
+        "scores": [1.0],
+        "messages": [[{"content": odd}]],
+    }
+    w = JsonlGroupWriter(tmp_path / "g.jsonl")
+    w.write(group)
+    w.write(group)
+    w.close()
+    stats = LoadStats()
+    back = list(iter_groups_jsonl(w.path, stats))
+    assert [g["messages"][0][0]["content"] for g in back] == [odd, odd] and stats.lines == 2
+    s = Spool(tmp_path / "spool")
+    s.append(group)
+    s.close()
+    replayed = Spool(tmp_path / "spool")
+    assert replayed.pending() == 1 and replayed.peek()[1] == group
+    replayed.close()
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"step": 1, "note": odd}, ensure_ascii=False) + "\n")
+    assert [r["note"] for r in read_rows(metrics)] == [odd]
 
 
 def test_spool_is_ordered_durable_and_sets_rejects_aside(tmp_path):

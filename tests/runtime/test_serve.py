@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import threading
@@ -12,13 +11,13 @@ from pathlib import Path
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.testing import FakeOpenAIServer
 from tests.envs.conftest import answer_responder
-from tests.envs.helpers import FakeTrainer, serve_args, start_env, wait_until
+from tests.envs.helpers import FakeTrainer, read_jsonl, serve_args, start_env, wait_until
 
 
 def _jsonl_group_ids(path: Path) -> list:
     if not path.exists():
         return []
-    return [json.loads(line)["group_id"] for line in path.read_text().splitlines() if line.strip()]
+    return [g["group_id"] for g in read_jsonl(path)]
 
 
 def _api_groups(url: str) -> list:

@@ -13,13 +13,10 @@ from atroposlib.datagen import cli as datagen_cli
 from atroposlib.type_definitions import Registration
 from atroposlib.viewer.samples import sample_groups
 from tests.cli_checks import one_line_error
+from tests.envs.helpers import read_jsonl
 
 SFT = "atroposlib.cli.sft"
 DPO = "atroposlib.cli.dpo"
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def assert_clean_error(proc, code, *needles):
