@@ -29,13 +29,13 @@ from typing import Any, Optional
 from atroposlib.envs.base import BaseEnv, ServerBaseline
 from atroposlib.errors import ConfigError, RunFailed
 from atroposlib.groups import Groups
-from atroposlib.inference_clients.managed_server import dummy_allowed
 from atroposlib.interop.openenv.client import KINDS, EpisodeError, OpenEnvSession
 from atroposlib.interop.openenv.episode import (
     Episode,
     TurnTemplate,
     episode_messages,
     play_episode,
+    require_exact_tokens,
 )
 from atroposlib.interop.openenv.observation import observation_text
 from atroposlib.interop.openenv.settings import OpenEnvEnvConfig, OpenEnvSettings
@@ -71,18 +71,8 @@ class OpenEnvEnv(BaseEnv):
             raise ConfigError(
                 "--openenv.url is required (the OpenEnv server, e.g. http://host:8000)"
             )
-        if not self.server.supports_tokens and not dummy_allowed():
-            raise ConfigError(
-                "OpenEnv episodes are trained on exact token ids, which this inference server "
-                "type cannot return: use --openai.server_type vllm (also our engine) or sglang"
-            )
-        try:
-            TurnTemplate(self.tokenizer, s.system_prompt)
-        except Exception as e:  # noqa: BLE001 - no chat template, or one that rewrites turns
-            raise ConfigError(
-                f"--env.tokenizer_name {self.config.tokenizer_name}: its chat template cannot "
-                f"render a multi-turn episode ({e})"
-            ) from None
+        require_exact_tokens(self.server, "OpenEnv")
+        TurnTemplate.checked(self.tokenizer, s.system_prompt, self.config.tokenizer_name)
         self._next_seed = s.seed
         self._sessions = asyncio.Semaphore(s.max_sessions)
         self._failed_groups_in_a_row = 0

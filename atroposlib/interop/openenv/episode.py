@@ -20,11 +20,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from atroposlib.errors import ConfigError
+from atroposlib.inference_clients.managed_server import dummy_allowed
 from atroposlib.interop.openenv.client import EpisodeError, OpenEnvSession, StepResult
 from atroposlib.interop.openenv.observation import observation_text
 from atroposlib.interop.openenv.settings import OpenEnvSettings
 from atroposlib.interop.openenv.tools import ServerTools, list_tools, run_tool_calls
 from atroposlib.utils.tokenize_for_trainer import render_chat
+
+
+def require_exact_tokens(server: Any, what: str) -> None:
+    """A multi-turn episode is trained on the token ids the policy generated: an inference server type
+    that cannot return them (the plain OpenAI API) is a ``ConfigError``, unless the dummy managed server
+    is allowed (``ATROPOS_ALLOW_DUMMY_MANAGED_SERVER``)."""
+    if not server.supports_tokens and not dummy_allowed():
+        raise ConfigError(
+            f"{what} episodes are trained on exact token ids, which this inference server type "
+            "cannot return: use --openai.server_type vllm (also our engine) or sglang"
+        )
 
 
 @dataclass
@@ -83,6 +96,18 @@ class TurnTemplate:
         after_reply = text.split(self._REPLY, 1)[1]
         self.between, self.after = after_reply.split(self._USER, 1)
         self.tokenizer = tokenizer
+
+    @classmethod
+    def checked(cls, tokenizer: Any, system: str | None, tokenizer_name: str) -> TurnTemplate:
+        """The template, or a ``ConfigError`` naming ``--env.tokenizer_name`` when the tokenizer has
+        no chat template or one that rewrites turns."""
+        try:
+            return cls(tokenizer, system)
+        except Exception as e:  # noqa: BLE001 - no chat template, or one that rewrites turns
+            raise ConfigError(
+                f"--env.tokenizer_name {tokenizer_name}: its chat template cannot render a "
+                f"multi-turn episode ({e})"
+            ) from None
 
     def continuation(self, generated: list[int], user_text: str) -> str:
         """Text that follows the generated tokens up to the next generation. Where the reply ended

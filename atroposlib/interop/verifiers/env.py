@@ -26,8 +26,7 @@ from typing import Any, Optional
 from atroposlib.envs.base import BaseEnv, ServerBaseline
 from atroposlib.errors import ConfigError
 from atroposlib.groups import Groups
-from atroposlib.inference_clients.managed_server import dummy_allowed
-from atroposlib.interop.openenv.episode import TurnTemplate
+from atroposlib.interop.openenv.episode import TurnTemplate, require_exact_tokens
 from atroposlib.interop.verifiers.loading import LoadedTaskset, load_taskset
 from atroposlib.interop.verifiers.rollout import KINDS, EpisodeFailed, EpisodeGame, Played
 from atroposlib.interop.verifiers.settings import VerifiersEnvConfig, VerifiersSettings
@@ -78,18 +77,8 @@ class VerifiersEnv(BaseEnv):
                 "--verifiers.env is required (an installed taskset id or a module exporting a "
                 "Taskset)"
             )
-        if not self.server.supports_tokens and not dummy_allowed():
-            raise ConfigError(
-                "verifiers episodes are trained on exact token ids, which this inference server "
-                "type cannot return: use --openai.server_type vllm (also our engine) or sglang"
-            )
-        try:
-            self._template = TurnTemplate(self.tokenizer, None)
-        except Exception as e:  # noqa: BLE001 - no chat template, or one that rewrites turns
-            raise ConfigError(
-                f"--env.tokenizer_name {self.config.tokenizer_name}: its chat template cannot "
-                f"render a multi-turn episode ({e})"
-            ) from None
+        require_exact_tokens(self.server, "verifiers")
+        self._template = TurnTemplate.checked(self.tokenizer, None, self.config.tokenizer_name)
         self._loaded = load_taskset(s.env, s.args)
         first = _first_tasks(self._loaded, 1, "--verifiers.args")[0]
         self._tasks: Iterator[Any] = self._cycle()
