@@ -168,14 +168,14 @@ def run_loop_part(device: str, steps: int, seconds: float, work: Path) -> dict[s
     """run-api + our engine + the arithmetic env + the trainer (reload in place) for ``steps`` steps."""
     from atroposlib.inference.tiny_model import build_tiny_model
     from atroposlib.utils.net import free_port, wait_for_http
-    from example_trainer.demo import (
-        _child_env,
+    from example_trainer.demo import _child_env, parse_args
+    from example_trainer.demo_servers import (
+        Services,
         api_command,
         env_command,
-        parse_args,
+        inference_command,
         trainer_command,
     )
-    from example_trainer.demo_servers import Services, inference_command
     from example_trainer.metrics import read_metrics
 
     end = time.monotonic() + seconds

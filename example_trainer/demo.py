@@ -35,11 +35,7 @@ from atroposlib.utils.cli import (
     positive_float,
     positive_int,
 )
-from example_trainer.demo_servers import peek_groups, refresh_times, vllm_missing
-
-REPO = Path(__file__).resolve().parent.parent
-ENV_FILE = REPO / "environments" / "arithmetic_server.py"
-
+from example_trainer.demo_servers import ENV_FILE, REPO, peek_groups, refresh_times, vllm_missing
 
 TINY_DEFAULTS = {
     "steps": 300,
@@ -185,101 +181,6 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
         },
         source="atropos-demo",
     )
-
-
-def env_command(
-    args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path
-) -> list[str]:
-    return [
-        sys.executable,
-        str(ENV_FILE),
-        "serve",
-        "--env.tokenizer_name",
-        str(model_dir),
-        "--env.rollout_server_url",
-        api_url,
-        "--env.group_size",
-        str(args.group_size),
-        "--env.max_batches_offpolicy",
-        "1",
-        "--env.total_steps",
-        str(args.steps),
-        "--env.seed",
-        str(args.seed),
-        "--env.spool_dir",
-        str(out / "spool"),
-        "--env.max_num_workers",
-        str(args.prompts_per_step // 2),
-        "--openai.base_url",
-        engine_url + "/v1",
-        "--openai.api_key",
-        "x",
-        "--openai.model_name",
-        "policy",
-        "--openai.server_type",
-        "vllm",
-    ]
-
-
-def api_command(port: int, data_dir: Path) -> list[str]:
-    """argv of ``run-api`` on loopback, starting a fresh run in ``data_dir``."""
-    return [
-        sys.executable,
-        "-m",
-        "atroposlib.cli.run_api",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-        "--fresh",  # a demo is a new run even when OUT holds an earlier one
-    ]
-
-
-def trainer_command(
-    args: argparse.Namespace,
-    model_dir: Path,
-    api_url: str,
-    engine_url: str,
-    trainer_dir: Path,
-    device: str,
-) -> list[str]:
-    """argv of the GRPO trainer: pulls from ``api_url``, reloads the server at ``engine_url`` in place
-    after every step."""
-    return [
-        sys.executable,
-        "-m",
-        "example_trainer.grpo",
-        "--model-name",
-        str(model_dir),
-        "--api-url",
-        api_url,
-        "--inference-urls",
-        engine_url,
-        "--weight-refresh",
-        "reload",
-        "--vllm-restart-interval",
-        "1",
-        "--training-steps",
-        str(args.steps),
-        "--batch-size",
-        str(args.prompts_per_step * args.group_size),
-        "--seq-len",
-        "64",
-        "--lr",
-        str(args.lr),
-        "--save-path",
-        str(trainer_dir),
-        "--torch-threads",
-        str(args.threads),
-        "--control",
-        args.control,
-        "--seed",
-        str(args.seed),
-        "--device",
-        device,
-    ]
 
 
 def first_last(values: list[float], k: int = 50) -> tuple[float, float]:

@@ -1,6 +1,7 @@
 """Pieces the demo and bench/gpu_check.py share: ``Services`` (child processes, used by the GPU check;
-the demo itself runs through the launcher's local backend), ``peek_groups``, and the inference server
-command: our CPU engine (default) or a real vLLM server (``--inference vllm``).
+the demo itself runs through the launcher's local backend), ``peek_groups``, the inference server
+command: our CPU engine (default) or a real vLLM server (``--inference vllm``), and the commands of
+run-api, the arithmetic env and the trainer that the GPU check starts beside it.
 
 Both serve the policy as ``policy`` on loopback and take the trainer's weights in place after every step
 (``--weight-refresh reload``): our engine through ``/update_weights_from_disk``, vLLM through its dev-mode
@@ -10,6 +11,7 @@ vLLM runs with its own Python (``ATROPOS_VLLM_PYTHON`` or the environment ``scri
 
 from __future__ import annotations
 
+import argparse
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
 
 SERVED_NAME = "policy"
 REPO = Path(__file__).resolve().parent.parent
+ENV_FILE = REPO / "environments" / "arithmetic_server.py"  # the tiny preset's env
 
 
 class Services:
@@ -141,3 +144,99 @@ __all__ = [
     "refresh_times",
     "vllm_missing",
 ]
+
+
+# The tiny preset's loop as plain commands, for bench/gpu_check.py (the demo itself builds a topology).
+def env_command(
+    args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path
+) -> list[str]:
+    return [
+        sys.executable,
+        str(ENV_FILE),
+        "serve",
+        "--env.tokenizer_name",
+        str(model_dir),
+        "--env.rollout_server_url",
+        api_url,
+        "--env.group_size",
+        str(args.group_size),
+        "--env.max_batches_offpolicy",
+        "1",
+        "--env.total_steps",
+        str(args.steps),
+        "--env.seed",
+        str(args.seed),
+        "--env.spool_dir",
+        str(out / "spool"),
+        "--env.max_num_workers",
+        str(args.prompts_per_step // 2),
+        "--openai.base_url",
+        engine_url + "/v1",
+        "--openai.api_key",
+        "x",
+        "--openai.model_name",
+        "policy",
+        "--openai.server_type",
+        "vllm",
+    ]
+
+
+def api_command(port: int, data_dir: Path) -> list[str]:
+    """argv of ``run-api`` on loopback, starting a fresh run in ``data_dir``."""
+    return [
+        sys.executable,
+        "-m",
+        "atroposlib.cli.run_api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        "--fresh",  # a demo is a new run even when OUT holds an earlier one
+    ]
+
+
+def trainer_command(
+    args: argparse.Namespace,
+    model_dir: Path,
+    api_url: str,
+    engine_url: str,
+    trainer_dir: Path,
+    device: str,
+) -> list[str]:
+    """argv of the GRPO trainer: pulls from ``api_url``, reloads the server at ``engine_url`` in place
+    after every step."""
+    return [
+        sys.executable,
+        "-m",
+        "example_trainer.grpo",
+        "--model-name",
+        str(model_dir),
+        "--api-url",
+        api_url,
+        "--inference-urls",
+        engine_url,
+        "--weight-refresh",
+        "reload",
+        "--vllm-restart-interval",
+        "1",
+        "--training-steps",
+        str(args.steps),
+        "--batch-size",
+        str(args.prompts_per_step * args.group_size),
+        "--seq-len",
+        "64",
+        "--lr",
+        str(args.lr),
+        "--save-path",
+        str(trainer_dir),
+        "--torch-threads",
+        str(args.threads),
+        "--control",
+        args.control,
+        "--seed",
+        str(args.seed),
+        "--device",
+        device,
+    ]

@@ -104,46 +104,25 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @dataclass
 class RealStack:
-    """A real OpenEnv server and our engine, started side by side (each takes a while to import)."""
+    """A real OpenEnv server and our engine (the session's one ``tiny_engine``)."""
 
     count_server: Proc  # openenv_count_server.py, one session at a time (openenv's default)
     engine: Proc  # our CPU engine serving the tiny model as ``tiny``
 
 
 @pytest.fixture(scope="session")
-def real_stack(openenv_python, tiny_model_dir, tmp_path_factory) -> Iterator[RealStack]:
-    logs = tmp_path_factory.mktemp("interop-logs")
+def real_stack(openenv_python, tiny_engine, tmp_path_factory) -> Iterator[RealStack]:
     port = free_port()
     count = Proc(
         [openenv_python, str(HERE / "openenv_count_server.py"), str(port), "1"],
         port,
         "/health",
-        logs / "count.log",
+        tmp_path_factory.mktemp("interop-logs") / "count.log",
     )
-    port = free_port()
-    engine_argv = [
-        sys.executable,
-        "-m",
-        "atroposlib.cli.serve_model",
-        "--model",
-        str(tiny_model_dir),
-        "--served-model-name",
-        "tiny",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--torch-threads",
-        "1",
-        "--log-level",
-        "warning",
-    ]
-    engine = Proc(engine_argv, port, "/health", logs / "engine.log")
     try:
-        yield RealStack(count.wait(), engine.wait())
+        yield RealStack(count.wait(), tiny_engine)
     finally:
         count.stop()
-        engine.stop()
 
 
 class HostileServer:
@@ -258,7 +237,8 @@ class HostileServer:
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir, tmp_path_factory) -> Iterator[Proc]:
-    """Our CPU engine alone, serving the tiny model as ``tiny`` (the verifiers tests' policy)."""
+    """Our CPU engine serving the tiny model as ``tiny``: the policy of every interop test, started once
+    for the session."""
     port = free_port()
     argv = [
         sys.executable,

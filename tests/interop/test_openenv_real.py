@@ -4,7 +4,6 @@ environment) with our CPU engine writing the replies: ``process`` through the re
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,20 +17,9 @@ from atroposlib.runtime.config_loader import load_config
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
 from tests.envs.helpers import read_jsonl
+from tests.interop.helpers import train_two_steps, trained_runs
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _runs(masks: list[int]) -> list[tuple[int, int]]:
-    """[start, end) of every stretch of trained (unmasked) positions."""
-    runs, start = [], None
-    for i, m in enumerate([*masks, MASK_IGNORE]):
-        if m != MASK_IGNORE and start is None:
-            start = i
-        elif m == MASK_IGNORE and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def test_process_plays_multi_turn_episodes_on_a_real_openenv_server(
@@ -87,7 +75,7 @@ def test_process_plays_multi_turn_episodes_on_a_real_openenv_server(
             feedback = [m["content"] for m in msgs[1:] if m["role"] == "user"]
             assert len(replies) == 3 and len(feedback) == 2  # done after 3 steps
             assert score == sum((len(x) % 5) / 4 for x in replies)  # the env's own rewards
-            runs = _runs(masks)
+            runs = trained_runs(masks)
             assert len(runs) == 3, "one trained stretch per turn, the env's feedback masked"
             for (a, b), reply in zip(runs, replies, strict=True):
                 assert masks[a:b] == tokens[a:b]
@@ -154,81 +142,8 @@ def test_serve_feeds_our_trainer_two_steps_through_run_api(
 ):
     srv, engine = real_stack.count_server, real_stack.engine
     api = run_api("--store", "memory")
-    save = tmp_path / "trainer"
-    env_vars = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    trainer_argv = [
-        sys.executable,
-        "-m",
-        "example_trainer.grpo",
-        "--model-name",
-        str(tiny_model_dir),
-        "--api-url",
-        api.url,
-        "--save-path",
-        str(save),
-        "--training-steps",
-        "2",
-        "--batch-size",
-        "8",
-        "--seq-len",
-        "256",
-        "--torch-threads",
-        "1",
-        "--device",
-        "cpu",
-        "--weight-refresh",
-        "none",
-        "--batch-poll-interval",
-        "0.05",
-        "--batch-wait-timeout",
-        "120",
-    ]
-    env_argv = [
-        sys.executable,
-        "-m",
-        "atroposlib.interop.openenv",
-        "serve",
-        "--openenv.url",
-        srv.url,
-        "--openenv.max_tokens_per_turn",
-        "6",
-        "--env.group_size",
-        "4",
-        "--env.total_steps",
-        "2",
-        "--env.max_token_length",
-        "256",
-        "--env.ensure_scores_are_not_same",
-        "false",
-        "--env.spool_dir",
-        str(tmp_path / "spool"),
-        "--env.tokenizer_name",
-        str(tiny_model_dir),
-        "--env.rollout_server_url",
-        api.url,
-        "--openai.base_url",
-        engine.url + "/v1",
-        "--openai.model_name",
-        "tiny",
-    ]
-    logs = {name: open(tmp_path / f"{name}.log", "wb") for name in ("trainer", "env")}
-    trainer = subprocess.Popen(
-        trainer_argv, stdout=logs["trainer"], stderr=subprocess.STDOUT, env=env_vars, cwd=REPO
-    )
-    env = subprocess.Popen(
-        env_argv, stdout=logs["env"], stderr=subprocess.STDOUT, env=env_vars, cwd=tmp_path
-    )
-    try:
-        assert trainer.wait(240) == 0, (tmp_path / "trainer.log").read_text()[-3000:]
-        assert env.wait(60) == 0, (tmp_path / "env.log").read_text()[-3000:]
-    finally:
-        for p in (trainer, env):
-            if p.poll() is None:
-                p.kill()
-                p.wait(10)
-        for f in logs.values():
-            f.close()
-    rows = read_jsonl(save / "metrics.jsonl")
+    env_flags = ["-m", "atroposlib.interop.openenv", "serve", "--openenv.url", srv.url]
+    env_flags += ["--openenv.max_tokens_per_turn", "6"]
+    rows = train_two_steps(env_flags, tiny_model_dir, api.url, engine.url, tmp_path)
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["trained_tokens"] > 0 and r["reward_mean"] is not None for r in rows)
-    assert "Traceback" not in (tmp_path / "env.log").read_text()

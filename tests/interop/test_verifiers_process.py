@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
 from tests.envs.helpers import read_jsonl
+from tests.interop.helpers import trained_runs
 
 pytest.importorskip(
     "verifiers.v1", reason="verifiers is not installed (scripts/setup_verifiers.sh installs it)"
@@ -46,18 +46,6 @@ def _run(engine, model: Path, *args: str, cmd: str = "process") -> subprocess.Co
         "tiny",
     ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=_env(), cwd=REPO)
-
-
-def _runs(masks: list[int]) -> list[tuple[int, int]]:
-    """[start, end) of every stretch of trained (unmasked) positions."""
-    runs, start = [], None
-    for i, m in enumerate([*masks, MASK_IGNORE]):
-        if m != MASK_IGNORE and start is None:
-            start = i
-        elif m == MASK_IGNORE and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def test_single_turn_taskset_exact_tokens_and_rubric_scores(
@@ -103,7 +91,7 @@ def test_single_turn_taskset_exact_tokens_and_rubric_scores(
             prompts.add(user["content"])
             answer = user["content"].split()[-1].rstrip(".")
             assert score == expected_score(reply["content"], answer)  # the task's own rubric
-            ((a, b),) = _runs(masks)  # one trained stretch: the reply
+            ((a, b),) = trained_runs(masks)  # one trained stretch: the reply
             assert b == len(tokens)
             assert tokens[:a] == chat_token_ids(tok, [system, user], True)  # the exact prompt
             assert masks[a:] == tokens[a:]
@@ -155,7 +143,7 @@ def test_multi_turn_env_feedback_is_in_the_tokens_but_masked(
             ]  # the env's run() wrote them
             # the task's rubric (replies) + the env's own reward (3 turns x weight 0.25)
             assert score == sum((len(x.strip()) % 5) / 4 for x in replies) + 0.75
-            runs = _runs(masks)
+            runs = trained_runs(masks)
             assert len(runs) == 3, "one trained stretch per turn, the env's feedback masked"
             for (a, b), reply in zip(runs, replies, strict=True):
                 assert masks[a:b] == tokens[a:b]

@@ -192,3 +192,24 @@ class EnvSampler:
 @pytest.fixture(scope="module")
 def vllm_logs(tmp_path_factory) -> Iterator[Path]:
     yield tmp_path_factory.mktemp("vllm-logs")
+
+
+@pytest.fixture(scope="session")
+def dev_vllm(vllm_python, tiny_model_dir, tmp_path_factory) -> Iterator[dict[str, VllmProcess]]:
+    """A plain and a LoRA (rank 4) vLLM server on the tiny model, in dev mode (the reload routes),
+    started together once: the refresh tests change their weights; the streaming tests compare only
+    the structure of streams, so they use the plain one too (a vLLM start-up is ~30 s of the suite).
+    Idle, each holds ~3 GB and no CPU."""
+    plain, lora = start_servers(
+        [
+            (tiny_model_dir, {"dev_mode": True}),
+            (tiny_model_dir, {"dev_mode": True, "lora_rank": 4}),
+        ],
+        vllm_python,
+        tmp_path_factory.mktemp("dev-vllm-logs"),
+    )
+    try:
+        yield {"plain": plain, "lora": lora}
+    finally:
+        plain.stop()
+        lora.stop()

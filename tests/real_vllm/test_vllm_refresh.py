@@ -1,7 +1,7 @@
 """The env's ``vllm`` backend and the trainer's in-place refresh modes against a real vLLM server.
 
-Two servers for the whole module, started together: ``plain`` (dev routes + atroposlib's worker extension)
-for the backend and ``reload``, ``lora`` (also ``--enable-lora``) for ``lora``. Every refresh test keeps an
+Two servers (the session's ``dev_vllm``, started together): ``plain`` (dev routes + atroposlib's worker
+extension) for the backend and ``reload``, ``lora`` (also ``--enable-lora``) for ``lora``. Every refresh test keeps an
 env sampling through the refreshes and demands zero failed rollouts and the new weights visible after each.
 """
 
@@ -15,29 +15,12 @@ import torch
 from example_trainer.config import TrainingConfig
 from example_trainer.weight_refresh import LoraRefresh, ReloadRefresh
 
-from .conftest import EnvSampler, forward_logprobs, greedy, start_servers
+from .conftest import EnvSampler, forward_logprobs, greedy
 
 PROMPT = [5, 60, 70, 80, 90, 100, 33, 44]
 REFRESHES = 5
 # vLLM start-ups take 30 s on a quiet 2-core machine and several minutes on a loaded one
 pytestmark = pytest.mark.timeout(1200)
-
-
-@pytest.fixture(scope="module")
-def servers(vllm_python, tiny_model_dir, vllm_logs):
-    plain, lora = start_servers(
-        [
-            (tiny_model_dir, {"dev_mode": True}),
-            (tiny_model_dir, {"dev_mode": True, "lora_rank": 4}),
-        ],
-        vllm_python,
-        vllm_logs,
-    )
-    try:
-        yield {"plain": plain, "lora": lora}
-    finally:
-        plain.stop()
-        lora.stop()
 
 
 def _model(path):
@@ -50,12 +33,12 @@ def _close(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) for x, y in zip(a, b, strict=True))
 
 
-def test_env_vllm_backend_ids_and_logprobs_match_a_forward_pass(servers, tiny_model_dir):
+def test_env_vllm_backend_ids_and_logprobs_match_a_forward_pass(dev_vllm, tiny_model_dir):
     import asyncio
 
     from atroposlib.inference_clients.server_manager import ServerManager
 
-    url = servers["plain"].url
+    url = dev_vllm["plain"].url
     sampler = EnvSampler(url, str(tiny_model_dir), PROMPT)
 
     async def go():
@@ -75,14 +58,14 @@ def test_env_vllm_backend_ids_and_logprobs_match_a_forward_pass(servers, tiny_mo
         assert _close(lp, forward_logprobs(model, PROMPT, out)) < 1e-4
 
 
-def test_get_logprobs_prompt_scores_match_a_forward_pass(servers, tiny_model_dir):
+def test_get_logprobs_prompt_scores_match_a_forward_pass(dev_vllm, tiny_model_dir):
     """Atropos's ``ServerManager.get_logprobs`` against a real vLLM: one row per prompt token, the
     prompt token itself among its top-k, with the logprob a forward pass gives it."""
     import asyncio
 
     from atroposlib.inference_clients.server_manager import ServerManager
 
-    sampler = EnvSampler(servers["plain"].url, str(tiny_model_dir), PROMPT)
+    sampler = EnvSampler(dev_vllm["plain"].url, str(tiny_model_dir), PROMPT)
 
     async def go():
         sm = ServerManager([sampler.config])
@@ -102,7 +85,7 @@ def test_get_logprobs_prompt_scores_match_a_forward_pass(servers, tiny_model_dir
         assert lps[pos] == sorted(lps[pos], reverse=True) or PROMPT[pos] == ids[pos][-1]
 
 
-def test_chat_with_token_ids(servers, tiny_model_dir):
+def test_chat_with_token_ids(dev_vllm, tiny_model_dir):
     import httpx
     from transformers import AutoTokenizer
 
@@ -116,7 +99,7 @@ def test_chat_with_token_ids(servers, tiny_model_dir):
         "logprobs": True,
         "return_token_ids": True,
     }
-    r = httpx.post(servers["plain"].url + "/v1/chat/completions", json=body, timeout=120)
+    r = httpx.post(dev_vllm["plain"].url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 200, r.text
     data = r.json()
     want_prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -127,14 +110,14 @@ def test_chat_with_token_ids(servers, tiny_model_dir):
     ref = forward_logprobs(_model(tiny_model_dir), data["prompt_token_ids"], ch["token_ids"])
     assert _close(lps, ref) < 1e-4
     bad = httpx.post(
-        servers["plain"].url + "/v1/chat/completions",
+        dev_vllm["plain"].url + "/v1/chat/completions",
         json={**body, "model": "no-such-model"},
         timeout=60,
     )
     assert bad.status_code == 404  # what our engine now answers too
 
 
-def test_text_only_managed_server_against_vllm(servers, tiny_model_dir, monkeypatch):
+def test_text_only_managed_server_against_vllm(dev_vllm, tiny_model_dir, monkeypatch):
     """Atropos's managed server over a text-only OpenAI endpoint (server_type openai), served by a
     real vLLM: the nodes' tokens are the chat template's prompt plus the re-tokenised reply."""
     import asyncio
@@ -152,7 +135,7 @@ def test_text_only_managed_server_against_vllm(servers, tiny_model_dir, monkeypa
         add_special_tokens=False,
     )["input_ids"]
     cfg = APIServerConfig(
-        base_url=servers["plain"].url + "/v1",
+        base_url=dev_vllm["plain"].url + "/v1",
         model_name=str(tiny_model_dir),
         api_key="x",
         server_type="openai",
@@ -187,13 +170,13 @@ def _cfg(tmp_path, mode: str, url: str, **kw) -> TrainingConfig:
     )
 
 
-def test_reload_mode_refreshes_vllm_in_place(servers, tiny_model_dir, tmp_path):
+def test_reload_mode_refreshes_vllm_in_place(dev_vllm, tiny_model_dir, tmp_path):
     """Five in-place reloads while an env samples; each time the server's greedy ids and logprobs are
     those of the trainer's weights; at the end, reloading the start weights (as ``--resume`` does)
     gives exactly what a fresh server on them gives."""
     from transformers import AutoTokenizer
 
-    url, fresh = servers["plain"].url, servers["lora"].url
+    url, fresh = dev_vllm["plain"].url, dev_vllm["lora"].url
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = _model(tiny_model_dir)
     strategy = ReloadRefresh(_cfg(tmp_path, "reload", url))
@@ -237,12 +220,12 @@ def greedy_forward(model, prompt: list[int], n: int) -> list[int]:
     return ids[len(prompt) :]
 
 
-def test_lora_mode_publishes_at_start_and_replaces_in_place(servers, tiny_model_dir, tmp_path):
+def test_lora_mode_publishes_at_start_and_replaces_in_place(dev_vllm, tiny_model_dir, tmp_path):
     """The adapter name exists before the first rollout and never 404s across five refreshes; after
     each the served logprobs are the trainer's adapter's; a resumed run republishes its adapter."""
     from example_trainer.checkpoint import save_model_folder
 
-    url = servers["lora"].url
+    url = dev_vllm["lora"].url
     cfg = _cfg(tmp_path, "lora", url, lora_rank=4, lora_alpha=8)
     strategy = LoraRefresh(cfg)
     model = strategy.prepare_model(_model(tiny_model_dir))

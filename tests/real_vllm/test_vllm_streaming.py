@@ -20,8 +20,6 @@ import pytest
 
 from atroposlib.utils.net import free_port, wait_for_http
 
-from .conftest import start_servers
-
 NULLABLE = ("logprobs", "finish_reason", "stop_reason", "token_ids", "prompt_token_ids")
 
 
@@ -52,8 +50,8 @@ def _shape(ev: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def both(vllm_python, tiny_model_dir, vllm_logs) -> Iterator[tuple[str, str]]:
-    (vllm,) = start_servers([(tiny_model_dir, {})], vllm_python, vllm_logs)
+def both(dev_vllm, tiny_model_dir, vllm_logs) -> Iterator[tuple[str, str]]:
+    vllm = dev_vllm["plain"]
     port = free_port()
     log = open(vllm_logs / "engine.log", "wb")
     engine = subprocess.Popen(
@@ -81,7 +79,6 @@ def both(vllm_python, tiny_model_dir, vllm_logs) -> Iterator[tuple[str, str]]:
         engine.terminate()
         engine.wait(30)
         log.close()
-        vllm.stop()
 
 
 REQUESTS = [
