@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from tests.sse import sse_lines
+
 CHAT = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
@@ -23,7 +25,7 @@ def _events(url: str, path: str, body: dict[str, Any]) -> list[Any]:
     with httpx.stream("POST", url + path, json=body, timeout=120) as r:
         assert r.status_code == 200, r.read()
         assert r.headers["content-type"].startswith("text/event-stream")
-        for line in r.iter_lines():
+        for line in sse_lines(r):
             if not line:
                 continue
             assert line.startswith("data: "), line

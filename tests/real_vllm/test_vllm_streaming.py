@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from atroposlib.utils.net import free_port, wait_for_http
+from tests.sse import sse_lines
 
 NULLABLE = ("logprobs", "finish_reason", "stop_reason", "token_ids", "prompt_token_ids")
 
@@ -27,7 +28,7 @@ def _events(url: str, path: str, body: dict[str, Any]) -> list[Any]:
     out: list[Any] = []
     with httpx.stream("POST", url + path, json=body, timeout=300) as r:
         assert r.status_code == 200, r.read()
-        for line in r.iter_lines():
+        for line in sse_lines(r):
             if line:
                 data = line.removeprefix("data: ")
                 out.append(data if data == "[DONE]" else json.loads(data))
