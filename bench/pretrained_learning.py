@@ -41,12 +41,9 @@ def run_demo(out: Path, steps: int, seed: int, control: str) -> dict[str, float]
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
         raise SystemExit(f"pretrained_learning: the {control} run failed:\n{tail}")
-    rewards = [
-        json.loads(line)["reward_mean"]
-        for line in (out / "metrics.jsonl").read_text().splitlines()
-        if json.loads(line).get("reward_mean") is not None
-    ]
-    held = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().split("\n") if line]
+    rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
+    held = [json.loads(line) for line in (out / "heldout.jsonl").read_text().split("\n") if line]
     k = min(K, len(rewards) // 2)
     return {
         "first": sum(rewards[:k]) / k,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -38,12 +37,6 @@ def start_file(name: str, *args: str, log: Path, **extra_env: str) -> subprocess
         env=env_environ(**extra_env),
         cwd=str(log.parent),
     )
-
-
-def read_groups(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
 def process_args(fake_url: str, tok_dir: Path, out: Path, *extra: str) -> list[str]:

@@ -66,7 +66,7 @@ def main() -> None:
         )
         if run.returncode != 0 or not out.is_file():
             sys.exit(f"atroposlib {version} process failed:\n{run.stderr[-3000:]}")
-        lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+        lines = [json.loads(x) for x in out.read_text().split("\n") if x.strip()]
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     FIXTURE.write_text(
         json.dumps(

@@ -16,7 +16,8 @@ from transformers import AutoTokenizer
 
 from atroposlib.runtime.config import BaseEnvConfig
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
-from tests.compat.helpers import REPO_ROOT, env_environ, process_args, read_groups
+from tests.compat.helpers import REPO_ROOT, env_environ, process_args
+from tests.jsonl import read_jsonl
 
 CUSTOM = "Reason in three short steps between <think> and </think>."
 
@@ -58,5 +59,5 @@ def test_custom_thinking_prompt_reaches_the_prompt(tmp_path, via):
     assert r.returncode == 0, r.stderr[-3000:]
     assert prompts and all(CUSTOM in p for p in prompts), prompts[:1]
     assert all("You are a deep thinking AI" not in p for p in prompts)
-    system = read_groups(out)[0]["messages"][0][0]
+    system = read_jsonl(out)[0]["messages"][0][0]
     assert system["role"] == "system" and system["content"].startswith(CUSTOM)

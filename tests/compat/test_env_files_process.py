@@ -13,7 +13,8 @@ import pytest
 
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from atroposlib.type_definitions import validate_group
-from tests.compat.helpers import process_args, read_groups, run_file
+from tests.compat.helpers import process_args, run_file
+from tests.jsonl import read_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def tok_dir() -> Path:
 def _check(r, out: Path, n_groups: int, group_size: int) -> list[dict]:
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    groups = read_groups(out)
+    groups = read_jsonl(out)
     assert len(groups) == n_groups, (len(groups), r.stderr[-2000:])
     for g in groups:
         validate_group(g)
@@ -128,5 +129,5 @@ def test_eval_base_file_through_eval_runner(tok_dir, tmp_path):
     # each question has exactly one right answer among the 4 samples: pass@1 = 1/4
     assert result["results"]["all"] == {"pass@1:4": 0.25}
     assert result["config_general"]["model_name"] == "tiny"
-    samples = (tmp_path / "evals" / "samples.jsonl").read_text().splitlines()
+    samples = read_jsonl(tmp_path / "evals" / "samples.jsonl")
     assert len(samples) == 4

@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
-from tests.compat.helpers import read_groups, start_file
+from tests.compat.helpers import start_file
 from tests.envs.helpers import FakeTrainer, serve_args
+from tests.jsonl import read_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_serve_sft_env_driven_by_its_loop_hook_overrides(run_api, tok_dir, tmp_p
     assert (
         "kept max_token_len 777" in log
     )  # its get_server_info() ran (aiohttp + parse_http_response)
-    sent = read_groups(tmp_path / "sent.jsonl")
+    sent = read_jsonl(tmp_path / "sent.jsonl")
     assert len(trainer.batches) == 3 and len(sent) >= 6  # env_step_checks() fed every step
     assert {g["messages"][0][1]["content"] for g in sent} >= {"1", "2", "3"}
     status = httpx.get(api.url + "/status", timeout=10).json()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from atroposlib.testing import tiny_tokenizer_dir
 from atroposlib.type_definitions import validate_group
-from tests.compat.helpers import read_groups, run_file
+from tests.compat.helpers import run_file
+from tests.jsonl import read_jsonl
 
 FIXTURE = Path(__file__).with_name("fixtures") / "atropos040_process_lines.json"
 
@@ -33,7 +34,7 @@ def test_process_lines_hold_every_key_atropos_writes(tmp_path):
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    ours = {json.dumps(g["tokens"]): g for g in read_groups(out)}
+    ours = {json.dumps(g["tokens"]): g for g in read_jsonl(out)}
     assert len(ours) == len(recorded["lines"]) == 2
     for theirs in recorded["lines"]:
         line = ours[json.dumps(theirs["tokens"])]

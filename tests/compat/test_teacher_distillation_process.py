@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from atroposlib.testing import FakeOpenAIServer, fake_prompt_candidates, tiny_tokenizer_dir
-from tests.compat.helpers import read_groups, run_file
+from tests.compat.helpers import run_file
+from tests.jsonl import read_jsonl
 
 
 @pytest.mark.parametrize("via", ["flags", "yaml"])
@@ -40,7 +41,7 @@ def test_process_attaches_teacher_top_k(tmp_path, via):
         )
         asked = [b["prompt"] for b in teacher.requests]
     assert r.returncode == 0, r.stderr[-3000:]
-    groups = read_groups(out)
+    groups = read_jsonl(out)
     assert len(groups) == 2
     for g in groups:
         assert len(g["distill_token_ids"]) == len(g["tokens"])

@@ -23,6 +23,7 @@ from atroposlib.datagen.selection import (
     select_sft,
     split_prefix,
 )
+from tests.jsonl import read_jsonl
 
 PROMPT = "Q: 2+2? A:"
 
@@ -241,7 +242,7 @@ def test_datagen_summary_counts_left_out_messages(tmp_path):
     summary = run_datagen(
         JsonlFeed(src), lambda g: select_sft(g, opts), out, "w", 5, progress=False
     )
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = read_jsonl(out)
     assert len(rows) == 5
     assert not any(m["role"] == "grader" for r in rows for m in r["messages"])
     assert summary.messages_dropped == {"grader": 2}

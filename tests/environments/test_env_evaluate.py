@@ -15,6 +15,7 @@ from typing import Any
 from atroposlib.envs.base import APIServerConfig
 from atroposlib.testing.fake_server import FakeOpenAIServer
 from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
+from tests.jsonl import read_jsonl
 
 
 def run_evaluate(
@@ -121,7 +122,7 @@ def test_gsm8k_reports_accuracy_and_writes_its_samples(tmp_path):
     _, logged = run_evaluate(GSM8kEnv, responder, tmp_path, **settings)
     expected = sum(len(q) % 2 == 0 for q in answers) / 4
     assert logged == {"eval/percent_correct": expected}
-    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    samples = read_jsonl(tmp_path / "samples.jsonl")
     assert [s["correct"] for s in samples] == [len(s["question"]) % 2 == 0 for s in samples]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from atroposlib.errors import ConfigError
 from atroposlib.testing import FakeOpenAIServer, check_env
+from tests.jsonl import read_jsonl
 
 
 def _judge_single(prompt_text: str, body: dict) -> str:
@@ -165,7 +166,7 @@ def _distill_process(env_dir, tmp_path, student_tok, teacher_url, teacher_tok, f
     cmd += ["--env.data_path_to_save_groups", str(out), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
-    groups = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    groups = read_jsonl(out)
     return r, groups
 
 

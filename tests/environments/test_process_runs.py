@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from atroposlib.type_definitions import validate_group
+from tests.jsonl import read_jsonl
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_process_against_cpu_engine(env_dir, tiny_model_dir, cpu_engine, tmp_pat
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    groups = read_jsonl(out)
     assert len(groups) == 2
     for group in groups:
         validate_group(group)
@@ -152,7 +153,7 @@ def test_every_env_processes_against_cpu_engine(
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    groups = read_jsonl(out)
     assert len(groups) == 1, result.stderr[-3000:]
     validate_group(groups[0])
     if env_file == "teacher_distillation_env.py":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -117,14 +116,3 @@ def serve_args(api_url: str, fake_url: str, tok_dir: Path, tmp: Path, *extra: st
         "false",
         *extra,
     ]
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The complete JSON lines of ``path`` ([] while it does not exist). Lines end at ``\\n`` only:
-    ``str.splitlines`` would also split inside strings holding U+2028 or U+0085, which a JSON writer
-    may leave raw (a random tiny model generates them). A last line still being written (no
-    ``\\n`` yet) is left out."""
-    if not path.exists():
-        return []
-    *complete, _partial = path.read_text(encoding="utf-8").split("\n")
-    return [json.loads(x) for x in complete if x.strip()]

@@ -4,7 +4,6 @@ placeholder tokenizer or model name."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 from atroposlib.testing import FakeOpenAIServer
+from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,5 +47,5 @@ def test_the_documented_minimal_env_runs_as_written(tmp_path):
             env=dict(os.environ, PYTHONPATH=str(REPO), WANDB_MODE="disabled"),
         )
     assert r.returncode == 0, r.stderr[-2000:]
-    lines = (tmp_path / "out" / "addition.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and all(len(json.loads(x)["tokens"]) == 8 for x in lines)
+    groups = read_jsonl(tmp_path / "out" / "addition.jsonl")
+    assert len(groups) == 2 and all(len(g["tokens"]) == 8 for g in groups)

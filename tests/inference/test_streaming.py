@@ -211,7 +211,7 @@ def test_client_leaving_mid_stream_aborts_its_rows_and_server_keeps_serving(serv
         "stream": True,
     }
     with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as r:
-        lines = r.iter_lines()
+        lines = sse_lines(r)
         got = [next(lines) for _ in range(6)]
     assert any(x.startswith("data: {") for x in got)
     deadline = time.monotonic() + 30

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from atroposlib.type_definitions import MASK_IGNORE
-from tests.envs.helpers import read_jsonl
+from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from atroposlib.testing.tiny_tokenizer import tiny_tokenizer_dir
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.net import free_port
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
-from tests.envs.helpers import read_jsonl
+from tests.jsonl import read_jsonl
 
 from .conftest import HostileServer
 

@@ -16,8 +16,8 @@ from atroposlib.interop.openenv.client import KINDS
 from atroposlib.runtime.config_loader import load_config
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
-from tests.envs.helpers import read_jsonl
 from tests.interop.helpers import train_two_steps, trained_runs
+from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

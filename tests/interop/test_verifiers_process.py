@@ -15,8 +15,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from atroposlib.utils.tokenize_for_trainer import chat_token_ids
-from tests.envs.helpers import read_jsonl
 from tests.interop.helpers import trained_runs
+from tests.jsonl import read_jsonl
 
 pytest.importorskip(
     "verifiers.v1", reason="verifiers is not installed (scripts/setup_verifiers.sh installs it)"

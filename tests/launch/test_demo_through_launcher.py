@@ -13,6 +13,7 @@ import pytest
 
 from atroposlib.launch.plan import build_plan
 from example_trainer.demo import demo_topology, parse_args
+from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,7 +101,7 @@ def test_a_short_demo_runs_through_the_launcher(tmp_path):
     assert "[launch]" not in done.stdout  # the demo prints its own lines only
     state = json.loads((out / "launch-state.json").read_text())
     assert state["state"] == "finished" and state["topology"] == "atropos-demo"
-    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [
+    assert [row["step"] for row in read_jsonl(out / "metrics.jsonl")] == [
         1,
         2,
         3,

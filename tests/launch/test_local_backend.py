@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from atroposlib.launch.procs import group_members, pid_alive
+from tests.jsonl import read_jsonl
 from tests.launch.run_checks import group_accounting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,11 +92,7 @@ def _wait(cond, timeout: float, proc: subprocess.Popen) -> None:
 
 def _steps(run: Path) -> list[int]:
     path = run / "metrics.jsonl"
-    return (
-        [json.loads(line)["step"] for line in path.read_text().splitlines()]
-        if path.exists()
-        else []
-    )
+    return [row["step"] for row in read_jsonl(path)]
 
 
 def _nothing_left(state: dict) -> None:

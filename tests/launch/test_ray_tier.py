@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from atroposlib.utils.net import free_port
+from tests.jsonl import read_jsonl
 from tests.launch.run_checks import find_ray_python, group_accounting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,7 +161,7 @@ def _comp(run: Path, name: str) -> dict:
 
 def _steps(run: Path) -> list[int]:
     path = run / "metrics.jsonl"
-    return [json.loads(x)["step"] for x in path.read_text().splitlines()] if path.exists() else []
+    return [row["step"] for row in read_jsonl(path)]
 
 
 def _wait(cond, timeout: float, proc: subprocess.Popen) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from atroposlib.utils.net import free_port
+from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "launch" / "demo_cpu.yaml"
@@ -185,7 +186,7 @@ def test_the_cpu_demo_topology_runs_as_one_slurm_job(tmp_path, slurm):
         else ""
     )
     assert state == ("COMPLETED", "0:0"), log
-    assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [
+    assert [row["step"] for row in read_jsonl(run / "metrics.jsonl")] == [
         1,
         2,
         3,

@@ -22,7 +22,8 @@ from atroposlib.runtime.spool import Spool, SpoolSink
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import Registration
 from tests.envs.conftest import answer_responder
-from tests.envs.helpers import REPO_ROOT, read_jsonl, serve_args, start_env, wait_until
+from tests.envs.helpers import REPO_ROOT, serve_args, start_env, wait_until
+from tests.jsonl import read_jsonl
 
 
 def serve_args_long(*args: str) -> list:

@@ -14,7 +14,8 @@ from atroposlib.errors import InferenceRejected, InferenceUnavailable
 from atroposlib.runtime.failures import FailureTracker, cause_of
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.utils.net import free_port
-from tests.envs.helpers import read_jsonl, run_env
+from tests.envs.helpers import run_env
+from tests.jsonl import read_jsonl
 
 BROKEN_ENV = Path(__file__).with_name("broken_env.py")
 

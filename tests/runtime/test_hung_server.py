@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 from atroposlib.testing import FakeOpenAIServer, SilentServer
-from tests.envs.helpers import FakeTrainer, read_jsonl, run_env, start_env
+from tests.envs.helpers import FakeTrainer, run_env, start_env
+from tests.jsonl import read_jsonl
 
 TIMEOUT = 3
 

@@ -15,7 +15,8 @@ import pytest
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.utils.net import free_port, wait_for_http
-from tests.envs.helpers import FakeTrainer, read_jsonl, start_env, wait_until
+from tests.envs.helpers import FakeTrainer, start_env, wait_until
+from tests.jsonl import read_jsonl
 
 
 class Engine:

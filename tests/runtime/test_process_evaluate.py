@@ -8,7 +8,8 @@ import time
 
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.type_definitions import validate_group
-from tests.envs.helpers import REPO_ROOT, read_jsonl, run_env, start_env, wait_until
+from tests.envs.helpers import REPO_ROOT, run_env, start_env, wait_until
+from tests.jsonl import read_jsonl
 
 EVIL = "<script>alert('x')</script> 7"
 

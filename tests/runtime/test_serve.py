@@ -11,7 +11,8 @@ from pathlib import Path
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.testing import FakeOpenAIServer
 from tests.envs.conftest import answer_responder
-from tests.envs.helpers import FakeTrainer, read_jsonl, serve_args, start_env, wait_until
+from tests.envs.helpers import FakeTrainer, serve_args, start_env, wait_until
+from tests.jsonl import read_jsonl
 
 
 def _jsonl_group_ids(path: Path) -> list:

@@ -13,7 +13,7 @@ from atroposlib.datagen import cli as datagen_cli
 from atroposlib.type_definitions import Registration
 from atroposlib.viewer.samples import sample_groups
 from tests.cli_checks import one_line_error
-from tests.envs.helpers import read_jsonl
+from tests.jsonl import read_jsonl
 
 SFT = "atroposlib.cli.sft"
 DPO = "atroposlib.cli.dpo"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import subprocess
@@ -10,6 +9,7 @@ import sys
 from pathlib import Path
 
 from atroposlib.api.client import TrajectoryClient
+from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,6 +99,4 @@ def start(cmd: list[str], log: Path) -> subprocess.Popen:
 
 def metrics_steps(save: Path) -> list[int]:
     path = save / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+    return [row["step"] for row in read_jsonl(path)]

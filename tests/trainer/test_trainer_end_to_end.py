@@ -4,7 +4,6 @@ bumps), and a resumed trainer continues at the right step."""
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 
@@ -13,6 +12,7 @@ import torch
 from _trainer_helpers import REPO, metrics_steps, start, trainer_cmd
 
 from atroposlib.utils.net import free_port, wait_for_http
+from tests.jsonl import read_jsonl
 
 
 def _warm_model(tiny_model, out):
@@ -99,7 +99,7 @@ def test_rl_loop_through_real_services(run_api, tiny_model, tmp_path):
         )
         procs.append(env)
         assert first.wait(180) == 0, (tmp_path / "t1.log").read_text()[-3000:]
-        rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
+        rows = read_jsonl(save / "metrics.jsonl")
         assert [r["step"] for r in rows] == [1, 2, 3]
         # reloads run in the background: step k's row reports the engine version of the newest
         # completed push, and names its step (the previous one)

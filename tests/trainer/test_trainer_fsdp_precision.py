@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from _trainer_helpers import metrics_steps, post_groups, scripted_groups, start, trainer_cmd
+
+from tests.jsonl import read_jsonl
 
 _TORCHRUN_2 = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 _FLAGS = (
@@ -48,7 +48,7 @@ def _run(run_api, tiny_model, tmp_path, name, groups, *extra, launcher=()):
 
 
 def _rows(save):
-    rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
+    rows = read_jsonl(save / "metrics.jsonl")
     return {r["step"]: r for r in rows}
 
 
