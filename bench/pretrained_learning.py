@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from example_trainer.metrics import read_metrics
+
 REPO = Path(__file__).resolve().parent.parent
 K = 20  # steps averaged at each end
 LIMIT_S = 30 * 60
@@ -38,13 +40,19 @@ def run_demo(out: Path, steps: int, seed: int, control: str) -> dict[str, float]
     t0 = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    label = "GRPO" if control == "none" else f"{control}-control"
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-        raise SystemExit(f"pretrained_learning: the {control} run failed:\n{tail}")
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().split("\n") if line]
+        raise SystemExit(f"pretrained_learning: the {label} run failed:\n{tail}")
+    rows = read_metrics(out / "metrics.jsonl")
     rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
-    held = [json.loads(line) for line in (out / "heldout.jsonl").read_text().split("\n") if line]
+    held_path = out / "heldout.jsonl"
+    text = held_path.read_text(encoding="utf-8") if held_path.exists() else ""
+    held = [json.loads(line) for line in text.split("\n") if line]
     k = min(K, len(rewards) // 2)
+    if k == 0 or not held:
+        missing = "held-out answers" if not held else "reward rows for two steps"
+        raise SystemExit(f"pretrained_learning: the {label} run in {out} left no {missing}")
     return {
         "first": sum(rewards[:k]) / k,
         "last": sum(rewards[-k:]) / k,
@@ -62,6 +70,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-smollm2")
     p.add_argument("--skip-control", action="store_true", help="run only the real run")
     args = p.parse_args()
+    if args.steps < 2:
+        p.error("--steps must be at least 2: the first and the last steps are compared")
     runs = {"GRPO": run_demo(args.out / "grpo", args.steps, args.seed, "none")}
     if not args.skip_control:
         runs["shuffled control"] = run_demo(args.out / "control", args.steps, args.seed, "shuffled")

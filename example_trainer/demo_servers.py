@@ -136,20 +136,11 @@ def refresh_times(rows: list[dict[str, Any]]) -> str:
     return text
 
 
-__all__ = [
-    "SERVED_NAME",
-    "Services",
-    "inference_command",
-    "peek_groups",
-    "refresh_times",
-    "vllm_missing",
-]
-
-
 # The tiny preset's loop as plain commands, for bench/gpu_check.py (the demo itself builds a topology).
 def env_command(
     args: argparse.Namespace, api_url: str, engine_url: str, model_dir: Path, out: Path
 ) -> list[str]:
+    """argv of the arithmetic env's ``serve``: rollouts from the server at ``engine_url`` to ``api_url``."""
     return [
         sys.executable,
         str(ENV_FILE),
@@ -175,7 +166,7 @@ def env_command(
         "--openai.api_key",
         "x",
         "--openai.model_name",
-        "policy",
+        SERVED_NAME,
         "--openai.server_type",
         "vllm",
     ]
@@ -240,3 +231,18 @@ def trainer_command(
         "--device",
         device,
     ]
+
+
+__all__ = [
+    "ENV_FILE",
+    "REPO",
+    "SERVED_NAME",
+    "Services",
+    "api_command",
+    "env_command",
+    "inference_command",
+    "peek_groups",
+    "refresh_times",
+    "trainer_command",
+    "vllm_missing",
+]

@@ -21,6 +21,7 @@ from atroposlib.runtime.spool import Spool
 from atroposlib.testing import tiny_tokenizer_dir
 from atroposlib.type_definitions import ScoredDataGroup
 from atroposlib.utils.tokenizer_loading import load_tokenizer
+from example_trainer.metrics import read_metrics
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,8 @@ def test_jsonl_writer_never_overwrites(tmp_path):
 
 def test_line_separators_inside_text_stay_inside_one_record(tmp_path):
     """A sampled reply may hold U+2028, U+0085 or \\x1c, which the writer leaves raw; every reader we
-    ship (report/view-run loader, spool replay, launcher metrics) splits records at \\n only."""
+    ship (report/view-run loader, spool replay, the launcher's and the trainer's metrics readers)
+    splits records at \\n only."""
     odd = "a\u2028b\u0085c\x1cd\u2029e"
     group = {
         "tokens": [[1, 2]],
@@ -119,6 +121,7 @@ def test_line_separators_inside_text_stay_inside_one_record(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text(json.dumps({"step": 1, "note": odd}, ensure_ascii=False) + "\n")
     assert [r["note"] for r in read_rows(metrics)] == [odd]
+    assert [r["note"] for r in read_metrics(metrics)] == [odd]
 
 
 def test_spool_is_ordered_durable_and_sets_rejects_aside(tmp_path):

@@ -59,7 +59,16 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) -> list[str]:
+def trainer_cmd(
+    model: Path,
+    api_url: str,
+    save: Path,
+    steps: int,
+    *extra: str,
+    seq_len: int = 32,
+    batch_wait_timeout: float = 40,
+) -> list[str]:
+    """argv of our GRPO trainer on CPU: batches of 8 sequences, one torch thread, ``extra`` flags last."""
     return [
         sys.executable,
         "-m",
@@ -75,7 +84,7 @@ def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) 
         "--batch-size",
         "8",
         "--seq-len",
-        "32",
+        str(seq_len),
         "--lr",
         "1e-2",
         "--torch-threads",
@@ -85,7 +94,7 @@ def trainer_cmd(model: Path, api_url: str, save: Path, steps: int, *extra: str) 
         "--batch-poll-interval",
         "0.02",
         "--batch-wait-timeout",
-        "40",
+        str(batch_wait_timeout),
         *extra,
     ]
 
