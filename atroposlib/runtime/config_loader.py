@@ -31,7 +31,6 @@ import difflib
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Optional, Union
 
 import yaml
@@ -40,10 +39,10 @@ from pydantic import BaseModel, ValidationError
 from atroposlib.errors import ConfigError
 from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
+from atroposlib.runtime.config_help import render_help
 from atroposlib.runtime.config_sections import (
     merge_sections,
     section_flags,
-    section_help,
     sections_of,
 )
 from atroposlib.runtime.context import EnvClass
@@ -245,6 +244,15 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return {k: getattr(model, k) for k in type(model).model_fields}
 
 
+def _server_help_values(server_default: Any) -> dict[str, Any]:
+    """The first inference server's defaults, as ``--help`` shows them."""
+    if isinstance(server_default, list) and server_default:
+        return _dump(server_default[0])
+    if isinstance(server_default, BaseModel):
+        return {k: getattr(server_default, k, None) for k in APIServerConfig.model_fields}
+    return _dump(APIServerConfig())
+
+
 def subcommand_env_defaults(
     env_cls: EnvClass, subcommand: str, env: BaseEnvConfig
 ) -> dict[str, Any]:
@@ -345,10 +353,11 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
     flags, help_requested = _split_flags(argv, env_model, list(namespaces))
     env_base = {**_dump(env_default), **subcommand_env_defaults(env_cls, subcommand, env_default)}
     if help_requested:
-        text = render_help(env_cls, subcommand, env_model, env_base, server_default)
-        for ns in namespaces:
-            text += f"\n\n--{ns}.FIELD: the {ns} servers (same fields as --openai.FIELD; YAML key {ns}:)"
-        raise HelpRequested("\n".join([text, *section_help(env_model, env_base)]))
+        shown_servers = _server_help_values(server_default)
+        text = render_help(
+            env_cls.__name__, subcommand, env_model, env_base, shown_servers, list(namespaces)
+        )
+        raise HelpRequested(text)
 
     sources: dict[str, str] = {}
     yaml_data: dict[str, Any] = {}
@@ -429,57 +438,10 @@ class HelpRequested(Exception):
     """Raised by ``load_config`` when ``--help`` was given; ``str(exc)`` is the help text."""
 
 
-def _fmt_default(v: Any) -> str:
-    if isinstance(v, Enum):
-        return str(v.value)
-    return repr(v) if isinstance(v, str) else str(v)
-
-
-def render_help(
-    env_cls: EnvClass,
-    subcommand: str,
-    env_model: type[BaseModel],
-    env_values: dict[str, Any],
-    server_default: Any,
-) -> str:
-    """Every flag with its description and the default that applies to this env and subcommand."""
-    if isinstance(server_default, list) and server_default:
-        server_values = _dump(server_default[0])
-    elif isinstance(server_default, BaseModel):
-        server_values = {k: getattr(server_default, k, None) for k in APIServerConfig.model_fields}
-    else:
-        server_values = _dump(APIServerConfig())
-    lines = [
-        f"usage: {env_cls.__name__} {subcommand} [--config FILE.yaml] [--env.FIELD VALUE ...] "
-        "[--openai.FIELD VALUE ...] [--slurm] [--testing]",
-        "",
-        "Layers: config_init() defaults < --config YAML (env:, openai:, slurm, testing) < flags.",
-        "--openai.FIELD applies to every server; --openai.base_url a,b replaces the list (one server per URL).",
-        "",
-        "general:",
-        "  --config FILE            YAML file with env:/openai:/slurm/testing keys (default: none)",
-        "  --slurm                  distribute over SLURM inference nodes (default: False)",
-        "  --testing                use a scripted in-process server instead of real ones (default: False)",
-        "",
-        "env options:",
-    ]
-    for name, f in env_model.model_fields.items():
-        lines.append(
-            f"  --env.{name:<36} {f.description or ''} (default: {_fmt_default(env_values.get(name))})"
-        )
-    lines += ["", "openai (inference server) options:"]
-    for name, f in APIServerConfig.model_fields.items():
-        value = server_values.get(name)
-        shown = "***" if name == "api_key" and value else _fmt_default(value)
-        lines.append(f"  --openai.{name:<33} {f.description or ''} (default: {shown})")
-    return "\n".join(lines)
-
-
 __all__ = [
     "HelpRequested",
     "LoadedConfig",
     "load_config",
-    "render_help",
     "server_namespaces",
     "subcommand_env_defaults",
 ]

@@ -62,17 +62,4 @@ def merge_sections(
     return out
 
 
-def section_help(env_model: type[BaseModel], values: dict[str, Any]) -> list[str]:
-    """Help lines of the section flags, with the defaults in ``values`` (the env base layer)."""
-    lines: list[str] = []
-    for sec, model in sections_of(env_model).items():
-        current = values.get(sec)
-        lines += ["", f"{sec} options (YAML: a mapping {sec}: under env:):"]
-        for name, f in model.model_fields.items():
-            default = getattr(current, name, None) if current is not None else f.default
-            shown = repr(default) if isinstance(default, str) else str(default)
-            lines.append(f"  --{sec}.{name:<33} {f.description or ''} (default: {shown})")
-    return lines
-
-
-__all__ = ["merge_sections", "section_flags", "section_help", "sections_of"]
+__all__ = ["merge_sections", "section_flags", "sections_of"]
