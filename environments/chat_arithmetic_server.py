@@ -21,11 +21,11 @@ import random
 import time
 from typing import Any
 
-from envkit.chat import transcript
-from envkit.evaluation import evaluate_items, report_eval
-from envkit.rollouts import SamplingConfig, Trajectories
 from pydantic import Field, model_validator
 
+from atroposlib.envkit.chat import transcript
+from atroposlib.envkit.evaluation import evaluate_items, report_eval
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories
 from atroposlib.envs.base import APIServerConfig, BaseEnv
 from atroposlib.type_definitions import Item
 from atroposlib.utils.chat_arithmetic_task import ChatProblem, score_reply, split_problems

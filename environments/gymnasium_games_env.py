@@ -16,12 +16,12 @@ move ends the episode with ``invalid_move_penalty`` added, and the reason is kep
 
 from typing import Literal, Optional
 
-from envkit.chat import episode_node
-from envkit.games import GAMES
-from envkit.rollouts import SamplingConfig
-from envkit.servers import local_defaults
 from pydantic import Field
 
+from atroposlib.envkit.chat import episode_node
+from atroposlib.envkit.games import GAMES
+from atroposlib.envkit.rollouts import SamplingConfig
+from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import BaseEnv, ScoredDataItem
 from atroposlib.type_definitions import Item
 

@@ -12,13 +12,17 @@ Reward: 1.0 for the exact count, 0.0 otherwise (a missing tag is 0.0 too).
 
 import random
 
-from envkit.chat import chat, system_prompt, transcript
-from envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_defaults
-from envkit.text_tasks import extract_answer_tag, letter_counting_item, text_reversal_item
 from pydantic import Field
 
+from atroposlib.envkit.chat import chat, system_prompt, transcript
+from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.servers import local_defaults
+from atroposlib.envkit.text_tasks import (
+    extract_answer_tag,
+    letter_counting_item,
+    text_reversal_item,
+)
 from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 

@@ -17,12 +17,12 @@ Sampling, scoring and evaluation are GSM8K's (this env subclasses ``GSM8kEnv``);
 variant env should be written.
 """
 
-from envkit.data_sources import DataSource, load_math
-from envkit.rollouts import SamplingConfig
-from envkit.servers import local_defaults
 from gsm8k_server import GSM8kEnv
 from pydantic import Field
 
+from atroposlib.envkit.data_sources import DataSource, load_math
+from atroposlib.envkit.rollouts import SamplingConfig
+from atroposlib.envkit.servers import local_defaults
 from atroposlib.type_definitions import Item
 
 ANSWER_FORMAT = "Solve the problem and put only your final answer in \\boxed{}."

@@ -18,14 +18,14 @@ Reward: 1 for the right letter, 0 otherwise.
 from itertools import cycle
 from typing import Optional
 
-from envkit.chat import chat, system_prompt, transcript
-from envkit.data_sources import DataSource, load_mcqa, split_rows
-from envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from envkit.mcqa import LETTERS, extract_letter, format_question
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_defaults
 from pydantic import Field
 
+from atroposlib.envkit.chat import chat, system_prompt, transcript
+from atroposlib.envkit.data_sources import DataSource, load_mcqa, split_rows
+from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.mcqa import LETTERS, extract_letter, format_question
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
 

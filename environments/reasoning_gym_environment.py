@@ -17,15 +17,15 @@ from itertools import cycle
 from typing import Any
 
 import reasoning_gym
-from envkit.chat import chat, system_prompt, transcript
-from envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_defaults
-from envkit.text_tasks import extract_answer_tag
 from pydantic import Field
 from reasoning_gym.composite import DatasetSpec
 from reasoning_gym.factory import DATASETS
 
+from atroposlib.envkit.chat import chat, system_prompt, transcript
+from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.servers import local_defaults
+from atroposlib.envkit.text_tasks import extract_answer_tag
 from atroposlib.envs.base import BaseEnv
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item

@@ -24,9 +24,11 @@ import logging
 from itertools import cycle
 from typing import Literal, Optional
 
-from envkit.chat import chat, transcript
-from envkit.data_sources import load_hub_rows
-from envkit.judge import (
+from pydantic import Field
+
+from atroposlib.envkit.chat import chat, transcript
+from atroposlib.envkit.data_sources import load_hub_rows
+from atroposlib.envkit.judge import (
     JUDGE_SYSTEM,
     offline_prompts,
     pairwise_judge_prompt,
@@ -34,10 +36,8 @@ from envkit.judge import (
     parse_score,
     single_judge_prompt,
 )
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import extra_server, local_defaults
-from pydantic import Field
-
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.servers import extra_server, local_defaults
 from atroposlib.envs.base import BaseEnv
 from atroposlib.errors import InferenceError
 from atroposlib.type_definitions import Item

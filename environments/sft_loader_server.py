@@ -21,10 +21,10 @@ or a hub dataset name. ``--env.dataset_format``:
 from pathlib import Path
 from typing import Literal, Optional
 
-from envkit.data_sources import load_hub_rows
-from envkit.servers import local_vllm_server
 from pydantic import Field
 
+from atroposlib.envkit.data_sources import load_hub_rows
+from atroposlib.envkit.servers import local_vllm_server
 from atroposlib.envs.base import APIServerConfig, BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item

@@ -25,10 +25,10 @@ its whole context). ``auto`` probes the teacher once.
 import logging
 from typing import Literal
 
-from envkit.distill import text_to_id, top_k_entry
 from gsm8k_server import GSM8kConfig, GSM8kEnv
 from pydantic import Field
 
+from atroposlib.envkit.distill import text_to_id, top_k_entry
 from atroposlib.envs.base import APIServerConfig
 from atroposlib.envs.teacher_distillation_env import (
     TeacherDistillationConfig,

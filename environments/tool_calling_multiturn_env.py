@@ -18,19 +18,19 @@ trained on (tool output is masked). Reward per episode: 1.0 for the right number
 import random
 from typing import Optional
 
-from envkit.chat import chat, episode_node, require_room
-from envkit.rollouts import SamplingConfig
-from envkit.servers import local_defaults
-from envkit.text_tasks import extract_answer_tag
-from envkit.tool_calls import (
+from pydantic import Field
+
+from atroposlib.envkit.chat import chat, episode_node, require_room
+from atroposlib.envkit.rollouts import SamplingConfig
+from atroposlib.envkit.servers import local_defaults
+from atroposlib.envkit.text_tasks import extract_answer_tag
+from atroposlib.envkit.tool_calls import (
     TOOLBOX,
     execute_call,
     hermes_system_prompt,
     multi_turn_task,
     parse_tool_calls,
 )
-from pydantic import Field
-
 from atroposlib.envs.base import BaseEnv, ScoredDataItem
 from atroposlib.type_definitions import Item
 

@@ -19,18 +19,18 @@ reference call. ``--env.tools '["get_weather"]'`` offers fewer tools: a shorter 
 
 import random
 
-from envkit.chat import chat, require_room, transcript
-from envkit.rollouts import SamplingConfig, Trajectories, sample_group
-from envkit.servers import local_defaults
-from envkit.tool_calls import (
+from pydantic import Field
+
+from atroposlib.envkit.chat import chat, require_room, transcript
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
+from atroposlib.envkit.servers import local_defaults
+from atroposlib.envkit.tool_calls import (
     TOOLBOX,
     compare_tool_calls,
     hermes_system_prompt,
     parse_tool_calls,
     single_turn_task,
 )
-from pydantic import Field
-
 from atroposlib.envs.base import BaseEnv
 from atroposlib.errors import ConfigError
 from atroposlib.type_definitions import Item

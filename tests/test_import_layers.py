@@ -2,7 +2,9 @@
 
 The API must not depend on the env runtime, the inference engine or the trainer; the inference engine
 must not depend on the env runtime, the API or the trainer; the inference clients must not depend on
-the envs, the runtime, the API or the trainer; the runtime (``atroposlib/runtime``) and the group
+the envs, the runtime, the API or the trainer; the env author's toolkit (``atroposlib/envkit``) sits on the
+env contract and below interop, the launcher and the tools, and is never imported by its old top-level
+name ``envkit``; the runtime (``atroposlib/runtime``) and the group
 builder (``atroposlib/groups.py``) import nothing from ``atroposlib.envs``, the env contract that sits
 on top of them (all checked on every ``import`` and ``from ... import`` statement, lazy and
 ``TYPE_CHECKING`` ones included); nothing but ``atroposlib/interop`` itself imports the interop package. No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
@@ -39,6 +41,18 @@ def _imported_modules(path: Path) -> set[str]:
         (
             "inference_clients",
             ("atroposlib.envs", "atroposlib.runtime", "atroposlib.api", "example_trainer"),
+        ),
+        (
+            "envkit",
+            (
+                "atroposlib.interop",
+                "atroposlib.launch",
+                "atroposlib.viewer",
+                "atroposlib.cli",
+                "atroposlib.testing",
+                "example_trainer",
+                "envkit",
+            ),
         ),
     ],
 )
@@ -154,6 +168,11 @@ TOOL_MODULES = [
     "atroposlib.cli.jsonl2html",
     "atroposlib.utils.tokenize_for_trainer",
     "atroposlib.interop.openenv.env",
+    "atroposlib.envkit.rollouts",
+    "atroposlib.envkit.evaluation",
+    "atroposlib.envkit.tool_calls",
+    "atroposlib.envkit.servers",
+    "atroposlib.envkit.data_sources",
 ]
 
 

@@ -4,7 +4,7 @@
 it is not one; ``hermes_call_text`` writes a call back as the text a model writes. Everything that reads
 tool calls builds on these two: Atropos's ``parse_tool_call`` below (the first call, for reward
 functions), the inference clients' ``ToolCallTranslator`` (OpenAI ``tool_calls`` both ways) and the
-environments' ``envkit.tool_calls`` (every call, with a reason for each malformed one).
+``atroposlib.envkit.tool_calls`` (every call, with a reason for each malformed one).
 
 ``parse_tool_call`` (Atropos's name) never raises: a reply without a usable call gives
 ``("-ERROR-", {}, True)`` so that a reward function can score it as a format failure.

@@ -64,8 +64,9 @@ def test_letter_counting_reports_the_share_counted_right(tmp_path):
 
 
 def test_mcqa_reports_the_share_answered_with_the_right_letter(tmp_path):
-    from envkit.mcqa import LETTERS
     from mcqa_env import MCQAEnv
+
+    from atroposlib.envkit.mcqa import LETTERS
 
     gold: dict[str, str] = {}
 
@@ -75,7 +76,7 @@ def test_mcqa_reports_the_share_answered_with_the_right_letter(tmp_path):
         letter = gold[question] if right else ("A" if gold[question] != "A" else "B")
         return f"<think>ok</think>Answer: {letter}"
 
-    from envkit.data_sources import load_mcqa, split_rows
+    from atroposlib.envkit.data_sources import load_mcqa, split_rows
 
     rows = load_mcqa("procedural", "test", size=1000, seed=0).rows
     gold.update({r["question"]: LETTERS[r["answer_index"]] for r in split_rows(rows, 6)[1]})
@@ -114,7 +115,7 @@ def test_gsm8k_reports_accuracy_and_writes_its_samples(tmp_path):
         question = next(q for q in answers if q in prompt_text)
         return f"\\boxed{{{answers[question] if len(question) % 2 == 0 else '-1'}}}"
 
-    from envkit.data_sources import load_gsm8k
+    from atroposlib.envkit.data_sources import load_gsm8k
 
     rows = load_gsm8k("procedural", "test", size=4).rows
     answers.update({r["question"]: r["answer"] for r in rows})
@@ -128,7 +129,8 @@ def test_gsm8k_reports_accuracy_and_writes_its_samples(tmp_path):
 
 def test_code_execution_reports_pass_at_1(tmp_path):
     from code_execution_server import CodeExecutionEnv
-    from envkit.humaneval import load_problems
+
+    from atroposlib.envkit.humaneval import load_problems
 
     solutions = {p["prompt"]: p["prompt"] + p["canonical_solution"] for p in load_problems()}
 

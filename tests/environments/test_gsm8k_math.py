@@ -1,8 +1,7 @@
 """gsm8k_server and math_server end to end through check_env (real HTTP fake server, real tokenizer)."""
 
-from envkit.data_sources import load_gsm8k, load_math
-from envkit.math_scoring import length_penalised_scores
-
+from atroposlib.envkit.data_sources import load_gsm8k, load_math
+from atroposlib.envkit.math_scoring import length_penalised_scores
 from atroposlib.testing import check_env
 
 

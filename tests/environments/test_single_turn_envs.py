@@ -3,9 +3,9 @@
 import re
 
 import pytest
-from envkit.data_sources import load_mcqa
-from envkit.mcqa import LETTERS
 
+from atroposlib.envkit.data_sources import load_mcqa
+from atroposlib.envkit.mcqa import LETTERS
 from atroposlib.errors import ConfigError
 from atroposlib.testing import check_env
 

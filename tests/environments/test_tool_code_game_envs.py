@@ -6,8 +6,8 @@ import re
 import threading
 
 import pytest
-from envkit.humaneval import load_problems
 
+from atroposlib.envkit.humaneval import load_problems
 from atroposlib.errors import ConfigError
 from atroposlib.testing import check_env, tiny_tokenizer_dir
 
@@ -134,8 +134,9 @@ def test_multi_turn_tool_calling_executes_tools_and_tracks_tokens_exactly():
 
 
 def test_code_execution_runs_tests_and_marks_sandbox_failures_unavailable(monkeypatch):
-    import envkit.sandbox as sandbox
     from code_execution_server import CodeExecutionEnv
+
+    import atroposlib.envkit.sandbox as sandbox
 
     problems = {p["entry_point"]: p for p in load_problems()}
 

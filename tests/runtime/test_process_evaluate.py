@@ -124,10 +124,11 @@ GSM8K = REPO_ROOT / "environments" / "gsm8k_server.py"
 def _gsm8k_prompts(tok_dir, monkeypatch, n: int) -> list[tuple[str, str, int]]:
     """(question, answer, prompt tokens) of the first ``n`` offline GSM8K test problems."""
     monkeypatch.syspath_prepend(str(GSM8K.parent))
-    from envkit.chat import chat, system_prompt
-    from envkit.data_sources import load_gsm8k
     from gsm8k_server import ANSWER_FORMAT
     from transformers import AutoTokenizer
+
+    from atroposlib.envkit.chat import chat, system_prompt
+    from atroposlib.envkit.data_sources import load_gsm8k
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
     out = []

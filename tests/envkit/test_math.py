@@ -1,7 +1,8 @@
 """math_scoring: boxed extraction, math-verify equivalence, Atropos's length penalty."""
 
 import pytest
-from envkit.math_scoring import (
+
+from atroposlib.envkit.math_scoring import (
     all_same,
     extract_boxed,
     grade_math_group,

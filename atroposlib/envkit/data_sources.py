@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal, Optional
 
-from envkit.math_scoring import gsm8k_final_answer
+from atroposlib.envkit.math_scoring import gsm8k_final_answer
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def procedural_mcqa(size: int, seed: int) -> list[Row]:
         a, b = rng.randint(2, 99), rng.randint(2, 30)
         op = rng.choice(["+", "-", "*"])
         value = a + b if op == "+" else a - b if op == "-" else a * b
-        wrong = set()
+        wrong: set[int] = set()
         while len(wrong) < 3:
             candidate = value + rng.choice([-10, -2, -1, 1, 2, 10, b, -b])
             if candidate != value:

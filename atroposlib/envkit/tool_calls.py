@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from atroposlib.envkit.math_scoring import strip_thinking
 from atroposlib.utils.tool_call_parser import hermes_blocks, unclosed_tags
-from envkit.math_scoring import strip_thinking
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def compare_tool_calls(
 # ------------------------------------------------------------------------------------------------
 # An offline tool box: deterministic tools with JSON-schema signatures
 # ------------------------------------------------------------------------------------------------
-_OPS = {
+_OPS: dict[type[ast.AST], Callable[..., float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from envkit.math_scoring import strip_thinking
+from atroposlib.envkit.math_scoring import strip_thinking
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 

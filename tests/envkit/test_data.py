@@ -4,8 +4,15 @@ import json
 import logging
 
 import pytest
-from envkit.data_sources import load_gsm8k, load_math, load_mcqa, procedural_mcqa, split_rows
-from envkit.math_scoring import verify_math
+
+from atroposlib.envkit.data_sources import (
+    load_gsm8k,
+    load_math,
+    load_mcqa,
+    procedural_mcqa,
+    split_rows,
+)
+from atroposlib.envkit.math_scoring import verify_math
 
 
 def test_hub_path_reads_local_gsm8k_format(tmp_path):
@@ -24,7 +31,7 @@ def test_hub_path_reads_local_gsm8k_format(tmp_path):
 
 
 def test_auto_falls_back_offline_and_logs(caplog):
-    with caplog.at_level(logging.INFO, logger="envkit.data_sources"):
+    with caplog.at_level(logging.INFO, logger="atroposlib.envkit.data_sources"):
         train = load_gsm8k("auto", split="train", size=20)
         test = load_gsm8k("auto", split="test")
     assert "gsm_symbolic" in train.source and len(train.rows) == 20

@@ -1,10 +1,9 @@
-"""envkit.chat.transcript and envkit.servers: what a group keeps of a rollout, and the servers envs use."""
+"""atroposlib.envkit.chat.transcript and envkit.servers: what a group keeps of a rollout, and the servers envs use."""
 
 import asyncio
 
-from envkit.chat import chat, transcript
-from envkit.servers import DEFAULT_MODEL, extra_server, local_defaults, local_vllm_server
-
+from atroposlib.envkit.chat import chat, transcript
+from atroposlib.envkit.servers import DEFAULT_MODEL, extra_server, local_defaults, local_vllm_server
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig
 
 

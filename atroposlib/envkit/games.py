@@ -13,7 +13,7 @@ from typing import Optional
 
 import gymnasium
 
-from envkit.math_scoring import strip_thinking
+from atroposlib.envkit.math_scoring import strip_thinking
 
 _ACTION = re.compile(r"<action>\s*(.*?)\s*</action>", re.DOTALL | re.IGNORECASE)
 

@@ -117,10 +117,11 @@ def grade_math_group(
     """(correct, scores) of one group: math-verify per answer, then ``length_penalised_scores``.
 
     None when math-verify cannot parse ``gold`` itself: skip the item rather than train on a wrong -1."""
-    correct = [verify_math(answer, gold) for answer in answers]
-    if any(ok is None for ok in correct):
+    verdicts = [verify_math(answer, gold) for answer in answers]
+    if any(ok is None for ok in verdicts):
         return None
-    return [bool(ok) for ok in correct], length_penalised_scores(correct, lengths, max_token_length)
+    correct = [bool(ok) for ok in verdicts]
+    return correct, length_penalised_scores(correct, lengths, max_token_length)
 
 
 def all_same(scores: Sequence[float]) -> bool:

@@ -1,8 +1,8 @@
-"""envkit.rollouts: draining the training buffers and eval metrics into one wandb_log dict."""
+"""atroposlib.envkit.rollouts: draining the training buffers and eval metrics into one wandb_log dict."""
 
 from types import SimpleNamespace
 
-from envkit.rollouts import drain_metrics
+from atroposlib.envkit.rollouts import drain_metrics
 
 
 def test_drain_metrics_means_buffers_adds_eval_metrics_and_empties_both():

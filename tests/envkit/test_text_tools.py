@@ -4,9 +4,10 @@ import json
 import random
 
 import pytest
-from envkit.mcqa import extract_letter, format_question, score_letter
-from envkit.text_tasks import extract_answer_tag, make_items, score_exact
-from envkit.tool_calls import (
+
+from atroposlib.envkit.mcqa import extract_letter, format_question, score_letter
+from atroposlib.envkit.text_tasks import extract_answer_tag, make_items, score_exact
+from atroposlib.envkit.tool_calls import (
     TOOLBOX,
     ToolCall,
     compare_tool_calls,

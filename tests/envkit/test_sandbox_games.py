@@ -1,8 +1,8 @@
 """sandbox (limits really enforced), HumanEval programs, and the Gymnasium text games."""
 
-from envkit.games import BlackjackText, TaxiText, parse_action
-from envkit.humaneval import build_program, extract_code, load_problems
-from envkit.sandbox import SandboxLimits, run_python, sandbox_capabilities
+from atroposlib.envkit.games import BlackjackText, TaxiText, parse_action
+from atroposlib.envkit.humaneval import build_program, extract_code, load_problems
+from atroposlib.envkit.sandbox import SandboxLimits, run_python, sandbox_capabilities
 
 FAST = SandboxLimits(timeout_s=1.5, memory_mb=256)
 
@@ -47,7 +47,7 @@ def test_sandbox_temp_dir_and_process_limit():
 
 
 def test_network_isolation_required_but_missing_is_unavailable(monkeypatch):
-    import envkit.sandbox as sandbox
+    import atroposlib.envkit.sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "_plan", lambda: sandbox._Plan("python3", False, False))
     result = run_python("print(1)", SandboxLimits(require_network_isolation=True))
@@ -55,7 +55,7 @@ def test_network_isolation_required_but_missing_is_unavailable(monkeypatch):
 
 
 def test_sandbox_broken_interpreter_is_unavailable(monkeypatch):
-    import envkit.sandbox as sandbox
+    import atroposlib.envkit.sandbox as sandbox
 
     monkeypatch.setattr(
         sandbox, "_plan", lambda: sandbox._Plan("/nonexistent/python", False, False)

