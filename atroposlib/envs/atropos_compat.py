@@ -7,7 +7,9 @@ files written for Atropos keep working unchanged. Each delegates to ``atroposlib
   ``eval_metrics``, ...) are properties onto the env's ``RunContext`` (``OnContext``), so
   ``self.curr_step = 3`` in an env file writes the context the runtime reads;
 * ``handle_send_to_api`` -> ``runtime.sending.send_groups``; ``add_rollouts_for_wandb`` /
-  ``create_rollout_table`` -> ``runtime.step_metrics``; ``save_checkpoint`` / ``load_checkpoint`` ->
+  ``create_rollout_table`` -> ``runtime.step_metrics`` (these three, like ``BaseEnv.wandb_log``, are
+  ``default_hook``s: the runtime calls its own implementation and goes through the env only when the
+  env file overrides one); ``save_checkpoint`` / ``load_checkpoint`` ->
   ``runtime.checkpoint``; ``evaluate_log`` -> ``runtime.evaluation``; ``perf_stats`` adds nothing;
 * ``env_manager`` / ``process_manager`` / ``cli`` -> the ``serve`` / ``process`` subcommands and the
   command line (``runtime.runner``, ``runtime.process``, ``runtime.cli``);
@@ -101,6 +103,7 @@ class AtroposCompat:
         return self.context.derived_batch_size(self.config)
 
     # --- sending and logging -----------------------------------------------------------------
+    @default_hook
     async def handle_send_to_api(
         self: EnvRuntime,
         scored_data: Groups,
@@ -113,12 +116,14 @@ class AtroposCompat:
             self, scored_data, item, do_send_to_api, abort_on_any_max_length_exceeded
         )
 
+    @default_hook
     async def add_rollouts_for_wandb(
         self: EnvRuntime, scored_data: ScoredDataGroup, item: Item = None
     ) -> None:
         """Keep a few decoded rollouts of a sent group for the rollout table."""
         keep_rollouts(self.context, self.config, self.tokenizer, scored_data)
 
+    @default_hook
     async def create_rollout_table(
         self: EnvRuntime, wandb_metrics: dict[str, Any]
     ) -> dict[str, Any]:

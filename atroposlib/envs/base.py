@@ -159,6 +159,7 @@ class BaseEnv(AtroposCompat):
         """Set a value (a counter, a gauge) that every following ``wandb_log`` logs as it is."""
         self.context.metrics.gauges[name] = value
 
+    @default_hook
     async def wandb_log(self, wandb_metrics: Optional[dict[str, Any]] = None) -> None:
         """Log this step's metrics (envs add theirs and call super())."""
         await log_step_metrics(self, wandb_metrics)

@@ -27,6 +27,8 @@ from atroposlib.groups import Group
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.failures import FailureTracker
 from atroposlib.runtime.metrics_logger import make_metrics_logger
+from atroposlib.runtime.sending import send
+from atroposlib.runtime.step_metrics import log_metrics
 from atroposlib.type_definitions import Item
 
 if TYPE_CHECKING:
@@ -210,11 +212,8 @@ class ProcessRunner:
             if groups:
                 room = self.n_groups - self.done
                 items: list[Optional[Group]] = groups if isinstance(groups, list) else [groups]
-                written = await env.handle_send_to_api(
-                    items[: max(room, 0)],
-                    item,
-                    do_send_to_api=False,
-                    abort_on_any_max_length_exceeded=False,
+                written = await send(
+                    env, items[: max(room, 0)], item, to_api=False, abort_on_max_length=False
                 )
             if not written:
                 self.failed += 1
@@ -241,7 +240,7 @@ class ProcessRunner:
         env, ctx = self.env, self.env.context
         step, ctx.curr_step = ctx.curr_step, self.done
         try:
-            await env.wandb_log({})
+            await log_metrics(env, {})
         except Exception:
             self.hook_errors += 1
             logger.exception("wandb_log() raised")

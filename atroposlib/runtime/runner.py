@@ -38,7 +38,7 @@ from atroposlib.runtime.failures import FailureTracker
 from atroposlib.runtime.metrics_logger import make_metrics_logger
 from atroposlib.runtime.progress import FirstOfEachDrop, ProgressLine, progress_text
 from atroposlib.runtime.registration import read_info, register
-from atroposlib.runtime.sending import current_policy_version
+from atroposlib.runtime.sending import current_policy_version, send
 from atroposlib.runtime.spool import Spool, SpoolSink
 from atroposlib.runtime.step_hooks import StepHooks
 from atroposlib.runtime.stopping import sleep_or_stop
@@ -304,7 +304,7 @@ class ServeRunner:
             if groups:
                 groups = await env.postprocess_histories(groups)
             if groups:
-                await env.handle_send_to_api(groups, item)
+                await send(env, groups, item)
             self.failures.success()
         except asyncio.CancelledError:
             raise

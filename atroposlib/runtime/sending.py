@@ -8,8 +8,11 @@ and validated with the wire schema exactly once: a plain ``ScoredDataGroup`` dic
 counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``reward_status`` is
 ``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros.
 
-``send_groups`` is ``BaseEnv.handle_send_to_api``: prepare, record completion lengths and rollouts
-for logging, append to the JSONL file, hand each group to the run's sink.
+``send_groups`` is the runtime's sending (and ``BaseEnv.handle_send_to_api``): prepare, record
+completion lengths and rollouts for logging, append to the JSONL file, hand each group to the run's
+sink. ``send`` is what serve and process call: ``send_groups`` itself, or the env's own
+``handle_send_to_api`` when its file overrides that Atropos hook (``atropos_hooks.overrides``); the
+same rule picks the rollout keeping (``add_rollouts_for_wandb``).
 
 A JSONL line (``file_line``) holds every key Atropos writes: the env's own keys as the env set them
 (an empty ``advantages: []`` stays an empty list, though the group sent on is normalized without
@@ -26,8 +29,10 @@ from typing import Any, Optional
 
 from atroposlib.errors import SchemaError
 from atroposlib.groups import Group, Groups, check_group, normalize_group
+from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.config import BaseEnvConfig
 from atroposlib.runtime.context import EnvRuntime, RunContext, TokenDecoder
+from atroposlib.runtime.step_metrics import keep_rollouts
 from atroposlib.type_definitions import ATROPOS_GROUP_KEYS, Item, ScoredData, ScoredDataGroup
 
 logger = logging.getLogger(__name__)
@@ -154,13 +159,17 @@ def _prepare(
 async def send_groups(
     env: EnvRuntime, scored_data: Groups, item: Item, send: bool, abort_on_max_length: bool
 ) -> list[ScoredDataGroup]:
-    """``handle_send_to_api``: prepare groups (``abort_on_max_length``: drop a group with any
-    too-long sequence), save them to JSONL if configured, hand them to the sink when ``send``."""
+    """Prepare groups (``abort_on_max_length``: drop a group with any too-long sequence), keep
+    rollouts for the table, save them to JSONL if configured, hand them to the sink when ``send``."""
     ctx = env.context
     prepared = _prepare(scored_data, env.config, ctx, env.tokenizer, abort_on_max_length)
+    own_keeping = overrides(env, "add_rollouts_for_wandb")
     for group, raw in prepared:
         ctx.completion_lengths.extend(sum(1 for m in mask if m != -100) for mask in group["masks"])
-        await env.add_rollouts_for_wandb(group, item)
+        if own_keeping:
+            await env.add_rollouts_for_wandb(group, item)
+        else:
+            keep_rollouts(ctx, env.config, env.tokenizer, group)
         if ctx.jsonl_writer is not None:
             ctx.jsonl_writer.write(file_line(group, raw))
         if send:
@@ -169,10 +178,32 @@ async def send_groups(
     return [group for group, _ in prepared]
 
 
+async def send(
+    env: EnvRuntime,
+    scored_data: Groups,
+    item: Item,
+    *,
+    to_api: bool = True,
+    abort_on_max_length: bool = True,
+) -> list[ScoredDataGroup]:
+    """What serve and process call for a finished item's groups: ``send_groups``, or the env's
+    ``handle_send_to_api`` when its class overrides it (an Atropos env file that filters or adds
+    to its groups there). Returns the groups that passed."""
+    if overrides(env, "handle_send_to_api"):
+        return await env.handle_send_to_api(
+            scored_data,
+            item,
+            do_send_to_api=to_api,
+            abort_on_any_max_length_exceeded=abort_on_max_length,
+        )
+    return await send_groups(env, scored_data, item, to_api, abort_on_max_length)
+
+
 __all__ = [
     "ATROPOS_LINE_KEYS",
     "current_policy_version",
     "file_line",
     "prepare_groups",
+    "send",
     "send_groups",
 ]

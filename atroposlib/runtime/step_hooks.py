@@ -15,6 +15,7 @@ from typing import Optional
 
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.eval_tally import EvalTally
+from atroposlib.runtime.step_metrics import log_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +61,13 @@ class StepHooks:
         if ctx.items_sent_this_step >= cfg.min_items_sent_before_logging:
             ctx.items_sent_this_step = 0
             try:
-                await env.wandb_log(
+                await log_metrics(
+                    env,
                     {
                         "train/hook_errors": self.counts["hook_errors"],
                         "train/timed_out_items": self.counts["timeouts"],
                         "train/spooled_groups": self.spooled(),
-                    }
+                    },
                 )
             except Exception:
                 self.counts["hook_errors"] += 1

@@ -3,18 +3,21 @@
 ``log_step_metrics`` (``BaseEnv.wandb_log``) gathers, for one step: the means of ``add_metric``
 values and every ``set_metric`` gauge, the ``(name, value)`` pairs ``evaluate()`` left in
 ``eval_metrics``, what the env passed in, completion lengths, groups dropped by reason, the rollout
-table (the env's ``create_rollout_table``, which Atropos env files override), and the inference
-servers' metrics; prefixes them with the env's wandb name and sends them to the run's metrics sink.
-The per-step buffers are emptied.
+table, and the inference servers' metrics; prefixes them with the env's wandb name and sends them to
+the run's metrics sink. The per-step buffers are emptied.
 
-``keep_rollouts`` / ``rollout_table`` are the default ``add_rollouts_for_wandb`` /
-``create_rollout_table``: a few decoded rollouts per group, the latest ``num_rollouts_to_keep``.
+``keep_rollouts`` / ``rollout_table`` are the runtime's rollout keeping and table (and the default
+``add_rollouts_for_wandb`` / ``create_rollout_table``): a few decoded rollouts per group, the latest
+``num_rollouts_to_keep``. ``log_metrics`` is what serve and process call each tick. The env's own
+``wandb_log`` / ``create_rollout_table`` run instead only where its class overrides them
+(``atropos_hooks.overrides``): Atropos env files add metrics there.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.config import BaseEnvConfig
 from atroposlib.runtime.context import EnvRuntime, Rollout, RunContext, TokenDecoder
 from atroposlib.type_definitions import ScoredDataGroup
@@ -62,7 +65,10 @@ async def log_step_metrics(env: EnvRuntime, wandb_metrics: Optional[dict[str, An
         metrics["train/completion_lengths_max"] = max(ctx.completion_lengths)
     for reason, count in ctx.drop_counts.items():
         metrics[f"train/groups_dropped_{reason}"] = count
-    metrics = await env.create_rollout_table(metrics)
+    if overrides(env, "create_rollout_table"):
+        metrics = await env.create_rollout_table(metrics)
+    else:
+        metrics = rollout_table(ctx, metrics)
     metrics.update(await env.server.wandb_metrics())
     ctx.rollouts_for_wandb, ctx.completion_lengths = [], []
     if ctx.wandb_prepend:
@@ -70,4 +76,13 @@ async def log_step_metrics(env: EnvRuntime, wandb_metrics: Optional[dict[str, An
     ctx.metrics_logger.log(metrics, step=ctx.curr_step)
 
 
-__all__ = ["keep_rollouts", "log_step_metrics", "rollout_table"]
+async def log_metrics(env: EnvRuntime, wandb_metrics: Optional[dict[str, Any]] = None) -> None:
+    """What serve and process call to log a step: ``log_step_metrics``, or the env's ``wandb_log``
+    when its class overrides it (it adds its metrics and calls super(), which lands here)."""
+    if overrides(env, "wandb_log"):
+        await env.wandb_log(wandb_metrics)
+    else:
+        await log_step_metrics(env, wandb_metrics)
+
+
+__all__ = ["keep_rollouts", "log_metrics", "log_step_metrics", "rollout_table"]

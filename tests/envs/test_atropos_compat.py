@@ -144,3 +144,103 @@ def test_the_runtime_calls_only_the_hooks_an_env_file_overrides():
     assert overrides(env, "env_step_checks") and overrides(env, "evaluate")
     assert not overrides(env, "get_server_info") and not overrides(env, "add_train_workers")
     assert not overrides(object.__new__(BaseEnv), "evaluate")
+
+
+def _group(scores):
+    return {
+        "tokens": [[1, 2, 3]] * len(scores),
+        "masks": [[-100, 2, 3]] * len(scores),
+        "scores": list(scores),
+    }
+
+
+def _frames_in(path_part: str, coro_factory) -> list[str]:
+    """Run ``coro_factory()`` and return the functions of ``path_part`` files it entered."""
+    import sys
+
+    entered: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and path_part in frame.f_code.co_filename:
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        asyncio.run(coro_factory())
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def test_sending_and_logging_never_cross_into_the_compat_layer_for_a_plain_env(tok_dir, tmp_path):
+    """The runtime sends, keeps rollouts, logs and builds the table itself: an env that overrides
+    none of Atropos's hooks is never called back for them."""
+    from atroposlib.runtime.sending import send
+    from atroposlib.runtime.step_metrics import log_metrics
+
+    env = _env(tok_dir, tmp_path, group_size=2)
+    env.metrics_logger = RecordingLogger()
+    sent = []
+
+    class Sink:
+        async def put(self, group):
+            sent.append(group)
+
+    env.context.group_sink = Sink()
+
+    async def run():
+        await send(env, [_group([1.0, 0.0])], None)
+        await log_metrics(env, {"train/extra": 1})
+
+    entered = set(_frames_in("atroposlib/envs/", run)) - {"context", "context_of"}  # env.context
+    assert entered == set()
+    assert len(sent) == 1 and env.metrics_logger.logged[0][0]["train/extra"] == 1
+    assert env.context.rollouts_for_wandb == []  # the table took them
+
+
+def test_an_env_file_overriding_the_send_and_log_hooks_is_still_called(tok_dir, tmp_path):
+    """Atropos env files that override ``handle_send_to_api``, ``add_rollouts_for_wandb``,
+    ``create_rollout_table`` or ``wandb_log`` get their override called, and ``super()`` works."""
+    from atroposlib.runtime.sending import send
+    from atroposlib.runtime.step_metrics import log_metrics
+
+    calls: list[str] = []
+
+    class OwnHooks(AdditionEnv):
+        async def handle_send_to_api(self, scored_data, item=None, do_send_to_api=True, **kw):
+            calls.append("handle_send_to_api")
+            return await super().handle_send_to_api(scored_data, item, do_send_to_api, **kw)
+
+        async def add_rollouts_for_wandb(self, scored_data, item=None):
+            calls.append("add_rollouts_for_wandb")
+            await super().add_rollouts_for_wandb(scored_data, item)
+
+        async def create_rollout_table(self, wandb_metrics):
+            calls.append("create_rollout_table")
+            wandb_metrics["own/table"] = len(self.rollouts_for_wandb)
+            return await super().create_rollout_table(wandb_metrics)
+
+        async def wandb_log(self, wandb_metrics=None):
+            calls.append("wandb_log")
+            await super().wandb_log({**(wandb_metrics or {}), "own/metric": 2})
+
+    cfg, _ = OwnHooks.config_init()
+    cfg = cfg.model_copy(update={"tokenizer_name": str(tok_dir), "group_size": 2})
+    server = APIServerConfig(base_url="http://127.0.0.1:9/v1", server_type="vllm")
+    env = OwnHooks(cfg, [server.model_copy(update={"health_check": False})])
+    env.metrics_logger = RecordingLogger()
+
+    async def run():
+        written = await send(env, [_group([1.0, 0.0])], None, to_api=False)
+        await log_metrics(env, {})
+        return written
+
+    asyncio.run(run())
+    assert calls == [
+        "handle_send_to_api",
+        "add_rollouts_for_wandb",
+        "wandb_log",
+        "create_rollout_table",
+    ]
+    logged = env.metrics_logger.logged[0][0]
+    assert logged["own/metric"] == 2 and logged["own/table"] == 1
