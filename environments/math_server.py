@@ -12,15 +12,16 @@ is right. A group whose gold answer math-verify cannot parse is skipped (never t
     python environments/math_server.py process --env.tokenizer_name MODEL_DIR \\
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source procedural
 
-Sampling, scoring and evaluation are GSM8K's (this env subclasses ``GSM8kEnv``); only the data
+Sampling, scoring and evaluation are those of every boxed-answer math env (this env subclasses
+``atroposlib.envkit.math_env.MathAnswerEnv``, as ``gsm8k_server.py`` does); only the data
 (``load_problems``), the config and the answer instruction (``answer_format``) differ, which is how a
 variant env should be written.
 """
 
-from gsm8k_server import GSM8kEnv
 from pydantic import Field
 
 from atroposlib.envkit.data_sources import DataSource, load_math
+from atroposlib.envkit.math_env import MathAnswerEnv
 from atroposlib.envkit.rollouts import SamplingConfig
 from atroposlib.envkit.servers import local_defaults
 from atroposlib.type_definitions import Item
@@ -45,7 +46,7 @@ class MathConfig(SamplingConfig):
     eval_size: int = Field(default=64, ge=1, description="Problems used by evaluate().")
 
 
-class MathEnv(GSM8kEnv):
+class MathEnv(MathAnswerEnv):
     name = "math"
     env_config_cls = MathConfig
     answer_format = ANSWER_FORMAT

@@ -1,7 +1,8 @@
 """Teacher distillation: GSM8K rollouts enriched with a teacher's top-k logprobs, on Atropos's
 ``TeacherDistillationEnv`` base (``atroposlib.envs.teacher_distillation_env``).
 
-The student samples and is scored exactly as in ``gsm8k_server.py``. Before a group is sent, the base
+The student samples and is scored exactly as in ``gsm8k_server.py`` (the same base class,
+``atroposlib.envkit.math_env.MathAnswerEnv``, and GSM8K's data from ``atroposlib.envkit.gsm8k``). Before a group is sent, the base
 asks the teacher (``--teacher.base_url``, ``--teacher.model_name``, ``--teacher.tokenizer_name``, ...:
 the fields of ``--openai.*``) for its top-k (``--env.teacher_top_k``) next-token logprobs at every
 position of every sequence, and the group carries ``distill_token_ids`` / ``distill_logprobs``
@@ -25,16 +26,19 @@ its whole context). ``auto`` probes the teacher once.
 import logging
 from typing import Literal
 
-from gsm8k_server import GSM8kConfig, GSM8kEnv
 from pydantic import Field
 
 from atroposlib.envkit.distill import text_to_id, top_k_entry
+from atroposlib.envkit.gsm8k import GSM8K_ANSWER_FORMAT, GSM8kConfig, gsm8k_problems
+from atroposlib.envkit.math_env import MathAnswerEnv
+from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import APIServerConfig
 from atroposlib.envs.teacher_distillation_env import (
     TeacherDistillationConfig,
     TeacherDistillationEnv,
 )
 from atroposlib.errors import InferenceError, InferenceRejected
+from atroposlib.type_definitions import Item
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +58,14 @@ class DistillConfig(GSM8kConfig, TeacherDistillationConfig):
     )
 
 
-class GSM8kTeacherDistillEnv(GSM8kEnv, TeacherDistillationEnv):
+class GSM8kTeacherDistillEnv(MathAnswerEnv, TeacherDistillationEnv):
     name = "gsm8k_distill"
     env_config_cls = DistillConfig
+    answer_format = GSM8K_ANSWER_FORMAT
+    config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=12)
 
-    @classmethod
-    def config_init(cls):
-        env_config, servers = super().config_init()
-        return DistillConfig(**env_config.model_dump()), servers
+    def load_problems(self) -> tuple[list[Item], list[Item]]:
+        return gsm8k_problems(self.config)
 
     @classmethod
     def teacher_config_init(cls) -> APIServerConfig:

@@ -26,11 +26,12 @@ from typing import Any, Optional, Protocol
 from pydantic import Field
 
 from atroposlib.envkit.chat import completion_budget
-from atroposlib.envs.base import BaseEnvConfig, Item, ScoredDataGroup
+from atroposlib.envs.base import BaseEnvConfig, Item
+from atroposlib.groups import Group
 
-# What ``collect_trajectories`` returns: the item's group (None: nothing to send) and items to come
-# back to later (the backlog).
-Trajectories = tuple[Optional[ScoredDataGroup], list[Item]]
+# What ``collect_trajectories`` returns: the item's group (a ``GroupBuilder.build()`` model or a
+# ``ScoredDataGroup`` dict; None: nothing to send) and items to come back to later (the backlog).
+Trajectories = tuple[Optional[Group], list[Item]]
 
 
 class SamplingConfig(BaseEnvConfig):
