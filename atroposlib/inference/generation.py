@@ -71,6 +71,22 @@ def _find_stop(text: str, stops: Sequence[str]) -> tuple[int, Optional[str]]:
     return best, which
 
 
+def cache_argument(model: torch.nn.Module) -> str:
+    """The name under which the model's ``forward`` takes the KV cache: ``cache`` in recent
+    transformers (``past_key_values`` there is deprecated, with a warning on every call), else
+    ``past_key_values``."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def cache_of(out: Any) -> Any:
+    """The KV cache a forward pass returned (``out.cache``, or ``out.past_key_values`` before)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
 @dataclass
 class _Decoding:
     """The running batch's tensors, all present while the batch has rows."""
@@ -97,6 +113,7 @@ class DecodeBatch:
         self.eos_ids = eos_ids
         self.decode = decode
         self.device = next(model.parameters()).device
+        self.cache_arg = cache_argument(model)
         self.rows: list[RowParams] = []
         self.results: list[RowResult] = []
         self.generators: list[torch.Generator] = []
@@ -143,7 +160,7 @@ class DecodeBatch:
             )
         gens = [r.make_generator() for r in rows]
         chosen, keep = self._sample(out.logits[:, -1, :], list(rows), results, gens)
-        cache, mask = out.past_key_values, mask.to(self.device)
+        cache, mask = cache_of(out), mask.to(self.device)
         next_pos = pos[:, -1] + 1
         if len(keep) < len(rows):
             if not keep:
@@ -179,11 +196,11 @@ class DecodeBatch:
                 input_ids=d.last.unsqueeze(-1).to(self.device),
                 attention_mask=d.mask,
                 position_ids=d.next_pos.unsqueeze(-1).to(self.device),
-                past_key_values=d.cache,
                 use_cache=True,
                 logits_to_keep=1,
+                **{self.cache_arg: d.cache},
             )
-        d.cache = out.past_key_values
+        d.cache = cache_of(out)
         d.next_pos = d.next_pos + 1
         chosen, keep = self._sample(out.logits[:, -1, :], self.rows, self.results, self.generators)
         d.last = chosen
