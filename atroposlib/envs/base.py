@@ -72,6 +72,7 @@ class BaseEnv(AtroposCompat):
             slurm=slurm,
             testing=testing,
             unavailable_wait=config.unreachable_timeout,
+            progress_interval=config.progress_interval,
         )
         self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
         self.tokenizer = load_tokenizer(config.tokenizer_name)

@@ -240,7 +240,7 @@ class APIServer(PromptLogprobsMixin):
         self.server_healthy = False if self._should_health_check() else self.server_healthy
         raise ServerDown(
             f"{self.config.base_url or 'server'} failed {self.config.max_retries} attempts: {last}"
-        )
+        ) from last
 
     async def _post(self, url: str, body: dict[str, Any]) -> Any:
         try:

@@ -8,6 +8,8 @@ raises ``InferenceUnavailable``. ``n`` larger than ``max_n_completions`` is spli
 request (``APIServer.silence_limit``): one that accepts connections and never answers is then as
 unreachable as one that refuses them.
 ``update_weight`` scales every server's concurrency by the env's weight from the API.
+While a server that never answered keeps failing, ``waiting.UnreachableReport`` says so at once and
+then every ``progress_interval`` seconds (what is waited for, why, for how long).
 
 Atropos's managed-server settings: ``tool_parser`` (``"hermes"``: tool calls of a managed
 ``chat_completion`` are parsed into ``message.tool_calls``; an env may set ``self.server.tool_parser``),
@@ -39,6 +41,7 @@ from atroposlib.inference_clients.managed_server import (
     dummy_allowed,
 )
 from atroposlib.inference_clients.registry import backend_class
+from atroposlib.inference_clients.waiting import UnreachableReport, why_down
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,7 @@ class ServerManager:
         testing: bool = False,
         max_n_completions: int = 8,
         unavailable_wait: float = 120.0,
+        progress_interval: float = 15.0,
         reasoning_config: Optional[ReasoningConfig] = None,
         proxy_url: Optional[str] = None,
         use_proxy: bool = False,
@@ -82,6 +86,7 @@ class ServerManager:
         self.use_proxy = use_proxy or bool(self.proxy_url)
         self.max_n_completions = max_n_completions
         self.unavailable_wait = unavailable_wait
+        self.waiting = UnreachableReport(unavailable_wait, progress_interval)
         self.reasoning: dict[str, Any] = {}
         self._reported_down: set[int] = set()
         if testing:  # --testing: the scripted in-process backend, no HTTP
@@ -124,13 +129,16 @@ class ServerManager:
         tried: set[int] = set()
         deadline = time.monotonic() + self.unavailable_wait
         last: Optional[BaseException] = None
+        last_url = ""
         while True:
             server = self._pick(split, tried)
             if server is None:
                 if time.monotonic() > deadline:
+                    why = f"{last_url}: {why_down(last)}" if last is not None else "no server tried"
                     raise InferenceUnavailable(
-                        f"no inference server answered within {self.unavailable_wait:.0f}s: {last}"
+                        f"no inference server answered within {self.unavailable_wait:.0f}s ({why})"
                     )
+                self.waiting.tick()
                 await asyncio.sleep(1.0)
                 untried = [s for s in self.servers if id(s) not in tried]
                 if not untried:
@@ -141,9 +149,11 @@ class ServerManager:
             try:
                 out = await getattr(server, method)(**dict(kwargs))
             except ServerDown as e:
-                last = e
+                last, last_url = e, server.config.base_url or "server"
                 tried.add(id(server))
-                if id(server) not in self._reported_down:  # once per outage, not per request
+                if not getattr(server, "answered", 0):  # never answered: wrong URL, or starting
+                    self.waiting.failed(last_url, e)
+                elif id(server) not in self._reported_down:  # once per outage, not per request
                     self._reported_down.add(id(server))
                     logger.warning(
                         "inference server %s failed (%s); failing over, retrying until it answers",
@@ -152,6 +162,7 @@ class ServerManager:
                     )
             else:
                 self._reported_down.discard(id(server))
+                self.waiting.answered(server.config.base_url or "server")
                 return out
 
     async def _split_n(self, method: str, kwargs: dict[str, Any]) -> list[Any]:

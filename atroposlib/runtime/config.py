@@ -98,8 +98,10 @@ class BaseEnvConfig(BaseModel):
         default=1, description="Rollouts per group kept for logging; -1 keeps all of them."
     )
     ensure_scores_are_not_same: bool = Field(
-        default=True,
-        description="Drop groups whose scores are all equal (they carry no learning signal).",
+        default=False,
+        description="Drop groups whose scores are all equal (they carry no learning signal). Off by "
+        "default in serve and process alike: such groups are kept and counted (serve's progress "
+        "line, process's summary, train/groups_all_equal).",
     )
     data_path_to_save_groups: Optional[str] = Field(
         default=None, description="If set, append every produced group to this JSONL file."

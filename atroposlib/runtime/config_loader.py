@@ -261,8 +261,7 @@ def subcommand_env_defaults(
     out: dict[str, Any] = {}
     if env.wandb_name is None:
         out["wandb_name"] = name
-    if subcommand == "process":
-        out["ensure_scores_are_not_same"] = False
+    if subcommand == "process":  # all-equal groups: the same rule as serve (runtime.sending)
         out["include_messages"] = True
         if env.data_path_to_save_groups is None:
             out["data_path_to_save_groups"] = f"data/{name}.jsonl"

@@ -95,6 +95,9 @@ class RunContext:
     # accumulated while running
     backlog: list[Item] = field(default_factory=list)
     drop_counts: Counter[str] = field(default_factory=Counter)
+    all_equal_kept: int = 0
+    """Groups sent or written although their scores are all equal (``ensure_scores_are_not_same``
+    off): no learning signal for GRPO, counted so that it is never a surprise."""
     items_sent_this_step: int = 0
     metrics: MetricBuffers = field(default_factory=MetricBuffers)
     completion_lengths: list[int] = field(default_factory=list)

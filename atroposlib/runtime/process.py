@@ -1,7 +1,8 @@
 """The ``process`` subcommand: make N groups locally, no trajectory API.
 
 Items run concurrently (at most ``max_num_workers`` at once); each finished group is validated and
-appended (flushed) to ``data_path_to_save_groups``; a tqdm bar shows groups done, mean score and rate.
+appended (flushed) to ``data_path_to_save_groups``; progress (groups done, mean score, rate) is a tqdm
+bar on a terminal and a log line every ``--env.progress_interval`` seconds in a log file.
 At the end, or on Ctrl-C / SIGTERM, the JSONL is complete up to the last finished group and a
 self-contained HTML report of it is written next to it (``<name>.html``). Both are created only once
 a group is written: a run that fails in setup or writes nothing leaves no file behind.
@@ -20,19 +21,18 @@ import logging
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from atroposlib.errors import ConfigError, RunFailed
 from atroposlib.groups import Group
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.failures import FailureTracker
 from atroposlib.runtime.metrics_logger import make_metrics_logger
+from atroposlib.runtime.progress import FirstOfEachDrop, explain_drops
 from atroposlib.runtime.sending import send
 from atroposlib.runtime.step_metrics import log_metrics
 from atroposlib.type_definitions import Item
-
-if TYPE_CHECKING:
-    from tqdm import tqdm
+from atroposlib.utils.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class ProcessRunner:
         self.attempted = 0
         self.failed = 0
         self.hook_errors = 0
+        self.abandoned = 0  # in flight when the run stopped (a fatal error, Ctrl-C)
         self.scores: list[float] = []
         self.report_path: Optional[Path] = None
         self.exhausted = False
@@ -80,10 +81,12 @@ class ProcessRunner:
             name=env.config.wandb_name,
             config=env.config.model_dump(mode="json"),
         )
+        drop_filter = FirstOfEachDrop().install()
         try:
             await env.setup()
             await self._produce()
         finally:
+            drop_filter.remove()
             writer.close()
             if writer.count:  # a run that wrote nothing leaves no file (the writer made none)
                 self._write_report(writer.path)
@@ -100,14 +103,22 @@ class ProcessRunner:
             raise RunFailed(f"process wrote no groups: {summary}")
 
     def summary(self) -> str:
-        """One line: attempts, failures by cause, groups dropped by reason."""
+        """One line that accounts for every attempt: failed (by cause), gave no group (dropped, by
+        reason), abandoned in flight; the rest wrote a group (how many with all-equal scores)."""
         parts = [f"{self.attempted} attempt(s)"]
+        if self.env.context.all_equal_kept:
+            parts.append(
+                f"{self.env.context.all_equal_kept} group(s) written with all-equal scores "
+                "(no learning signal; --env.ensure_scores_are_not_same true drops them)"
+            )
         if self.failures.total:
             parts.append(self.failures.summary())
         no_group = self.failed - self.failures.total
         if no_group > 0:
-            drops = ", ".join(f"{r}: {n}" for r, n in sorted(self.env.context.drop_counts.items()))
+            drops = explain_drops(self.env.context.drop_counts)
             parts.append(f"{no_group} gave no group" + (f" (dropped: {drops})" if drops else ""))
+        if self.abandoned:
+            parts.append(f"{self.abandoned} abandoned in flight when the run stopped")
         if self.exhausted and self.done < self.n_groups:
             parts.append("the env ran out of items")
         return ", ".join(parts)
@@ -175,25 +186,24 @@ class ProcessRunner:
                 )
                 running.discard(stop_wait)
                 finished.discard(stop_wait)
-                if bar is not None:
-                    bar.n = self.done
-                    rate = self.done / max(time.monotonic() - start, 1e-9)
-                    mean = sum(self.scores) / len(self.scores) if self.scores else float("nan")
-                    bar.set_postfix(
-                        mean_score=f"{mean:.3f}", groups_per_s=f"{rate:.2f}", refresh=False
-                    )
-                    bar.refresh()
+                rate = self.done / max(time.monotonic() - start, 1e-9)
+                mean = sum(self.scores) / len(self.scores) if self.scores else float("nan")
+                shown = {"mean_score": f"{mean:.3f}", "groups_per_s": f"{rate:.2f}"}
+                dropped = sum(self.env.context.drop_counts.values())
+                if dropped:
+                    shown["dropped"] = str(dropped)
+                bar.set(self.done, **shown)
             if self.stop.is_set() and not self.fatal:
                 self.interrupted = True
                 logger.warning("interrupted: keeping the %d group(s) already written", self.done)
         finally:
+            self.abandoned += len(running)
             for t in running:
                 t.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
             stop_wait.cancel()
-            if bar is not None:
-                bar.close()
+            bar.close()
         if self.exhausted and self.done < self.n_groups:
             logger.warning(
                 "get_next_item() returned None: the env has no more items (%d/%d groups)",
@@ -247,15 +257,15 @@ class ProcessRunner:
         finally:
             ctx.curr_step = step
 
-    def _bar(self) -> Optional[tqdm]:
-        if not self.progress:
-            return None
-        from tqdm import tqdm
-
-        return tqdm(
-            total=self.n_groups,
-            desc=f"{self.env.name or type(self.env).__name__} groups",
-            unit="group",
+    def _bar(self) -> Progress:
+        name = self.env.name or type(self.env).__name__
+        return Progress(
+            self.n_groups,
+            f"process: {name}",
+            "groups",
+            enabled=self.progress,
+            interval=self.env.config.progress_interval,
+            logger=logger,
         )
 
     def _write_report(self, path: Path) -> None:

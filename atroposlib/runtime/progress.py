@@ -7,7 +7,7 @@ and the policy version (trainer step) against ``total_steps``.
 ``FirstOfEachDrop`` is a logging filter for the module that drops groups (``dropping a group ...``):
 the first message of each kind is logged, later ones only counted (they appear in the progress
 line and the final summary), so an untrained model whose every group has equal scores does not
-write one log line per group.
+write one log line per group. ``serve`` and ``process`` both install it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class FirstOfEachDrop(logging.Filter):
             self.suppressed += 1
             return False
         self.seen.add(template)
-        record.msg = template + " (further drops are counted in the progress line, not logged)"
+        record.msg = template + "; further drops of this kind are counted, not logged"
         return True
 
     def install(self) -> FirstOfEachDrop:
@@ -54,9 +54,27 @@ def format_counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in Counter(counts).most_common() if v)
 
 
+DROP_HINTS = {
+    "same_scores": "all scores equal, with --env.ensure_scores_are_not_same",
+    "too_long": "a sequence longer than the trainer's max_token_len",
+    "wrong_group_size": "not group_size sequences",
+}
+
+
+def explain_drops(counts: Mapping[str, int]) -> str:
+    """``same_scores: 30 (all scores equal; ...)``: each drop reason with its count and meaning."""
+    parts = []
+    for reason, n in Counter(counts).most_common():
+        if n:
+            hint = DROP_HINTS.get(reason)
+            parts.append(f"{reason}: {n}" + (f" ({hint})" if hint else ""))
+    return ", ".join(parts)
+
+
 def progress_text(
     *,
     sent: int,
+    all_equal: int = 0,
     drops: Mapping[str, int],
     failures: str,
     in_flight: int,
@@ -65,9 +83,9 @@ def progress_text(
     step: int,
     total_steps: int,
 ) -> str:
-    """``serve: 12 groups sent, 30 dropped (same_scores: 30), 4 in flight, ...``"""
+    """``serve: 12 groups sent (5 all-equal), 30 dropped (same_scores: 30), 4 in flight, ...``"""
     dropped = sum(drops.values())
-    parts = [f"{sent} groups sent"]
+    parts = [f"{sent} groups sent" + (f" ({all_equal} all-equal)" if all_equal else "")]
     parts.append(f"{dropped} dropped ({format_counts(drops)})" if dropped else "0 dropped")
     if failures:
         parts.append(f"rollouts {failures}")
@@ -99,4 +117,12 @@ class ProgressLine:
         return text
 
 
-__all__ = ["DROP_LOGGER", "FirstOfEachDrop", "ProgressLine", "format_counts", "progress_text"]
+__all__ = [
+    "DROP_LOGGER",
+    "DROP_HINTS",
+    "FirstOfEachDrop",
+    "ProgressLine",
+    "explain_drops",
+    "format_counts",
+    "progress_text",
+]

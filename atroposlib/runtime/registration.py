@@ -1,7 +1,8 @@
 """``serve``'s start-up with the trajectory API: ``/register-env`` then ``/info``.
 
-* While the API answers "wait for trainer to start", registration waits and says why every
-  ``HINT_EVERY`` seconds, with how to try ``serve`` without a trainer.
+* While the API answers "wait for trainer to start", registration waits and says so at once and
+  then every ``HINT_EVERY`` seconds: how long it has waited, whether a trainer has registered yet,
+  and what would start it (a trainer, or ``atropos-sft-gen`` to try ``serve`` without one).
 * While the API cannot be reached, registration retries until ``--env.unreachable_timeout``
   seconds have passed without it ever answering; then the run ends with ``RunFailed`` (one line
   naming the URL and the flag to check). An API that did answer (e.g. "wait for trainer") is never
@@ -15,7 +16,7 @@ import logging
 import time
 
 from atroposlib.api.client import AsyncTrajectoryClient
-from atroposlib.errors import APIUnavailable, ConfigError, RunFailed
+from atroposlib.errors import APIError, APIUnavailable, ConfigError, RunFailed
 from atroposlib.runtime.atropos_hooks import apply_info
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.stopping import sleep_or_stop
@@ -26,13 +27,30 @@ HINT_EVERY = 30.0
 WAIT_STATUS = "wait for trainer to start"
 
 
-def no_trainer_hint(url: str, group_size: int) -> str:
-    return (
-        f"no trainer has taken a batch from the trajectory API at {url} yet; waiting for one. "
-        "Start your trainer, or to try serve without one let "
-        f"`atropos-sft-gen try.jsonl --api-url {url} --group-size {group_size} --tasks-per-step 2 "
-        "--save-messages --idle-timeout 30` take the batches"
+def no_trainer_hint(url: str, group_size: int, waited: float, trainer_registered: bool) -> str:
+    """The line ``serve`` logs while the API waits for a trainer: what it waits for, and what
+    would start it (a trainer, or an exporter playing one)."""
+    state = (
+        "a trainer has registered but not yet asked for its first batch"
+        if trainer_registered
+        else "no trainer has registered with it yet"
     )
+    return (
+        f"waiting for a trainer ({waited:.0f}s so far): the trajectory API at {url} hands out work "
+        f"once a trainer registers and asks for its first batch; {state}. Start your trainer "
+        f"(e.g. `atropos-grpo --api-url {url} ...`, see docs/training.md), or to try serve without "
+        f"one let `atropos-sft-gen try.jsonl --api-url {url} --group-size {group_size} "
+        "--tasks-per-step 2 --save-messages --idle-timeout 30` take the batches"
+    )
+
+
+async def _trainer_registered(client: AsyncTrajectoryClient) -> bool:
+    """Whether a trainer has registered (``/info`` says its batch size); False when unknown."""
+    try:
+        info = await client.info()
+    except (APIUnavailable, APIError):
+        return False
+    return info.batch_size is not None and info.batch_size > 0
 
 
 async def register(env: EnvRuntime, client: AsyncTrajectoryClient, stop: asyncio.Event) -> bool:
@@ -69,7 +87,11 @@ async def register(env: EnvRuntime, client: AsyncTrajectoryClient, stop: asyncio
                 apply_registration(env, req, resp)
                 return True
             if time.monotonic() - last_hint > HINT_EVERY:
-                logger.info(no_trainer_hint(cfg.rollout_server_url, cfg.group_size))
+                registered = await _trainer_registered(client)
+                waited = time.monotonic() - start
+                logger.info(
+                    no_trainer_hint(cfg.rollout_server_url, cfg.group_size, waited, registered)
+                )
                 last_hint = time.monotonic()
         await sleep_or_stop(stop, 1.0)
     return False

@@ -355,6 +355,7 @@ class ServeRunner:
         ctx = self.ctx
         return progress_text(
             sent=self.counts["groups_sent"],
+            all_equal=ctx.all_equal_kept,
             drops=dict(ctx.drop_counts),
             failures=self.failures.summary(),
             in_flight=len(self.running),

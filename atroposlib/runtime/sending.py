@@ -1,7 +1,11 @@
 """From what an env returns to groups ready to leave: normalize, filter, validate, stamp, write.
 
 ``prepare_groups`` applies Atropos's rules (wrong group size, all-equal scores when
-``ensure_scores_are_not_same``, too long for the trainer) and ours: every group is stamped with
+``ensure_scores_are_not_same``, too long for the trainer) and ours. All-equal groups follow one rule
+in ``serve`` and ``process``: they are kept unless ``--env.ensure_scores_are_not_same`` is true (the
+default is false in both; Atropos defaulted ``serve`` to dropping them and ``process`` to keeping
+them). A kept one is counted (``RunContext.all_equal_kept``; the first is logged with the flag that
+drops them), a dropped one is counted as a drop. Besides that: every group is stamped with
 ``policy_version`` (the trainer step its generation started under), ``env_id`` and a ``group_id``,
 and validated with the wire schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
 ``GroupBuilder.build()`` returned already validated (it is sent as it is). Every dropped group is
@@ -114,10 +118,20 @@ def _prepare(
                 expected,
             )
             continue
-        if config.ensure_scores_are_not_same and not unavailable and len(set(group["scores"])) == 1:
+        all_equal = not unavailable and len(set(group["scores"])) == 1
+        if all_equal and not config.ensure_scores_are_not_same:
+            context.all_equal_kept += 1
+            if context.all_equal_kept == 1:
+                logger.info(
+                    "keeping a group whose scores are all %s: no learning signal for GRPO "
+                    "(--env.ensure_scores_are_not_same true drops such groups; all are counted)",
+                    group["scores"][0],
+                )
+        elif all_equal:
             drops["same_scores"] += 1
             logger.info(
-                "dropping a group whose scores are all %s (ensure_scores_are_not_same)",
+                "dropping a group whose scores are all %s: no learning signal "
+                "(--env.ensure_scores_are_not_same false keeps such groups)",
                 group["scores"][0],
             )
             continue

@@ -2,7 +2,8 @@
 
 ``log_step_metrics`` (``BaseEnv.wandb_log``) gathers, for one step: the means of ``add_metric``
 values and every ``set_metric`` gauge, the ``(name, value)`` pairs ``evaluate()`` left in
-``eval_metrics``, what the env passed in, completion lengths, groups dropped by reason, the rollout
+``eval_metrics``, what the env passed in, completion lengths, groups dropped by reason and groups
+kept with all-equal scores, the rollout
 table, and the inference servers' metrics; prefixes them with the env's wandb name and sends them to
 the run's metrics sink. The per-step buffers are emptied.
 
@@ -65,6 +66,8 @@ async def log_step_metrics(env: EnvRuntime, wandb_metrics: Optional[dict[str, An
         metrics["train/completion_lengths_max"] = max(ctx.completion_lengths)
     for reason, count in ctx.drop_counts.items():
         metrics[f"train/groups_dropped_{reason}"] = count
+    if ctx.all_equal_kept:
+        metrics["train/groups_all_equal"] = ctx.all_equal_kept
     if overrides(env, "create_rollout_table"):
         metrics = await env.create_rollout_table(metrics)
     else:

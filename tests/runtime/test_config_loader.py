@@ -112,7 +112,11 @@ def test_process_and_evaluate_defaults():
     proc = load_config(AdditionEnv, "process", []).env
     assert proc.data_path_to_save_groups == "data/addition_test.jsonl"
     assert proc.ensure_scores_are_not_same is False and proc.include_messages is True
-    assert load_config(AdditionEnv, "serve", []).env.ensure_scores_are_not_same is True
+    # all-equal groups: one rule, one default, in every subcommand
+    assert load_config(AdditionEnv, "serve", []).env.ensure_scores_are_not_same is False
+    flag = ["--env.ensure_scores_are_not_same", "true"]
+    for sub in ("serve", "process"):
+        assert load_config(AdditionEnv, sub, flag).env.ensure_scores_are_not_same is True
     assert (
         load_config(AdditionEnv, "evaluate", []).env.data_dir_to_save_evals
         == "eval_results/addition_test"

@@ -7,6 +7,7 @@ hook raises on every item. Plus the ``FailureTracker`` rules themselves.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from atroposlib.errors import InferenceRejected, InferenceUnavailable
 from atroposlib.runtime.failures import FailureTracker, cause_of
 from atroposlib.testing import FakeOpenAIServer
 from atroposlib.utils.net import free_port
-from tests.envs.helpers import run_env
+from tests.envs.helpers import run_env, start_env, wait_until
 from tests.jsonl import read_jsonl
 
 BROKEN_ENV = Path(__file__).with_name("broken_env.py")
@@ -68,9 +69,52 @@ def test_process_gives_up_on_an_unreachable_server_after_the_deadline(tok_dir, t
     assert r.returncode == 1, r.stderr[-2000:]
     errors = _error_lines(r.stderr)
     assert len(errors) == 1 and url in errors[0] and "--openai.base_url" in errors[0], errors
+    assert "connection refused" in errors[0], errors
     assert "Traceback" not in r.stderr, r.stderr
-    # one warning for the outage, not one per attempt
-    assert r.stderr.count("failing over") <= 1, r.stderr[-3000:]
+    # said at once: which server, why, and how long the run keeps trying
+    first = f"inference server {url}: connection refused; waiting for it to answer, up to 3s"
+    assert r.stderr.count(first) == 1, r.stderr[-3000:]
+    # the closing summary accounts for every attempt
+    summary = next(line for line in r.stderr.splitlines() if "process: no group written" in line)
+    attempts = int(summary.split("; ")[1].split(" attempt(s)")[0])
+    counted = [int(n) for n in re.findall(r"(\d+) (?:failed|gave no group|abandoned)", summary)]
+    assert attempts >= 1 and sum(counted) == attempts, summary
+
+
+def test_process_waits_for_a_server_that_is_still_starting(tok_dir, tmp_path):
+    """Connections refused for a while (a server loading its model), then answers: the run says
+    what it waits for at once, keeps saying it, and carries on when the server is up."""
+    port = free_port()
+    log = tmp_path / "env.log"
+    proc = start_env(
+        "process",
+        *_process_args(
+            f"http://127.0.0.1:{port}/v1",
+            tok_dir,
+            tmp_path / "g.jsonl",
+            "--env.progress_interval",
+            "1",
+            "--env.unreachable_timeout",
+            "120",
+        ),
+        log=log,
+    )
+    fake = FakeOpenAIServer(tokenizer=tok_dir, port=port, responses=["7", "8"])
+    try:
+        wait_until(lambda: "waiting for it to answer" in log.read_text(), 120, "the wait", proc)
+        wait_until(lambda: "still waiting" in log.read_text(), 60, "a progress line", proc)
+        fake.start()
+        rc = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        fake.stop()
+    text = log.read_text()
+    assert rc == 0, text[-3000:]
+    assert len(read_jsonl(tmp_path / "g.jsonl")) == 6
+    assert text.count("connection refused; waiting for it to answer, up to 120s") == 1, text
+    assert re.search(r"inference server http://127\.0\.0\.1:\d+/v1 answered after \d+s", text)
+    assert "Traceback" not in text and not _error_lines(text), text[-3000:]
 
 
 def test_process_with_a_hook_failing_on_every_item_exits_non_zero(fake_server, tok_dir, tmp_path):

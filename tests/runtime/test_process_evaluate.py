@@ -225,3 +225,38 @@ def test_a_server_saying_the_prompt_exceeds_its_context_is_a_skip_too():
     assert skip_reason(InferenceRejected(400, "bad temperature")) is None
     assert skip_reason(InferenceRejected(404, "no model; context length")) is None
     assert skip_reason(ValueError("a bug")) is None
+
+
+def test_process_keeps_all_equal_groups_by_default_and_drops_them_when_asked(tok_dir, tmp_path):
+    """The rule serve follows too: all-equal groups are kept and counted unless
+    ``--env.ensure_scores_are_not_same true``; then each drop is counted, only the first logged."""
+
+    def run(*extra):
+        return run_env(
+            "process",
+            "--openai.base_url",
+            fake.base_url,
+            "--env.tokenizer_name",
+            str(tok_dir),
+            "--env.total_steps",
+            "3",
+            "--env.max_num_workers",
+            "1",
+            "--env.data_path_to_save_groups",
+            str(tmp_path / f"g{len(extra)}.jsonl"),
+            *extra,
+            cwd=tmp_path,
+        )
+
+    with FakeOpenAIServer(tokenizer=tok_dir, responses=["same"]) as fake:
+        kept = run()
+        dropped = run("--env.ensure_scores_are_not_same", "true")
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert len(_lines(tmp_path / "g0.jsonl")) == 3
+    assert kept.stderr.count("keeping a group whose scores are all 0.0") == 1, kept.stderr
+    assert "3 group(s) written with all-equal scores" in kept.stderr, kept.stderr[-2000:]
+    assert dropped.returncode == 1 and not (tmp_path / "g2.jsonl").exists()
+    assert dropped.stderr.count("dropping a group whose scores are all 0.0") == 1, dropped.stderr
+    error = [line for line in dropped.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and "same_scores: " in error[0], dropped.stderr[-2000:]
+    assert "all scores equal, with --env.ensure_scores_are_not_same" in error[0], error

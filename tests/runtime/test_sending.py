@@ -36,7 +36,7 @@ def _run(**cfg):
 
 
 def test_prepare_filters_stamps_and_keeps_unavailable():
-    config, ctx = _run()
+    config, ctx = _run(ensure_scores_are_not_same=True)
     same = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [0.0, 0.0]}
     unavailable = dict(same, reward_status="unavailable")
     small = {"tokens": [[1]], "masks": [[1]], "scores": [1.0]}
@@ -63,6 +63,25 @@ def test_prepare_filters_stamps_and_keeps_unavailable():
     )  # sent as-is, never turned into a dropped zero group
     assert all(g["policy_version"] == 4 and g["env_id"] == 3 and g["group_id"] for g in out)
     assert "advantages" not in out[1] and isinstance(out[1]["messages"][0], list)
+
+
+def test_all_equal_groups_are_kept_and_counted_unless_asked_to_drop(caplog):
+    """One rule for serve and process: kept by default (counted, the first logged with the flag),
+    dropped with ``ensure_scores_are_not_same`` (counted as a drop); unavailable ones never count."""
+    same = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [1.0, 1.0]}
+    mixed = dict(same, scores=[1.0, 0.0])
+    unavailable = dict(same, reward_status="unavailable")
+    config, ctx = _run()
+    assert config.ensure_scores_are_not_same is False
+    with caplog.at_level("INFO", logger="atroposlib.runtime.sending"):
+        out = prepare_groups([same, mixed, dict(same), unavailable], config, ctx)
+    assert len(out) == 4 and ctx.all_equal_kept == 2 and not ctx.drop_counts
+    kept_lines = [r for r in caplog.records if "keeping a group" in r.getMessage()]
+    assert len(kept_lines) == 1 and "--env.ensure_scores_are_not_same true" in kept_lines[0].msg
+    config, ctx = _run(ensure_scores_are_not_same=True)
+    out = prepare_groups([same, mixed, dict(same), unavailable], config, ctx)
+    assert len(out) == 2 and ctx.all_equal_kept == 0
+    assert ctx.drop_counts == Counter({"same_scores": 2})
 
 
 def test_prepare_drops_too_long_and_invalid_and_fills_messages(tokenizer):

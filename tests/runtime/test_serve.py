@@ -37,11 +37,13 @@ def test_serve_feeds_trainer_and_stamps_groups(run_api, fake_server, tok_dir, tm
     try:
         # The trainer has not started: the env waits politely (no error, no exit) until it does.
         wait_until(
-            lambda: "no trainer has taken a batch" in (tmp_path / "env.log").read_text(),
+            lambda: "no trainer has registered with it yet" in (tmp_path / "env.log").read_text(),
             60,
             "the env to wait for the trainer",
             proc,
         )
+        waiting = (tmp_path / "env.log").read_text()
+        assert f"atropos-grpo --api-url {api.url}" in waiting and "atropos-sft-gen" in waiting
         trainer.start()
         rc = proc.wait(90)
     finally:

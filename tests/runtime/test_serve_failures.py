@@ -124,11 +124,20 @@ def test_serve_aggregates_drops_and_prints_progress(run_api, tok_dir, tmp_path):
     trainer = FakeTrainer(api.url, batch_size=8, num_steps=1000)
     trainer.start()
     log = tmp_path / "env.log"
-    # every completion is the same: every group has equal scores and is dropped
+    # every completion is the same: every group has equal scores and, as asked, is dropped
     with FakeOpenAIServer(tokenizer=tok_dir, responses=["same"]) as fake:
         proc = start_env(
             "serve",
-            *_args(api.url, fake.base_url, tok_dir, tmp_path, "--env.progress_interval", "1"),
+            *_args(
+                api.url,
+                fake.base_url,
+                tok_dir,
+                tmp_path,
+                "--env.progress_interval",
+                "1",
+                "--env.ensure_scores_are_not_same",
+                "true",
+            ),
             log=log,
         )
         try:
