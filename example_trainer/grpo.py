@@ -57,6 +57,7 @@ import torch
 from atroposlib.errors import APIUnavailable, AtroposError
 from atroposlib.type_definitions import Registration
 from atroposlib.utils.cli import USAGE_ERROR, fail
+from atroposlib.utils.progress import quiet_library_bars
 from example_trainer.batching import flatten_batch
 from example_trainer.checkpoint import load_latest, save_checkpoint
 from example_trainer.config import TrainingConfig, parse_config
@@ -337,6 +338,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    quiet_library_bars()  # a log file gets no "Loading weights" bar
     # SIGTERM unwinds like Ctrl-C, so `finally` stops an inference server the trainer launched
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:

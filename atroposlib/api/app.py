@@ -1,12 +1,14 @@
 """``create_app(settings)``: the trajectory API as a FastAPI app (routers, auth, errors, state).
 
-Every route but ``/`` and ``/health`` requires the bearer token when one is configured. Errors are
+Every route but ``/`` and ``/health`` requires the bearer token when one is configured. While it
+runs, ``activity.ActivityLog`` logs one line per ``progress_interval`` in which groups arrived. Errors are
 ``ErrorResponse`` JSON (``{"error", "detail"}``) with a precise status; client mistakes are logged
 on one line without a traceback, server faults with one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +20,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from atroposlib.api.activity import ActivityLog
 from atroposlib.api.http import ApiProblem, check_token, json_response, problem_response
 from atroposlib.api.metrics import ApiMetrics
 from atroposlib.api.offload import BodyOffload
@@ -56,7 +59,14 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.offload_min_bytes < settings.max_decompressed_bytes:
             offload.warm_in_background()
+        activity = None
+        if settings.progress_interval > 0:
+            log = ActivityLog(metrics, service.status, settings.progress_interval)
+            activity = asyncio.create_task(log.run())
         yield
+        if activity is not None:
+            activity.cancel()
+            await asyncio.gather(activity, return_exceptions=True)
         offload.close()
         store.close()
 

@@ -90,6 +90,12 @@ class ApiSettings(BaseModel):
         description="Allowed CORS origins (never '*' together with credentials). Empty: no CORS.",
     )
     log_level: str = Field("info", description="Logging level of the server.")
+    progress_interval: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds between activity lines (groups arrived by env, batches handed out, "
+        "queue, trainer step), logged only when something happened; 0: none.",
+    )
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ApiSettings:

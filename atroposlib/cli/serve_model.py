@@ -19,6 +19,7 @@ from atroposlib.errors import AtroposError
 from atroposlib.inference.config import EngineConfig
 from atroposlib.utils.cli import CliParser, fail
 from atroposlib.utils.net import cannot_listen, listening_socket
+from atroposlib.utils.progress import quiet_library_bars
 from atroposlib.utils.settings_cli import (
     Flag,
     add_model_arguments,
@@ -61,6 +62,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         )
     level = "DEBUG" if config.log_level == "trace" else config.log_level.upper()  # trace: uvicorn's
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_library_bars()  # no "Loading weights" bar in a log file
     try:
         from atroposlib.inference.loading import check_model_dir
 
@@ -83,10 +85,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     # The model is loaded and the port taken: connections wait in the listen queue until uvicorn
     # accepts them. uvicorn logs no "running on" line for a socket it is given; this is that line.
     sock.listen(2048)
-    print(f"{PROG}: serving {config.model_path} on http://{config.host}:{config.port}", flush=True)
+    port = sock.getsockname()[1]  # --port 0: the port the system picked
+    print(f"{PROG}: serving {config.model_path} on http://{config.host}:{port}", flush=True)
 
     server = uvicorn.Config(
-        app, host=config.host, port=config.port, log_level=config.log_level.lower()
+        app,
+        host=config.host,
+        port=port,
+        log_level=config.log_level.lower(),
+        access_log=config.access_log,
     )
     try:
         uvicorn.Server(server).run(sockets=[sock])

@@ -1,8 +1,9 @@
 """``view-run``: browse a run's recent groups in the browser, read-only (see docs/tools.md).
 
 Reads a live trajectory API through ``GET /peek`` (never consumes, registers or resets) or a groups
-JSONL file written by ``serve``/``process``. Serves on 127.0.0.1 unless ``--host`` says otherwise; a
-public Gradio share link only with ``--share``. A bad ``--api-url`` or a port that is taken is one
+JSONL file written by ``serve``/``process``. An API that does not answer at start is one line and
+exit status 1. Serves on 127.0.0.1 unless ``--host`` says otherwise; a public Gradio share link only
+with ``--share``. A bad ``--api-url`` or a port that is taken is one
 line and exit status 2, checked before anything is read or started; the one "serving on" line is
 printed once Gradio listens (Gradio's own start-up lines are silenced).
 """
@@ -17,7 +18,7 @@ import sys
 import time
 from typing import Optional
 
-from atroposlib.errors import AtroposError
+from atroposlib.errors import APIUnavailable, AtroposError
 from atroposlib.utils.cli import CliParser, fail, non_negative_float, port_number
 from atroposlib.utils.net import listen_problem
 from atroposlib.utils.urls import base_url_error
@@ -98,6 +99,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from atroposlib.viewer.app import VIEW_CSS, ViewerState, build_app, launch_theme
     from atroposlib.viewer.sources import ApiSource, FileSource
 
+    api_url = (args.api_url or DEFAULT_API_URL).strip()
     try:
         tok = optional_tokenizer(args.tokenizer)
         if args.file:
@@ -106,7 +108,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             source = _DemoSource()
         else:
             token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
-            source = ApiSource((args.api_url or DEFAULT_API_URL).strip(), token=token)
+            source = ApiSource(api_url, token=token)
+            source.status_line()  # an API that is not there: say so now, not in a page
+    except APIUnavailable as e:
+        return fail(
+            PROG,
+            f"cannot reach the trajectory API at {api_url} ({e}); is run-api running? "
+            "check --api-url, or read a groups file with --file",
+            1,
+        )
     except (AtroposError, OSError) as e:
         return fail(PROG, e)
     decode = make_decoder(tok) if tok is not None else None

@@ -41,6 +41,7 @@ from atroposlib.utils.settings_cli import format_validation_error
 from atroposlib.utils.urls import base_url_error
 
 DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-8B-Preview"
+"""Atropos's default ``--tokenizer`` (a hub id): not ours; records are messages without one."""
 # The selection settings of each generator; their flags take default and help from these models.
 OPTIONS: dict[str, type[SftOptions] | type[DpoOptions]] = {"sft": SftOptions, "dpo": DpoOptions}
 
@@ -110,8 +111,10 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     sel = p.add_argument_group("selection")
     sel.add_argument(
         "--tokenizer",
-        default=DEFAULT_TOKENIZER,
-        help="Tokenizer dir or hub id, to decode tokens (not needed with --save-messages).",
+        default=None,
+        help="Tokenizer dir or hub id of the model that generated the groups: records are then "
+        "prefix/completion text decoded from their tokens. Without it (no hub default), records "
+        "are the groups' messages, as with --save-messages.",
     )
     option = partial(_option_flag, sel, OPTIONS[kind])
     option("save_messages", action="store_true")
@@ -145,6 +148,12 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     return p
 
 
+def count_lines(path: str) -> int:
+    """Non-empty lines of ``path`` (the groups a JSONL file holds, for progress)."""
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
 def _option_flag(
     group: argparse._ArgumentGroup, options: type[BaseModel], name: str, **kwargs: Any
 ) -> None:
@@ -162,6 +171,8 @@ def _dry_run(prog: str, args: argparse.Namespace) -> int:
     if not args.save_messages:
         load_tokenizer(args.tokenizer)
         print(f"{prog}: tokenizer {args.tokenizer!r} loads")
+    else:
+        print(f"{prog}: message records (no tokenizer needed)")
     if Path(args.filepath).exists() and not args.append_to_previous:
         print(f"{prog}: note: {args.filepath} exists; a real run needs --append-to-previous")
     if args.input:
@@ -200,7 +211,15 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
 
     prog = f"atropos-{kind}-gen"
     args = build_parser(kind).parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.tokenizer is None and not args.save_messages:
+        args.save_messages = True
+        print(
+            f"{prog}: no --tokenizer: writing the groups' messages (as --save-messages); give "
+            "--tokenizer DIR (the generating model's) for prefix/completion text records",
+            file=sys.stderr,
+        )
     keep_roles = tuple(r.strip() for r in args.keep_roles.split(","))
     if not all(keep_roles):
         return fail(prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}")
@@ -259,6 +278,7 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
             unit=unit,
             desc=f"Grabbing {kind.upper()} data",
             progress=not args.no_progress,
+            available=count_lines(args.input) if args.input else None,
         )
     except KeyboardInterrupt:
         return fail(prog, "interrupted; records written so far are kept", 130)

@@ -26,6 +26,7 @@ from atroposlib.datagen.selection import RULE_TARGET_REACHED, Selection, has_unt
 from atroposlib.errors import AtroposError, ConfigError
 from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 from atroposlib.type_definitions import Registration
+from atroposlib.utils.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,8 @@ class ApiFeed:
 class DatagenSummary:
     """What a run read, kept and dropped."""
 
+    asked: int = 0  # --num-seqs-to-save
+    unit: str = "seq"
     groups_read: int = 0
     groups_kept: int = 0
     records_written: int = 0
@@ -178,6 +181,7 @@ class DatagenSummary:
             "groups_kept": self.groups_kept,
             "groups_rejected": self.groups_read - self.groups_kept,
             "records_written": self.records_written,
+            "records_asked": self.asked,
             "sequences_read": self.sequences_read,
             "sequences_rejected_by_rule": {k: v for k, v in self.rejected.items() if v},
             "messages_dropped_by_role": {k: v for k, v in self.messages_dropped.items() if v},
@@ -187,10 +191,12 @@ class DatagenSummary:
         }
 
     def lines(self, unit: str) -> list[str]:
+        none = self.groups_read - self.groups_kept
         out = [
-            f"groups read: {self.groups_read}, kept: {self.groups_kept}, "
-            f"rejected: {self.groups_read - self.groups_kept}",
-            f"{unit} written: {self.records_written} (from {self.sequences_read} sequences)",
+            f"groups read: {self.groups_read}; {self.groups_kept} gave records"
+            + (f", {none} gave none (no sequence passed the rules below)" if none else ""),
+            f"{unit} written: {self.records_written} of the {self.asked} asked for "
+            f"(from {self.sequences_read} sequences)",
         ]
         for rule, n in self.rejected.most_common():
             if n:
@@ -232,13 +238,14 @@ def run_datagen(
     unit: str = "seq",
     desc: str = "Grabbing data",
     progress: bool = True,
+    available: Optional[int] = None,
 ) -> DatagenSummary:
     """Pull batches from ``feed``, select records, append them to ``out_path`` until ``num_to_save``
-    records are written or the feed ends. Each batch is flushed to disk before ``feed.commit``."""
-    from tqdm import tqdm
-
-    summary = DatagenSummary()
-    bar = tqdm(total=num_to_save, desc=desc, unit=unit, disable=not progress)
+    records are written or the feed ends. Each batch is flushed to disk before ``feed.commit``.
+    Progress counts groups read, against ``available`` when the source knows it (a file), with the
+    records written beside it: a run that ends below ``num_to_save`` does not look cut short."""
+    summary = DatagenSummary(asked=num_to_save, unit=unit)
+    bar = Progress(available, desc, "groups", enabled=progress, logger=log)
     try:
         with open(out_path, mode, encoding="utf-8") as fh:
             for batch in feed.batches():
@@ -263,7 +270,10 @@ def run_datagen(
                     if keep:
                         summary.groups_kept += 1
                     summary.records_written += len(keep)
-                    bar.update(len(keep))
+                    bar.set(
+                        summary.groups_read,
+                        written=f"{summary.records_written} {unit}s of {num_to_save} asked",
+                    )
                 fh.flush()
                 os.fsync(fh.fileno())
                 feed.commit(batch)
@@ -273,10 +283,15 @@ def run_datagen(
     finally:
         bar.close()
     if not summary.stopped_because:
+        short = (
+            f": {summary.records_written} of the {num_to_save} records asked for passed the rules"
+            if summary.records_written < num_to_save
+            else ""
+        )
         if getattr(feed, "idle_stopped", False):
-            summary.stopped_because = "no batch within --idle-timeout"
+            summary.stopped_because = "no batch within --idle-timeout" + short
         else:
-            summary.stopped_because = "input exhausted"
+            summary.stopped_because = f"input exhausted (every group read){short}"
     stats = getattr(feed, "stats", None)
     if stats is not None:
         summary.bad_lines = dict(stats.skipped)

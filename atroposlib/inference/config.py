@@ -63,6 +63,17 @@ class EngineConfig(BaseModel):
     log_level: str = Field(
         default="info", description=f"uvicorn / logging level: {', '.join(LOG_LEVELS)}."
     )
+    access_log: bool = Field(
+        default=False,
+        description="One log line per HTTP request (uvicorn's access log). Off by default: a "
+        "summary line every activity_interval seconds instead.",
+    )
+    activity_interval: float = Field(
+        default=60.0,
+        ge=0,
+        description="Seconds between summary lines (requests by endpoint and status, tokens "
+        "generated, queue, weights version), logged only when requests came; 0: none.",
+    )
 
     @field_validator("log_level")
     @classmethod

@@ -4,7 +4,8 @@ and chat, streaming, weight reload and LoRA adapters, health and metrics).
 The shape is the trajectory API's: this factory loads the model (``ModelLoadError`` for a bad
 directory), puts the shared ``ServedModel`` on ``app.state`` (routes reach it through
 ``deps.get_served``), and includes one router per concern from ``routes/``. The generation worker
-starts on startup and stops on shutdown. Errors are OpenAI-shaped (``http.py``).
+starts on startup and stops on shutdown, with the summary line of ``activity.py`` (in place of a
+log line per request). Errors are OpenAI-shaped (``http.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Optional
 
 from fastapi import FastAPI
 
+from atroposlib.inference.activity import EngineActivity
 from atroposlib.inference.config import EngineConfig
 from atroposlib.inference.engine import InferenceEngine
 from atroposlib.inference.http import BadRequest, install_error_handlers
@@ -31,7 +33,13 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         eng.start()
+        activity = None
+        if config.activity_interval > 0:
+            activity = asyncio.create_task(EngineActivity(eng, config.activity_interval).run())
         yield
+        if activity is not None:
+            activity.cancel()
+            await asyncio.gather(activity, return_exceptions=True)
         await asyncio.get_running_loop().run_in_executor(None, eng.stop)
 
     app = FastAPI(title="atroposlib CPU inference engine", lifespan=lifespan)

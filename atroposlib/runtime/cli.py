@@ -33,6 +33,7 @@ from atroposlib.runtime.preflight import check_urls, url_problem
 from atroposlib.runtime.process import process
 from atroposlib.runtime.runner import serve
 from atroposlib.runtime.subcommand_plugins import find_plugin, plugin_names
+from atroposlib.utils.progress import quiet_library_bars
 
 _RUNS: dict[str, Callable[[EnvRuntime], Coroutine[Any, Any, None]]] = {
     "serve": serve,
@@ -76,6 +77,7 @@ def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
         print(usage(env_cls))
         raise SystemExit(0 if args else 2)
     sub, rest = args[0], args[1:]
+    quiet_library_bars()  # in a log file, no tokenizer/model download bars
     plugin = None if sub in SUBCOMMANDS else find_plugin(sub)
     if plugin is not None:
         plugin(env_cls, rest)

@@ -214,7 +214,12 @@ class ServeRunner:
             await self._step_checks(status.current_step)
             if self._done(status.current_step, status.queue_size):
                 logger.info(
-                    "reached total_steps=%s; finishing", self.ctx.effective_total_steps(self.cfg)
+                    "the trainer is at step %d of %d and the API holds %d more group(s) for it: "
+                    "enough to reach step %d; finishing (no new items)",
+                    status.current_step,
+                    self.ctx.effective_total_steps(self.cfg),
+                    status.queue_size,
+                    self.ctx.effective_total_steps(self.cfg),
                 )
                 return
             if overrides(self.env, "add_train_workers"):

@@ -31,13 +31,11 @@ def quiet_library_bars() -> None:
     """Unless stderr is a terminal: no progress bars from transformers and the hub client."""
     if is_terminal():
         return
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    try:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when they are imported
+    if "transformers" in sys.modules:  # already imported: tell it directly
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    except ImportError:  # the core package works without transformers' extras
-        pass
 
 
 class Progress:

@@ -26,6 +26,15 @@ class MetricSet:
     def histogram(self, name: str, doc: str, buckets: Sequence[float]) -> Histogram:
         return Histogram(name, doc, buckets=buckets, registry=self.registry)
 
+    def sample_totals(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample's current value, keyed by ``(sample name, sorted labels)`` (counters'
+        samples are named ``<name>_total``)."""
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for metric in self.registry.collect()
+            for s in metric.samples
+        }
+
     def render(self) -> bytes:
         """The registry in Prometheus's text exposition format."""
         return generate_latest(self.registry)

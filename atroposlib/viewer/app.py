@@ -113,7 +113,12 @@ def render_view(
         )
         banner = f"{banner}; {note}" if banner else note
     head = f'<div class="banner">{esc(banner)}</div>' if banner else ""
-    body = "".join(cards) if cards else '<div class="empty">No groups match.</div>'
+    if cards:
+        body = "".join(cards)
+    elif groups:
+        body = f'<div class="empty">No groups match the filters ({len(groups)} fetched).</div>'
+    else:
+        body = '<div class="empty">No groups yet: the source has none to show.</div>'
     legend = legend_html() if token_view else ""
     return f'<div class="atv" id="atv-root">{head}{legend}{body}</div>', len(cards)
 

@@ -301,3 +301,26 @@ def test_busy_port_is_one_line_before_any_serving_claim(run_api, tmp_path):
     assert "serving on" not in r.stdout and "Traceback" not in r.stderr
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("run-api: error: cannot listen on") and "--port" in line
+
+
+def test_run_api_says_when_groups_arrive_once_per_interval(run_api):
+    """One activity line per interval in which something happened, not one per group."""
+    api = run_api("--store", "memory", "--progress-interval", "1")
+    with httpx.Client(base_url=api.url, timeout=10) as h:
+        h.post("/register", json=registration(batch_size=4))
+        h.get("/batch")
+        env_id = h.post("/register-env", json=env_registration()).json()["env_id"]
+        for i in range(5):
+            h.post("/scored_data", content=orjson.dumps(group(2, env_id=env_id, seed=i)))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            arrived = [line for line in api.log().splitlines() if "arrived in the last" in line]
+            if sum(int(line.split("run-api: ")[1].split(" groups")[0]) for line in arrived) >= 5:
+                break
+            time.sleep(0.2)
+        time.sleep(2.5)  # more intervals in which nothing happens: no more lines
+    lines = [line for line in api.log().splitlines() if "arrived in the last" in line]
+    assert 1 <= len(lines) <= 2, api.log()[-2000:]  # the posts may straddle two intervals
+    assert sum(int(line.split("run-api: ")[1].split(" groups")[0]) for line in lines) == 5, lines
+    assert "sequences) arrived in the last 1s" in lines[-1] and "queue " in lines[-1], lines
+    assert "trainer step" in lines[-1], lines

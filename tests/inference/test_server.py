@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -218,7 +219,11 @@ def test_bad_chat_request_and_openai_client_error_type(server):
 def test_weight_reload_changes_outputs_and_bumps_version(
     serve_model, tiny_model_dir, tiny_model_dir_v2, tmp_path
 ):
-    srv = serve_model(tiny_model_dir, "--served-model-name", "tiny")
+    # this server also logs at INFO, to check what its log holds (below)
+    srv = serve_model(
+        tiny_model_dir,
+        *("--served-model-name", "tiny", "--log-level", "info", "--activity-interval", "1"),
+    )
     c = srv.client()
     before = [_greedy(c, p).choices[0].text for p in PROMPTS[:3]]
     bad = httpx.post(
@@ -244,6 +249,18 @@ def test_weight_reload_changes_outputs_and_bumps_version(
     assert after != before
     h = httpx.get(srv.url + "/health").json()
     assert h["weights_version"] == 1 and h["model_path"] == str(tiny_model_dir_v2.resolve())
+    # the log: a summary line per interval with requests, not an access line per request; no
+    # library progress bar or deprecation warning
+    deadline = time.monotonic() + 30
+    while "weights v1" not in srv.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = srv.log_path.read_text()
+    summaries = [
+        line for line in log.splitlines() if "engine: " in line and "requests in the" in line
+    ]
+    assert summaries and "/v1/completions 200:" in log and "weights v1" in summaries[-1], log
+    assert '"POST /v1/completions HTTP/1.1" 200' not in log, log[-2000:]
+    assert "FutureWarning" not in log and "Loading weights" not in log, log[-2000:]
 
 
 def test_full_queue_answers_503(serve_model, tiny_model_dir):

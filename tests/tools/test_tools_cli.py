@@ -11,6 +11,7 @@ from tools_helpers import run_cli
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.datagen import cli as datagen_cli
 from atroposlib.type_definitions import Registration
+from atroposlib.utils.net import free_port
 from atroposlib.viewer.samples import sample_groups
 from tests.cli_checks import one_line_error
 from tests.jsonl import read_jsonl
@@ -106,6 +107,25 @@ def test_sft_offline_prefix_completion_with_local_tokenizer(tmp_path, groups_jso
         "score <= 0 (see --allow-negative-scores)": 16 - positives
     }
     assert "groups read: 4" in proc.stdout and "dropped" in proc.stdout
+
+
+def test_sft_without_a_tokenizer_needs_no_hub_and_says_what_it_wrote(tmp_path, groups_jsonl):
+    """No --tokenizer and no hub: message records, said once; the summary and the progress count
+    what the input held, so a run that writes fewer records than asked reads as finished."""
+    out = tmp_path / "sft.jsonl"
+    proc = run_cli(SFT, str(out), "--input", str(groups_jsonl), env_extra={"HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    recs = read_jsonl(out)
+    assert recs and all(set(r) == {"messages", "score"} for r in recs)
+    assert proc.stderr.count("no --tokenizer: writing the groups' messages") == 1, proc.stderr
+    assert "Grabbing SFT data: 4/4 groups" in proc.stderr, proc.stderr  # not "n/100"
+    assert f"records written: {len(recs)} of the 100 asked for" in proc.stdout, proc.stdout
+    assert "rejected" not in proc.stdout, proc.stdout
+    stopped = [line for line in proc.stdout.splitlines() if line.startswith("stopped:")]
+    assert stopped == [
+        f"stopped: input exhausted (every group read): {len(recs)} of the 100 records asked for "
+        "passed the rules"
+    ], proc.stdout
 
 
 def test_sft_offline_messages_stops_at_target_and_protects_output(tmp_path, groups_jsonl):
@@ -327,6 +347,15 @@ def test_view_run_rejects_a_bad_port_before_serving(tmp_path):
     groups.write_text("")
     proc = run_cli("atroposlib.cli.view_run", "--file", str(groups), "--port", "99999")
     assert_clean_error(proc, 2, "port must be between 1 and 65535")
+
+
+def test_view_run_against_an_api_that_is_not_running_says_so_and_exits():
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    proc = run_cli("atroposlib.cli.view_run", "--api-url", url, "--port", str(free_port()))
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"view-run: error: cannot reach the trajectory API at {url}"), line
+    assert "--file" in line and "serving on" not in proc.stdout
 
 
 def test_view_run_port_in_use_is_one_line_before_serving(tmp_path):

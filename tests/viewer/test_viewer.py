@@ -36,7 +36,9 @@ def test_render_view_newest_first_and_filters():
     html, n = render_view(groups, max_score=0.0)
     assert group_titles(html) == ["Group #3", "Group #2"]
     html, n = render_view(groups, min_score=5)
-    assert n == 0 and "No groups match." in html
+    assert n == 0 and "No groups match the filters (4 fetched)." in html
+    html, n = render_view([])  # an empty source is not a filter result
+    assert n == 0 and "No groups yet" in html and "match" not in html
 
 
 def test_render_view_token_view_and_escaping():
