@@ -102,6 +102,8 @@ def main(env_cls: EnvClass, argv: Optional[list[str]] = None) -> None:
     )
     for noisy in ("httpx", "httpcore", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for notice in loaded.notices:
+        logging.getLogger(__name__).warning(notice)
     try:
         extra = {f"{ns}_server_configs": c for ns, c in loaded.extra_servers.items()}
         env: EnvRuntime = cast(Any, env_cls)(  # extra server groups: keywords it declared

@@ -10,7 +10,8 @@ Rules (also in the docs):
 * ``--flag value`` and ``--flag=value`` both work; the token after a non-boolean flag is its value
   (so negative numbers work: ``--env.max_num_workers -1``) unless it starts with ``--``: then the
   flag "needs a value" (``--flag=--x`` passes such a value). A boolean flag alone means true.
-* URL fields (``--openai.base_url``, ``--env.rollout_server_url``) follow ``utils.urls``'s rule.
+* URL fields (``--openai.base_url``, ``--env.rollout_server_url``) follow ``utils.urls``'s rule; an
+  inference server's base URL without a path gets ``/v1`` (``LoadedConfig.notices`` says so).
 * ``none``/``null`` sets an optional field to None; lists/dicts are given in YAML/JSON syntax.
 * Unknown flags and unknown YAML keys are errors that suggest the nearest name; a bad value names
   the field and where it came from. Nothing is silently ignored.
@@ -48,7 +49,7 @@ from atroposlib.runtime.config_sections import (
 from atroposlib.runtime.context import EnvClass
 from atroposlib.runtime.sinks import groups_path_problem
 from atroposlib.utils.settings_cli import error_message
-from atroposlib.utils.urls import base_url_error
+from atroposlib.utils.urls import base_url_error, with_openai_root
 from atroposlib.utils.yaml_config import load_yaml_mapping
 
 SUBCOMMANDS = ("serve", "process", "evaluate")
@@ -68,6 +69,8 @@ class LoadedConfig:
     config_path: Optional[str] = None
     sources: dict[str, str] = field(default_factory=dict)
     extra_servers: dict[str, ServerConfigs] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    """One-line notes for the user about what was completed (a base URL without ``/v1``)."""
 
 
 GROUPS_PATH_KEY = "env.data_path_to_save_groups"
@@ -277,6 +280,7 @@ def _resolve_servers(
     sources: dict[str, str],
     config_path: str,
     namespace: str = "openai",
+    notices: Optional[list[str]] = None,
 ) -> ServerConfigs:
     if isinstance(defaults, APIServerConfig):
         base: list[APIServerConfig] = [defaults]
@@ -328,7 +332,18 @@ def _resolve_servers(
 
     servers = []
     for d in dicts:
-        _check_url(d.get("base_url"), f"{namespace}.base_url", sources)
+        key = f"{namespace}.base_url"
+        _check_url(d.get("base_url"), key, sources)
+        url = d.get("base_url")
+        if isinstance(url, str) and url.strip() and with_openai_root(url) != url.strip():
+            d["base_url"] = with_openai_root(url)
+            where = sources.get(key, "defaults")
+            origin = "" if where == f"--{key}" else f" (from {where})"
+            if notices is not None:
+                notices.append(
+                    f"--{key} {url.strip()!r}{origin} has no path; using {d['base_url']!r}, where "
+                    "OpenAI-compatible servers answer (give the full URL to silence this)"
+                )
         try:
             servers.append(APIServerConfig.model_validate(d))
         except ValidationError as e:
@@ -412,15 +427,27 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
             text = text.replace(f"--env.{sec}.", f"--{sec}.")
         raise ConfigError(text) from None
     _check_groups_path(env.data_path_to_save_groups, sources)
+    notices: list[str] = []
     servers = _resolve_servers(
-        server_default, yaml_data.get("openai"), cli_openai, sources, str(config_path)
+        server_default,
+        yaml_data.get("openai"),
+        cli_openai,
+        sources,
+        str(config_path),
+        notices=notices,
     )
     extra: dict[str, ServerConfigs] = {}
     for ns, default in namespaces.items():
         if default is None and yaml_data.get(ns) is None and not cli_extra[ns]:
             continue  # nothing configures it: the env gets its own default (None)
         extra[ns] = _resolve_servers(
-            default, yaml_data.get(ns), cli_extra[ns], sources, str(config_path), namespace=ns
+            default,
+            yaml_data.get(ns),
+            cli_extra[ns],
+            sources,
+            str(config_path),
+            namespace=ns,
+            notices=notices,
         )
     return LoadedConfig(
         env=env,
@@ -430,6 +457,7 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         config_path=config_path,
         sources=sources,
         extra_servers=extra,
+        notices=notices,
     )
 
 

@@ -5,7 +5,8 @@ path, with no spaces. ``base_url_problem`` says what is wrong with one (None whe
 ``base_url_error`` turns that into the one-line message every command prints, naming the flag and
 the value: ``--api-url 'localhost:8000' must start with http:// or https:// (did you mean
 'http://localhost:8000'?)``. It is a usage error (exit status 2). Whether the host exists or answers
-is not checked here.
+is not checked here. ``with_openai_root`` completes an inference server's base URL given without
+a path (``http://host:9001`` -> ``http://host:9001/v1``).
 """
 
 from __future__ import annotations
@@ -52,4 +53,14 @@ def check_base_url(url: str) -> str:
     return url.strip()
 
 
-__all__ = ["base_url_error", "base_url_problem", "check_base_url"]
+def with_openai_root(url: str) -> str:
+    """``url`` with ``/v1`` appended when it has no path at all (``http://host:9001``): that is where
+    OpenAI-compatible servers (vLLM, SGLang, TRL's, our engine, api.openai.com) answer, and what the
+    ``openai`` client expects a base URL to name. A URL with any path is left as it is."""
+    text = url.strip()
+    if urlsplit(text).path.strip("/") or urlsplit(text).query:
+        return text
+    return text.rstrip("/") + "/v1"
+
+
+__all__ = ["base_url_error", "base_url_problem", "check_base_url", "with_openai_root"]

@@ -280,3 +280,21 @@ def test_missing_local_tokenizer_path_is_named_as_such(tmp_path):
             load_tokenizer(name)
         message = str(e.value)
         assert message.startswith("tokenizer directory not found") and "Repo id" not in message
+
+
+def test_an_inference_base_url_without_a_path_gets_v1_with_one_notice(tmp_path):
+    """``http://host:port`` is where nothing OpenAI-compatible answers: completed to ``/v1``, said
+    once; a URL with any path is taken as given."""
+    loaded = load_config(AdditionEnv, "serve", ["--openai.base_url", "http://127.0.0.1:9001"])
+    assert [s.base_url for s in loaded.servers] == ["http://127.0.0.1:9001/v1"]
+    (note,) = loaded.notices
+    assert note.startswith("--openai.base_url 'http://127.0.0.1:9001' has no path; using ")
+    assert "'http://127.0.0.1:9001/v1'" in note
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"openai": {"base_url": "http://127.0.0.1:9002/"}}))
+    loaded = load_config(AdditionEnv, "serve", ["--config", str(cfg)])
+    assert loaded.servers[0].base_url == "http://127.0.0.1:9002/v1"
+    assert f"(from --config {cfg})" in loaded.notices[0]
+    for given in ("http://127.0.0.1:9001/v1", "http://127.0.0.1:9001/proxy/openai"):
+        loaded = load_config(AdditionEnv, "serve", ["--openai.base_url", given])
+        assert loaded.servers[0].base_url == given and not loaded.notices
