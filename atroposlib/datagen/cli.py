@@ -36,7 +36,13 @@ from atroposlib.datagen.selection import (
 )
 from atroposlib.errors import APIError, APIUnavailable, AtroposError
 from atroposlib.report.tokenizer import load_tokenizer, make_decoder
-from atroposlib.utils.cli import CliParser, fail, positive_float, positive_int
+from atroposlib.utils.cli import (
+    CliParser,
+    fail,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from atroposlib.utils.settings_cli import format_validation_error
 from atroposlib.utils.urls import base_url_error
 
@@ -101,6 +107,13 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         type=positive_float,
         default=None,
         help="Stop after this many seconds without a batch (default: wait forever).",
+    )
+    src.add_argument(
+        "--wait-for-api",
+        type=non_negative_float,
+        default=60.0,
+        metavar="S",
+        help="How long an API that does not answer yet (e.g. just started) is waited for.",
     )
     src.add_argument(
         "--poll-interval",
@@ -264,6 +277,7 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
                     reset=args.reset,
                     poll_interval=args.poll_interval,
                     idle_timeout=args.idle_timeout,
+                    api_wait=args.wait_for_api,
                 )
             )
             print(f"{args.api_url}: {api_feed.join()}", file=sys.stderr)

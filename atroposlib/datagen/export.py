@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.datagen.selection import RULE_TARGET_REACHED, Selection, has_untrained_inside
-from atroposlib.errors import AtroposError, ConfigError
+from atroposlib.errors import APIUnavailable, AtroposError, ConfigError
 from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 from atroposlib.type_definitions import Registration
 from atroposlib.utils.progress import Progress
@@ -87,6 +87,7 @@ class ApiFeedConfig:
     idle_timeout: Optional[float] = (
         None  # stop after this many seconds without a batch (None: wait)
     )
+    api_wait: float = 60.0  # how long an API that is not up yet (still starting) is waited for
 
 
 class ApiFeed:
@@ -100,10 +101,32 @@ class ApiFeed:
         self.registered_by_us = False
         self.idle_stopped = False
 
+    def _wait_for_api(self) -> None:
+        """``GET /health`` until it answers: an API started a moment ago (``run-api &``) is waited
+        for up to ``api_wait`` seconds, said once; then ``APIUnavailable`` is the caller's."""
+        deadline = time.monotonic() + self.cfg.api_wait
+        said = False
+        while True:
+            try:
+                self.client.health()
+                return
+            except APIUnavailable as e:
+                if time.monotonic() >= deadline:
+                    raise
+                if not said:
+                    log.warning(
+                        "the API at %s does not answer yet (%s); waiting up to %.0fs (--wait-for-api)",
+                        self.cfg.api_url,
+                        e,
+                        self.cfg.api_wait,
+                    )
+                    said = True
+                time.sleep(1.0)
+
     def join(self) -> str:
         """Reset (only when asked), check for a trainer, register if none. Returns what was done."""
         c = self.client
-        c.health()
+        self._wait_for_api()
         done = []
         if self.cfg.reset:
             c.reset()
