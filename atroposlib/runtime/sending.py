@@ -10,7 +10,8 @@ drops them), a dropped one is counted as a drop. Besides that: every group is st
 and validated with the wire schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
 ``GroupBuilder.build()`` returned already validated (it is sent as it is). Every dropped group is
 counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``reward_status`` is
-``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros.
+``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros;
+sequences marked unavailable (``reward_statuses``) do not count in the comparison.
 
 ``send_groups`` is the runtime's sending (and ``BaseEnv.handle_send_to_api``): prepare, record
 completion lengths and rollouts for logging, append to the JSONL file, hand each group to the run's
@@ -118,7 +119,13 @@ def _prepare(
                 expected,
             )
             continue
-        all_equal = not unavailable and len(set(group["scores"])) == 1
+        statuses = group.get("reward_statuses") or []
+        scored = [
+            s
+            for i, s in enumerate(group["scores"])
+            if i >= len(statuses) or statuses[i] != "unavailable"
+        ]
+        all_equal = not unavailable and len(set(scored)) == 1
         if all_equal and not config.ensure_scores_are_not_same:
             context.all_equal_kept += 1
             if context.all_equal_kept == 1:

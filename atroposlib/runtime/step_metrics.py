@@ -3,9 +3,9 @@
 ``log_step_metrics`` (``BaseEnv.wandb_log``) gathers, for one step: the means of ``add_metric``
 values and every ``set_metric`` gauge, the ``(name, value)`` pairs ``evaluate()`` left in
 ``eval_metrics``, what the env passed in, completion lengths, groups dropped by reason and groups
-kept with all-equal scores, the rollout
-table, and the inference servers' metrics; prefixes them with the env's wandb name and sends them to
-the run's metrics sink. The per-step buffers are emptied.
+kept with all-equal scores, the rollout table, the inference servers' metrics (with what the managed
+sessions counted) and the samples left without a score; prefixes them with the env's wandb name and
+sends them to the run's metrics sink. The per-step buffers are emptied.
 
 ``keep_rollouts`` / ``rollout_table`` are the runtime's rollout keeping and table (and the default
 ``add_rollouts_for_wandb`` / ``create_rollout_table``): a few decoded rollouts per group, the latest
@@ -73,6 +73,8 @@ async def log_step_metrics(env: EnvRuntime, wandb_metrics: Optional[dict[str, An
     else:
         metrics = rollout_table(ctx, metrics)
     metrics.update(await env.server.wandb_metrics())
+    if ctx.scorer is not None:
+        metrics.update(ctx.scorer.metrics())
     ctx.rollouts_for_wandb, ctx.completion_lengths = [], []
     if ctx.wandb_prepend:
         metrics = {f"{ctx.wandb_prepend}_{k}": v for k, v in metrics.items()}
