@@ -18,6 +18,7 @@ manager reports that itself, once per outage.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Optional
 
@@ -43,7 +44,11 @@ def why_down(exc: BaseException) -> str:
         if isinstance(e, httpx.ConnectError):
             return f"cannot connect ({e})"
     text = str(exc)
-    return text.rsplit(": ", 1)[-1] if ": " in text else text
+    status = re.search(r": (\d{3}) ", text)
+    if status:  # ServerDown of an HTTP error: "POST url: 503 body"
+        return f"answered {status.group(1)}"
+    silence = re.search(r"(no answer within \S+|accepted connections but answered nothing)", text)
+    return silence.group(1) if silence else text[:160]
 
 
 class UnreachableReport:

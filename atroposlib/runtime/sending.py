@@ -126,15 +126,7 @@ def _prepare(
             if i >= len(statuses) or statuses[i] != "unavailable"
         ]
         all_equal = not unavailable and len(set(scored)) == 1
-        if all_equal and not config.ensure_scores_are_not_same:
-            context.all_equal_kept += 1
-            if context.all_equal_kept == 1:
-                logger.info(
-                    "keeping a group whose scores are all %s: no learning signal for GRPO "
-                    "(--env.ensure_scores_are_not_same true drops such groups; all are counted)",
-                    group["scores"][0],
-                )
-        elif all_equal:
+        if all_equal and config.ensure_scores_are_not_same:
             drops["same_scores"] += 1
             logger.info(
                 "dropping a group whose scores are all %s: no learning signal "
@@ -173,6 +165,14 @@ def _prepare(
                 drops["invalid"] += 1
                 logger.error("dropping an invalid group: %s", e)
                 continue
+        if all_equal:  # kept (the rule's default): counted, the first one said
+            context.all_equal_kept += 1
+            if context.all_equal_kept == 1:
+                logger.info(
+                    "keeping a group whose scores are all %s: no learning signal for GRPO "
+                    "(--env.ensure_scores_are_not_same true drops such groups; all are counted)",
+                    group["scores"][0],
+                )
         out.append((group, raw))  # type: ignore[arg-type]
     return out
 
