@@ -98,7 +98,12 @@ def test_every_code_block_of_the_environments_doc_runs_as_written(tmp_path, run_
             files.append(path.name)
         else:
             commands.append(code)
-    assert sorted(files) == ["addition.py", "addition_eval.py", "test_addition.py"], files
+    assert sorted(files) == [
+        "addition.py",
+        "addition_eval.py",
+        "addition_scored.py",
+        "test_addition.py",
+    ], files
 
     made = sh.run(_inline(doc, "atropos-make-tiny-model"))
     assert made.returncode == 0, made.stderr[-2000:]
@@ -117,13 +122,16 @@ def test_every_code_block_of_the_environments_doc_runs_as_written(tmp_path, run_
             if " process " in code:
                 r = sh.run(code)
                 assert r.returncode == 0, r.stderr[-3000:]
-                assert len(read_jsonl(tmp_path / "out" / "addition.jsonl")) == 10
-                assert (tmp_path / "out" / "addition.html").is_file()
-                ran.append("process")
+                out = Path(re.search(r"--env.data_path_to_save_groups (\S+)", code).group(1))
+                steps = int(re.search(r"--env.total_steps (\d+)", code).group(1))
+                assert len(read_jsonl(tmp_path / out)) == steps, r.stderr[-3000:]
+                assert (tmp_path / out).with_suffix(".html").is_file()
+                ran.append(f"process {out.name}")
             elif code.startswith("run-api"):  # serve without a trainer: the exporter plays it
                 r = sh.run(code)
                 assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
-                assert len(read_jsonl(tmp_path / "try.jsonl")) == 48, r.stdout + r.stderr[-3000:]
+                assert len(read_jsonl(tmp_path / "try.jsonl")) == 18, r.stdout + r.stderr[-3000:]
+                assert "18 seqs saved" in r.stdout and "no such job" not in r.stderr, r.stderr
                 assert re.search(r"groups read: [1-9]", r.stdout), r.stdout
                 ran.append("serve without a trainer")
             elif " serve " in code:  # against a run-api and a trainer, as the docs assume
@@ -162,7 +170,8 @@ def test_every_code_block_of_the_environments_doc_runs_as_written(tmp_path, run_
             engine.wait(10)
         engine_log.close()
     assert ran == [
-        "process",
+        "process scored.jsonl",
+        "process addition.jsonl",
         "serve",
         "serve without a trainer",
         "evaluate",
