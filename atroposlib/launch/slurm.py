@@ -94,10 +94,15 @@ def render_sbatch(plan: Plan) -> str:
         f"export PYTHONPATH={shell_arg(_package_root())}${{PYTHONPATH:+:$PYTHONPATH}}",
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         *(f'NODE{k}="${{NODES[{k}]}}"' for k in range(plan.nodes)),
+        "node_addr() {  # NODE: the address SLURM reaches it at (its NodeAddr), else its name",
+        "  local a",
+        """  a=$(scontrol show node "$1" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)""",
+        '  echo "${a:-$1}"',
+        "}",
         *(
             ["HOST0=127.0.0.1  # cluster.loopback: everything on this host's loopback"]
             if topo.cluster.loopback
-            else [f'HOST{k}="$NODE{k}"' for k in range(plan.nodes)]
+            else [f'HOST{k}=$(node_addr "$NODE{k}")' for k in range(plan.nodes)]
         ),
         f"OUT={out}",
         'mkdir -p "$OUT/logs"; rm -f "$OUT/.stopping"',

@@ -1,0 +1,136 @@
+"""The node's own address for a trainer spanning nodes: ``python -m atroposlib.launch.node_net``.
+
+torchrun and the collective backends find "this node's address" from the host name by default. Where
+the host name resolves to loopback (Debian's default ``/etc/hosts``: ``127.0.1.1 HOSTNAME``), gloo
+listens on and advertises 127.0.1.1, and the other nodes connect to themselves: the ranks get through
+the rendezvous and then never complete a collective. The launcher therefore starts each trainer node
+through this wrapper, which learns the node's address (``--addr IP``: given, as on Ray where the
+actor reports it; ``--toward HOST``: the local address this node reaches the rendezvous host from, as
+in a SLURM job), finds the interface holding it, and runs the command with
+
+* ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set to that interface (unless already set), and
+* torchrun's ``--local-addr ADDR`` (unless given), so the rendezvous hands out that address, not a name
+  the other nodes may not resolve.
+
+An address no interface of this node holds, a loopback address, or a host that cannot be resolved
+is one line on stderr and exit 2: the trainer never starts with an address that cannot work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import ipaddress
+import os
+import socket
+import struct
+import sys
+from typing import Optional
+
+from atroposlib.errors import ConfigError
+from atroposlib.utils.cli import USAGE_ERROR
+
+PROG = "atroposlib.launch.node_net"
+_SIOCGIFADDR = 0x8915
+IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+_TORCHRUN = ("torch.distributed.run", "torchrun")
+
+
+def interface_addresses() -> dict[str, str]:
+    """IPv4 address of each interface of this host that has one (Linux)."""
+    out: dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            req = struct.pack("256s", name.encode()[:15])
+            try:
+                res = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, req)
+            except OSError:  # no IPv4 address on it
+                continue
+            out[name] = socket.inet_ntoa(res[20:24])
+    return out
+
+
+def interface_of(addr: str) -> Optional[str]:
+    """The interface holding ``addr`` on this host, or None."""
+    return next((n for n, a in interface_addresses().items() if a == addr), None)
+
+
+def address_toward(host: str) -> str:
+    """The local address this host uses to reach ``host`` (no packet is sent)."""
+    try:
+        target = socket.getaddrinfo(host, 9, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0]
+    except socket.gaierror as e:
+        raise ConfigError(f"cannot resolve {host!r} on {socket.gethostname()}: {e}") from None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((target, 9))
+        except OSError as e:
+            raise ConfigError(
+                f"{host} ({target}) is unreachable from {socket.gethostname()}: {e.strerror or e}"
+            ) from None
+        return str(s.getsockname()[0])
+
+
+def node_address(addr: Optional[str], toward: Optional[str]) -> tuple[str, str]:
+    """(this node's address, the interface holding it); ``ConfigError`` when it cannot work."""
+    here = socket.gethostname()
+    if addr:
+        try:
+            ipaddress.IPv4Address(addr)
+        except ValueError:
+            raise ConfigError(f"--addr {addr!r}: not an IPv4 address") from None
+    else:
+        assert toward
+        addr = address_toward(toward)
+    if ipaddress.IPv4Address(addr).is_loopback:
+        what = f"the address toward {toward}" if toward else "--addr"
+        raise ConfigError(
+            f"{what} is {addr}, a loopback address on {here}: the other nodes cannot reach it "
+            "(a host name resolving to loopback? give the nodes' own addresses)"
+        )
+    iface = interface_of(addr)
+    if iface is None:
+        raise ConfigError(f"no interface of {here} holds {addr}")
+    return addr, iface
+
+
+def with_local_addr(argv: list[str], addr: str) -> list[str]:
+    """``argv`` with torchrun's ``--local-addr addr`` when it is a torchrun without one."""
+    if "--local-addr" in argv or any(a.startswith("--local-addr=") for a in argv):
+        return list(argv)
+    for i, arg in enumerate(argv):
+        if arg in _TORCHRUN or os.path.basename(arg) == "torchrun":
+            return argv[: i + 1] + ["--local-addr", addr] + argv[i + 1 :]
+    return list(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog=PROG, description="Run a trainer node on its own address.")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--addr", help="this node's address")
+    where.add_argument(
+        "--toward", metavar="HOST", help="use the address this node reaches HOST from"
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
+    args = p.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        print(f"{PROG}: error: no command after --", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        addr, iface = node_address(args.addr, args.toward)
+    except ConfigError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    env = dict(os.environ)
+    for var in IFNAME_VARS:
+        env.setdefault(var, iface)
+    env.setdefault("ATROPOS_NODE_ADDR", addr)
+    cmd = with_local_addr(cmd, addr)
+    print(f"[node_net] {socket.gethostname()}: {addr} on {iface}", file=sys.stderr, flush=True)
+    os.execvpe(cmd[0], cmd, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
