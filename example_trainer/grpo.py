@@ -31,7 +31,9 @@ The algorithm, one optimizer step per API batch:
    (``POST /batch/ack``: never redelivered; an unacknowledged one is, so a crash loses no batch). The
    step's metrics row (``metrics.jsonl``, wandb if enabled) is written before both. ``--resume``
    continues from the checkpoint and registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
-   retrained. With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
+   retrained; the first batch it trains settles its step with the API's (``resume.py``: one line
+   when batches acknowledged after the checkpoint are not in the model, metrics rows kept once).
+   With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
 
 Set-up (``model_setup.py``): one GPU per ``torchrun`` rank (``cuda:LOCAL_RANK``), the policy loaded in
 the master dtype, the frozen KL reference in the compute dtype and sharded like the policy.
@@ -82,7 +84,7 @@ from example_trainer.model_setup import (
     use_gradient_checkpointing,
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
-from example_trainer.resume import restore_training_state
+from example_trainer.resume import restore_training_state, settle_resume
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
@@ -211,6 +213,7 @@ def train(cfg: TrainingConfig) -> int:
             wandb_group=cfg.wandb_group,
             config=cfg.model_dump(),
         )
+    settling = cfg.resume  # the first batch trained after --resume settles the step (resume.py)
     try:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
@@ -229,6 +232,17 @@ def train(cfg: TrainingConfig) -> int:
                 if client is not None:
                     client.ack_batch(batch_id)
                 continue
+            if settling:
+                settling = False
+                step = settle_resume(
+                    step,
+                    batch_step,
+                    checkpointed=ckpt is not None,
+                    interval=cfg.checkpoint_interval,
+                    metrics=metrics,
+                )
+                if step >= cfg.training_steps:
+                    break  # the API had acknowledged every step: nothing is left to train
             t0 = time.perf_counter()
             flat = flatten_batch(
                 batch,
