@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import signal
 import sys
@@ -201,7 +202,8 @@ def train(cfg: TrainingConfig) -> int:
     client: Optional[TrajectoryClient] = None
     metrics: Optional[MetricsLogger] = None
     if info.is_main:
-        client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
+        token = cfg.api_token or os.environ.get("ATROPOS_API_TOKEN")  # as every other client
+        client = TrajectoryClient(cfg.api_url, token=token, timeout=120.0)
         register(client, cfg, step)
         refresher.start(
             str(Path(start_from).resolve()) if Path(start_from).exists() else start_from, step

@@ -126,8 +126,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     for var in IFNAME_VARS:
         env.setdefault(var, iface)
     env.setdefault("ATROPOS_NODE_ADDR", addr)
-    cmd = with_local_addr(cmd, addr)
-    print(f"[node_net] {socket.gethostname()}: {addr} on {iface}", file=sys.stderr, flush=True)
+    given = with_local_addr(cmd, addr)
+    how = ", ".join(f"{v}={env[v]}" for v in IFNAME_VARS)
+    if given != cmd:
+        how += f", torchrun --local-addr {addr}"
+    print(
+        f"[node_net] {socket.gethostname()}: {addr} on {iface} ({how})", file=sys.stderr, flush=True
+    )
+    cmd = given
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
 

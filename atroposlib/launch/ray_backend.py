@@ -207,12 +207,38 @@ class RayRun(SupervisedRun):
             f"back (or {other} has joined), continue with: {self.resume_hint()}"
         )
 
-    def _answers(self, a: _Actor, timeout: float) -> bool:
-        try:
-            self.ray.get(a.handle.status.remote(), timeout=timeout)
-            return True
-        except self.ray.exceptions.RayError:
-            return False
+    def _probe(
+        self, actors: list[_Actor], timeout: float = STATUS_WAIT_S
+    ) -> tuple[list[tuple[_Actor, Exception]], list[_Actor]]:
+        """Ask ``actors`` at once: (the dead ones with their error, the ones that do not answer)."""
+        refs = [(a, a.handle.status.remote()) for a in actors if a.handle is not None]
+        if refs:
+            self.ray.wait([r for _, r in refs], num_returns=len(refs), timeout=timeout)
+        dead: list[tuple[_Actor, Exception]] = []
+        silent: list[_Actor] = []
+        for a, ref in refs:
+            try:
+                self.ray.get(ref, timeout=0.1)
+            except self.ray.exceptions.ActorUnavailableError:
+                silent.append(a)
+            except self.ray.exceptions.RayActorError as e:
+                dead.append((a, e))
+            except self.ray.exceptions.RayError:  # no answer in time
+                silent.append(a)
+        return dead, silent
+
+    def _root_cause(self, failed: list[_Actor]) -> Optional[str]:
+        """When a component failed, the actors that died or do not answer (a lost node kills the
+        trainer's other ranks too): the line about them, which is the cause, or None."""
+        others = [a for a in self.actors if a.handle is not None and a not in failed]
+        dead, silent = self._probe(others)
+        if dead:
+            return self._dead_line(dead)
+        for a in silent:
+            there = self._on_node(a)
+            if all(x in silent or x in failed for x in there):
+                return self._node_line(a, "stopped answering")
+        return None
 
     def _dead_line(self, dead: list[tuple[_Actor, Exception]]) -> str:
         """The line for actors that died: their node's loss when all its actors are gone or Ray
@@ -223,8 +249,10 @@ class RayRun(SupervisedRun):
             return f"{a.unit.name}: its Ray actor died ({first})"
         gone = {x.unit.name for x, _ in dead}
         others = [x for x in self._on_node(a) if x.unit.name not in gone and x.handle is not None]
-        if others and not any(self._answers(x, STATUS_WAIT_S) for x in others):
-            return self._node_line(a, "was lost (none of its components' actors answer)")
+        if others:
+            more_dead, silent = self._probe(others)
+            if len(more_dead) + len(silent) == len(others):
+                return self._node_line(a, "was lost (none of its components' actors answer)")
         if not others and len(gone) > 1:
             return self._node_line(a, "was lost (every component's actor there died)")
         deadline = time.monotonic() + (0 if others else NODE_VERDICT_S)
@@ -503,6 +531,7 @@ class RayRun(SupervisedRun):
         live = [a for a in self.actors if a.handle is not None]
         answers = self._poll(live)
         trainers_done = True
+        failed: list[_Actor] = []
         for a in live:
             st = answers.get(a.unit.name)
             if st is None:  # silent this tick
@@ -511,12 +540,17 @@ class RayRun(SupervisedRun):
             a.restarts, a.pid, a.exit_code = st["restarts"], st["pid"], st["exit_code"]
             a.state, a.stopped = st["state"], bool(st.get("stopped"))
             if st["state"] == "failed":
-                raise RunFailed(st["message"])
+                failed.append(a)
+                continue
             for note in st["crash_notes"][a.said :]:  # each one, even when polled after the restart
                 self.say(f"[launch] {note}")
             a.said = len(st["crash_notes"])
             if a.unit.comp.role == "trainer" and st["state"] != "done":
                 trainers_done = False
+        if failed:
+            self.save_state()
+            message = answers[failed[0].unit.name]["message"]
+            raise RunFailed(self._root_cause(failed) or message)
         self.save_state()
         return 0 if trainers_done else None
 
