@@ -30,9 +30,11 @@ already taken)::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -85,6 +87,33 @@ def netns_pids(netns: str) -> list[int]:
     return [int(p) for p in done.stdout.split() if p.isdigit()]
 
 
+_UNMOUNT_OPTS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec"}
+
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_prelude() -> str:
+    """Shell lines that mount the machine's cgroup file systems again under /sys/fs/cgroup."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    lines = []
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 4 or not parts[1].startswith("/sys/fs/cgroup"):
+            continue
+        src, target, fstype, opts = parts[:4]
+        if fstype not in ("tmpfs", "cgroup", "cgroup2"):
+            continue
+        keep = ",".join(o for o in opts.split(",") if o not in _UNMOUNT_OPTS)
+        flag = f"-o {shlex.quote(keep)} " if keep else ""
+        lines.append(
+            f"mkdir -p {shlex.quote(target)} 2>/dev/null; mount -t {fstype} {flag}"
+            f"{shlex.quote(src)} {shlex.quote(target)} 2>/dev/null;"
+        )
+    return " ".join(lines)
+
+
 def check_available() -> None:
     """Raise ``HostsUnavailable`` with the reason when namespaces cannot be made here."""
     if os.geteuid() != 0:
@@ -112,8 +141,14 @@ class Host:
     iface: str = "eth0"
 
     def cmd(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` run on this host (its network, its /etc/hosts, its host name)."""
-        return ["ip", "netns", "exec", self.netns, "nsenter", f"--uts={self.uts}", "--", *argv]
+        """``argv`` run on this host (its network, its /etc/hosts, its host name). ``ip netns exec``
+        mounts a fresh /sys, which hides the machine's cgroup mounts; they are mounted again first
+        (slurmd refuses to start without them), then ``argv`` replaces the shell."""
+        enter = ["ip", "netns", "exec", self.netns, "nsenter", f"--uts={self.uts}", "--"]
+        prelude = _cgroup_prelude()
+        if not prelude:
+            return [*enter, *argv]
+        return [*enter, "sh", "-c", prelude + ' exec "$@"', "sh", *argv]
 
     def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[Any]:
         kw.setdefault("start_new_session", True)
@@ -383,8 +418,8 @@ def _main(args: argparse.Namespace) -> int:
     if not argv:
         raise HostsError("exec: give a command after --")
     uts = UTS_ROOT / state["base"].removeprefix(PREFIX) / args.host
-    cmd = ["ip", "netns", "exec", row["netns"], "nsenter", f"--uts={uts}", "--", *argv]
-    return subprocess.run(cmd).returncode
+    host = Host(args.host, row["netns"], row["addr"], uts, "", "")
+    return subprocess.run(host.cmd(argv)).returncode
 
 
 if __name__ == "__main__":

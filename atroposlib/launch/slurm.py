@@ -52,7 +52,8 @@ def _cmd(argv: list[str]) -> str:
 def _srun(plan: Plan, c: Component) -> str:
     nodes = ",".join(f"$NODE{k}" for k in c.nodes)
     parts = ["srun", "--overlap", f"--job-name={c.name}", f"--nodes={len(c.nodes)}"]
-    parts.append("--ntasks-per-node=1")
+    # one task per node of the step (not the job's SLURM_NTASKS, which counts every node)
+    parts += [f"--ntasks={len(c.nodes)}", "--ntasks-per-node=1"]
     parts += [
         f'--nodelist="{nodes}"',
         f"--output={shell_arg(str(plan.out / c.log))}",
@@ -240,11 +241,32 @@ def _package_root() -> str:
     return str(Path(atroposlib.__file__).resolve().parent.parent)
 
 
+def cluster_nodes(partition: str | None = None) -> int | None:
+    """How many nodes the cluster (or ``partition``) has, from ``sinfo``; None when it cannot say."""
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return None
+    argv = [sinfo, "-h", "-N", "-o", "%N", *(["-p", partition] if partition else [])]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = set(done.stdout.split())
+    return len(names) if done.returncode == 0 and names else None
+
+
 def submit(plan: Plan, *, topology_path: str = "") -> int:
     """Write ``DIR/launch.sbatch``, submit it with ``sbatch --parsable`` and record the job id."""
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         raise ConfigError("--backend slurm: sbatch is not on PATH (is this a SLURM login node?)")
+    partition = plan.topology.cluster.partition
+    have = cluster_nodes(partition)
+    if have is not None and plan.nodes > have:
+        where = f"partition {partition}" if partition else "SLURM cluster"
+        raise ConfigError(
+            f"the topology asks for {plan.nodes} nodes (cluster.nodes) but the {where} has {have}"
+        )
     (plan.out / "logs").mkdir(parents=True, exist_ok=True)
     shutil.rmtree(plan.out / ".failed", ignore_errors=True)  # an earlier job's error line
     script = plan.out / "launch.sbatch"
