@@ -39,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -316,10 +317,17 @@ def make_hosts(count: int = 2, **kw: Any) -> Iterator[Hosts]:
         hosts.up()
     except HostsUnavailable as e:
         pytest.skip(f"no network namespaces here: {e}")
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so this block still removes the hosts
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.getsignal(signal.SIGTERM) if main else None
+    if main and old == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield hosts
     finally:
         hosts.close()
+        if main and old == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _zombie(pid: int) -> bool:

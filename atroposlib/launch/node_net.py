@@ -10,7 +10,9 @@ in a SLURM job), finds the interface holding it, and runs the command with
 
 * ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set to that interface (unless already set), and
 * torchrun's ``--local-addr ADDR`` (unless given), so the rendezvous hands out that address, not a name
-  the other nodes may not resolve.
+  the other nodes may not resolve, and with ``--toward`` ``--rdzv-conf is_host=1`` on the node that is
+  the rendezvous host (``is_host=0`` elsewhere): torchrun otherwise decides it from its host name, and
+  where that resolves to loopback no node hosts the store.
 
 An address no interface of this node holds, a loopback address, or a host that cannot be resolved
 is one line on stderr and exit 2: the trainer never starts with an address that cannot work.
@@ -55,12 +57,17 @@ def interface_of(addr: str) -> Optional[str]:
     return next((n for n, a in interface_addresses().items() if a == addr), None)
 
 
-def address_toward(host: str) -> str:
-    """The local address this host uses to reach ``host`` (no packet is sent)."""
+def resolve(host: str) -> str:
+    """``host``'s IPv4 address as this host resolves it."""
     try:
-        target = socket.getaddrinfo(host, 9, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0]
+        return str(socket.getaddrinfo(host, 9, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0])
     except socket.gaierror as e:
         raise ConfigError(f"cannot resolve {host!r} on {socket.gethostname()}: {e}") from None
+
+
+def address_toward(host: str) -> str:
+    """The local address this host uses to reach ``host`` (no packet is sent)."""
+    target = resolve(host)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:
             s.connect((target, 9))
@@ -94,13 +101,21 @@ def node_address(addr: Optional[str], toward: Optional[str]) -> tuple[str, str]:
     return addr, iface
 
 
-def with_local_addr(argv: list[str], addr: str) -> list[str]:
-    """``argv`` with torchrun's ``--local-addr addr`` when it is a torchrun without one."""
-    if "--local-addr" in argv or any(a.startswith("--local-addr=") for a in argv):
-        return list(argv)
+def _given(argv: list[str], flag: str) -> bool:
+    return flag in argv or any(a.startswith(flag + "=") for a in argv)
+
+
+def with_local_addr(argv: list[str], addr: str, is_host: Optional[bool] = None) -> list[str]:
+    """``argv`` with torchrun's ``--local-addr addr`` when it is a torchrun without one, and, when
+    ``is_host`` is known, ``--rdzv-conf is_host=0|1`` unless the command sets ``--rdzv-conf``:
+    torchrun decides whether it hosts the rendezvous store by comparing the endpoint with what its
+    host name resolves to, which fails on a loopback host name (then no node hosts it)."""
     for i, arg in enumerate(argv):
         if arg in _TORCHRUN or os.path.basename(arg) == "torchrun":
-            return argv[: i + 1] + ["--local-addr", addr] + argv[i + 1 :]
+            extra = [] if _given(argv, "--local-addr") else ["--local-addr", addr]
+            if is_host is not None and not _given(argv, "--rdzv-conf"):
+                extra += ["--rdzv-conf", f"is_host={int(is_host)}"]
+            return argv[: i + 1] + extra + argv[i + 1 :]
     return list(argv)
 
 
@@ -126,10 +141,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     for var in IFNAME_VARS:
         env.setdefault(var, iface)
     env.setdefault("ATROPOS_NODE_ADDR", addr)
-    given = with_local_addr(cmd, addr)
+    is_host = addr == resolve(args.toward) if args.toward else None
+    given = with_local_addr(cmd, addr, is_host)
     how = ", ".join(f"{v}={env[v]}" for v in IFNAME_VARS)
-    if given != cmd:
-        how += f", torchrun --local-addr {addr}"
+    if given != cmd:  # what was inserted after torchrun's name
+        at = next(i for i, (a, b) in enumerate(zip(given, cmd + [""], strict=False)) if a != b)
+        how += ", torchrun " + " ".join(given[at : at + len(given) - len(cmd)])
     print(
         f"[node_net] {socket.gethostname()}: {addr} on {iface} ({how})", file=sys.stderr, flush=True
     )

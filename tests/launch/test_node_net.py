@@ -47,10 +47,16 @@ def test_an_address_that_cannot_work_is_one_line_and_exit_2(capsys, args, messag
     assert message in err[0]
 
 
-def test_torchrun_gets_the_local_address_once():
+def test_torchrun_gets_the_local_address_and_the_rendezvous_host_once():
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "x.py"]
     assert with_local_addr(torchrun, "10.0.0.2")[3:5] == ["--local-addr", "10.0.0.2"]
-    given = [*torchrun[:3], "--local-addr", "10.0.0.9", *torchrun[3:]]
-    assert with_local_addr(given, "10.0.0.2") == given
+    assert with_local_addr(torchrun, "10.0.0.2", True)[3:7] == [
+        "--local-addr",
+        "10.0.0.2",
+        "--rdzv-conf",
+        "is_host=1",
+    ]
+    given = [*torchrun[:3], "--local-addr", "10.0.0.9", "--rdzv-conf", "is_host=0", *torchrun[3:]]
+    assert with_local_addr(given, "10.0.0.2", True) == given
     assert with_local_addr(["python", "train.py"], "10.0.0.2") == ["python", "train.py"]
     assert interface_of("127.0.0.1") == "lo"

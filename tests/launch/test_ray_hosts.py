@@ -269,7 +269,7 @@ def test_two_hosts_train_across_a_blip_and_crashes_then_a_lost_node_resumes_with
     print(f"node loss reported {took:.1f} s after SIGKILL: {line}")  # docs/scale.md quotes it
     node1 = (run / "logs" / "trainer-node1.log").read_text()
     assert "[node_net] host2: 10.231.0.2 on eth0 (GLOO_SOCKET_IFNAME=eth0, " in node1
-    assert "torchrun --local-addr 10.231.0.2)" in node1
+    assert "torchrun --local-addr 10.231.0.2" in node1
     assert _state(run)["state"] == "failed"
     # 0 lost while host2 is gone: every group the API accepted is acknowledged or still queued
     counts = group_accounting(run)

@@ -197,7 +197,7 @@ def test_a_lost_slurm_node_ends_the_job_in_one_line_and_resume_loses_nothing(
     assert len(_steps(run)) >= 2, _log(run, job)[-3000:]
     node1 = (run / "logs" / "trainer.log").read_text()
     assert "[node_net] host2: 10.231.0.2 on eth0 (GLOO_SOCKET_IFNAME=eth0, " in node1
-    assert "torchrun --local-addr 10.231.0.2)" in node1
+    assert "torchrun --local-addr 10.231.0.2" in node1
     killed_at = time.monotonic()
     slurm.node_b.signal_all(signal.SIGKILL)  # host2's slurmd, slurmstepd and every task on it
     state = slurm.wait_job(job, 180)
