@@ -1,21 +1,24 @@
-"""The node's own address for a trainer spanning nodes: ``python -m atroposlib.launch.node_net``.
+"""The node's own address for a trainer spanning nodes: ``python -m atroposlib.launch.node_net
+--rdzv HOST[:PORT] [--addr IP] -- COMMAND``.
 
 torchrun and the collective backends find "this node's address" from the host name by default. Where
 the host name resolves to loopback (Debian's default ``/etc/hosts``: ``127.0.1.1 HOSTNAME``), gloo
 listens on and advertises 127.0.1.1, and the other nodes connect to themselves: the ranks get through
 the rendezvous and then never complete a collective. The launcher therefore starts each trainer node
-through this wrapper, which learns the node's address (``--addr IP``: given, as on Ray where the
-actor reports it; ``--toward HOST``: the local address this node reaches the rendezvous host from, as
-in a SLURM job), finds the interface holding it, and runs the command with
+through this wrapper, which takes the node's address (``--addr``, as on Ray where the actor reports it;
+by default the local address this node reaches the rendezvous host from, as in a SLURM job), finds the
+interface holding it, and runs the command with
 
-* ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set to that interface (unless already set), and
+* ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set to that interface (unless already set),
 * torchrun's ``--local-addr ADDR`` (unless given), so the rendezvous hands out that address, not a name
-  the other nodes may not resolve, and with ``--toward`` ``--rdzv-conf is_host=1`` on the node that is
-  the rendezvous host (``is_host=0`` elsewhere): torchrun otherwise decides it from its host name, and
-  where that resolves to loopback no node hosts the store.
+  the other nodes may not resolve, and
+* ``--rdzv-conf is_host=1`` on the node whose address is the rendezvous host's (``is_host=0``
+  elsewhere) unless the command sets ``--rdzv-conf``: torchrun otherwise decides it from its host name,
+  and where that resolves to loopback no node hosts the store.
 
-An address no interface of this node holds, a loopback address, or a host that cannot be resolved
-is one line on stderr and exit 2: the trainer never starts with an address that cannot work.
+An address no interface of this node holds, a loopback address while the rendezvous host is not on
+loopback, or a host that cannot be resolved is one line on stderr and exit 2: the trainer never starts
+with an address that cannot work.
 """
 
 from __future__ import annotations
@@ -78,19 +81,28 @@ def address_toward(host: str) -> str:
         return str(s.getsockname()[0])
 
 
-def node_address(addr: Optional[str], toward: Optional[str]) -> tuple[str, str]:
-    """(this node's address, the interface holding it); ``ConfigError`` when it cannot work."""
+def _split(rdzv: str) -> str:
+    """The host of ``HOST[:PORT]``."""
+    host, sep, port = rdzv.rpartition(":")
+    return host if sep and port.isdigit() else rdzv
+
+
+def node_address(addr: Optional[str], rdzv: str) -> tuple[str, str, bool]:
+    """(this node's address, the interface holding it, whether it is the rendezvous host);
+    ``ConfigError`` when it cannot work."""
     here = socket.gethostname()
+    host = _split(rdzv)
+    target = resolve(host)
+    what = "--addr" if addr else f"the address toward {host}"
     if addr:
         try:
             ipaddress.IPv4Address(addr)
         except ValueError:
             raise ConfigError(f"--addr {addr!r}: not an IPv4 address") from None
     else:
-        assert toward
-        addr = address_toward(toward)
-    if ipaddress.IPv4Address(addr).is_loopback:
-        what = f"the address toward {toward}" if toward else "--addr"
+        addr = address_toward(host)
+    # loopback works only when the rendezvous is on loopback too: every node on this one machine
+    if ipaddress.IPv4Address(addr).is_loopback and not ipaddress.IPv4Address(target).is_loopback:
         raise ConfigError(
             f"{what} is {addr}, a loopback address on {here}: the other nodes cannot reach it "
             "(a host name resolving to loopback? give the nodes' own addresses)"
@@ -98,7 +110,7 @@ def node_address(addr: Optional[str], toward: Optional[str]) -> tuple[str, str]:
     iface = interface_of(addr)
     if iface is None:
         raise ConfigError(f"no interface of {here} holds {addr}")
-    return addr, iface
+    return addr, iface, addr == target
 
 
 def _given(argv: list[str], flag: str) -> bool:
@@ -121,11 +133,8 @@ def with_local_addr(argv: list[str], addr: str, is_host: Optional[bool] = None) 
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description="Run a trainer node on its own address.")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--addr", help="this node's address")
-    where.add_argument(
-        "--toward", metavar="HOST", help="use the address this node reaches HOST from"
-    )
+    p.add_argument("--rdzv", required=True, metavar="HOST[:PORT]", help="the rendezvous endpoint")
+    p.add_argument("--addr", help="this node's address (default: the one it reaches HOST from)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     args = p.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -133,7 +142,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"{PROG}: error: no command after --", file=sys.stderr)
         return USAGE_ERROR
     try:
-        addr, iface = node_address(args.addr, args.toward)
+        addr, iface, is_host = node_address(args.addr, args.rdzv)
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return USAGE_ERROR
@@ -141,7 +150,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     for var in IFNAME_VARS:
         env.setdefault(var, iface)
     env.setdefault("ATROPOS_NODE_ADDR", addr)
-    is_host = addr == resolve(args.toward) if args.toward else None
     given = with_local_addr(cmd, addr, is_host)
     how = ", ".join(f"{v}={env[v]}" for v in IFNAME_VARS)
     if given != cmd:  # what was inserted after torchrun's name
@@ -150,8 +158,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(
         f"[node_net] {socket.gethostname()}: {addr} on {iface} ({how})", file=sys.stderr, flush=True
     )
-    cmd = given
-    os.execvpe(cmd[0], cmd, env)
+    os.execvpe(given[0], given, env)
     return 0  # not reached
 
 

@@ -6,6 +6,7 @@ SLURM tiers (``test_ray_hosts.py``, ``test_slurm_hosts.py``)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -19,7 +20,7 @@ def test_the_address_toward_the_rendezvous_host_is_the_nodes_own(net_hosts):
     show = "import os; print(os.environ['GLOO_SOCKET_IFNAME'], os.environ['NCCL_SOCKET_IFNAME'], os.environ['ATROPOS_NODE_ADDR'])"
     for h in (a, b):  # toward the head: the head itself included
         done = h.run(
-            [sys.executable, "-m", "atroposlib.launch.node_net", "--toward", a.name, "--"]
+            [sys.executable, "-m", "atroposlib.launch.node_net", "--rdzv", f"{a.name}:29500", "--"]
             + [sys.executable, "-c", show],
             capture_output=True,
             text=True,
@@ -30,14 +31,13 @@ def test_the_address_toward_the_rendezvous_host_is_the_nodes_own(net_hosts):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--addr", "127.0.0.1"], "--addr is 127.0.0.1, a loopback address on"),
-        (["--addr", "10.231.254.254"], "no interface of"),
-        (["--addr", "node-a"], "--addr 'node-a': not an IPv4 address"),
-        (["--toward", "no-such-host.invalid"], "cannot resolve 'no-such-host.invalid' on"),
         (
-            ["--toward", "localhost"],
-            "the address toward localhost is 127.0.0.1, a loopback address",
+            ["--rdzv", "10.0.0.1:29500", "--addr", "127.0.0.1"],
+            "--addr is 127.0.0.1, a loopback address on",
         ),
+        (["--rdzv", "127.0.0.1", "--addr", "10.231.254.254"], "no interface of"),
+        (["--rdzv", "127.0.0.1", "--addr", "node-a"], "--addr 'node-a': not an IPv4 address"),
+        (["--rdzv", "no-such-host.invalid:1"], "cannot resolve 'no-such-host.invalid' on"),
     ],
 )
 def test_an_address_that_cannot_work_is_one_line_and_exit_2(capsys, args, message):
@@ -45,6 +45,18 @@ def test_an_address_that_cannot_work_is_one_line_and_exit_2(capsys, args, messag
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("atroposlib.launch.node_net: error: "), err
     assert message in err[0]
+
+
+def test_one_machine_on_loopback_is_allowed():
+    """Every node on this machine (the rendezvous on loopback too): loopback is the right address."""
+    show = "import os; print(os.environ['GLOO_SOCKET_IFNAME'])"
+    done = subprocess.run(
+        [sys.executable, "-m", "atroposlib.launch.node_net", "--rdzv", "127.0.0.1:1", "--addr"]
+        + ["127.0.0.1", "--", sys.executable, "-c", show],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "lo", done.stderr
 
 
 def test_torchrun_gets_the_local_address_and_the_rendezvous_host_once():
