@@ -11,6 +11,13 @@ launcher polls them, mirrors the trainer's metrics, ends the run when the traine
 fails, and stops in the order trainer, env workers, inference servers, API (each actor ends its
 process group, then the actor is killed and the placement groups removed). Logs go to
 ``DIR/logs/NAME.log`` from wherever the actor runs: the run directory must be on a shared file system.
+
+Failures are named by their cause: the launcher asks every actor for its status without blocking the
+tick; one that does not answer for a moment (a network blip) is waited out up to
+``supervision.unresponsive_s``; an actor that died, or a trainer rank that failed, is checked against
+its node (every actor there gone or silent, or Ray's node table marking it dead), and a lost or frozen
+node ends the run with one line naming it, its address, the components that ran there and the
+``--resume`` command. Nothing is re-placed.
 """
 
 from __future__ import annotations
