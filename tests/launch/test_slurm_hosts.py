@@ -31,7 +31,7 @@ from tests.launch.run_checks import group_accounting
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMONS = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo")
-# two SLURM jobs of 7 components on two hosts: ~4 min on 2 shared cores
+# two SLURM jobs of 7 components on two hosts: 4 min measured on 2 cores at load 15-25
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
 
