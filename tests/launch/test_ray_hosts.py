@@ -78,13 +78,25 @@ class Cluster:
     def ensure_node_b(self) -> None:
         """host2 in the cluster, whatever an earlier test did to it (killed: Ray is let notice
         that the old raylet is gone before a new one joins)."""
-        if self.node_b.pids() and self.alive_nodes() >= 2:
+        if self.raylet_alive() and self.alive_nodes() >= 2:
             return
         self.node_b.signal_all(signal.SIGKILL)
         deadline = time.monotonic() + 90
         while self.alive_nodes() > 1 and time.monotonic() < deadline:
             time.sleep(1)
         self.start_node_b()
+
+    def raylet_alive(self) -> bool:
+        """A raylet process runs on host2 (zombies of a killed one do not count)."""
+        for pid in self.node_b.pids():
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if state not in ("Z", "X") and b"raylet" in cmd:
+                return True
+        return False
 
     def alive_nodes(self) -> int:
         code = (

@@ -347,3 +347,24 @@ def test_an_address_where_nothing_answers_is_refused_quickly(tmp_path, ray_pytho
         "(connection refused); is the Ray cluster up (ray start --head)?"
     ]
     assert time.monotonic() - started < 30 and not run.exists()
+
+
+def test_more_nodes_than_the_cluster_has_are_refused_with_nothing_started(
+    tmp_path, ray_python, cluster, topology
+):
+    run = tmp_path / "run"
+    args = ["run", str(topology), "--backend", "ray", "--ray-address", cluster, "--out", str(run)]
+    done = subprocess.run(
+        [ray_python, "-m", "atroposlib.cli.launch", *args, "--set", "cluster.ray_nodes=[]"],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "atropos-launch: error: the topology asks for 2 nodes (cluster.nodes) but the Ray cluster "
+        f"at {cluster} has 1"
+    ]
+    assert not run.exists()
