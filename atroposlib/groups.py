@@ -10,10 +10,15 @@ sequence or for none. ``build()`` validates the group with the wire schema (``Sc
 is wrong) and returns the validated ``ScoredData`` model; the runtime sends a model as it is, without
 validating it again. A group an env builds as a plain ``ScoredDataGroup`` dict (Atropos's way) is
 normalized (``normalize_group``) and validated once (``check_group``) when it is sent.
+
+A logprob the inference server did not give is NaN in what the backends return (unknown, never 0):
+a group with one is built and sent without ``inference_logprobs`` (``unknown_logprobs``), and the
+trainer takes its ratio against the current policy; the backends count such answers where they come.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -57,6 +62,7 @@ class GroupBuilder:
         self.group_overrides = dict(group_overrides or {})
         self.images = images
         self.reward_unavailable = False
+        self.versions_complete = True
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -73,8 +79,10 @@ class GroupBuilder:
         ref_logprobs: Optional[Sequence[float]] = None,
         overrides: Optional[Mapping[str, Any]] = None,
         reward_unavailable: bool = False,
+        weights_versions: Optional[Sequence[int]] = None,
     ) -> GroupBuilder:
-        """Add one sequence. ``reward_unavailable=True`` marks the group's reward as unavailable
+        """Add one sequence (``weights_versions``: the [first, last] weights version that generated
+        it, as ``SequenceNode.weights_versions`` records it). ``reward_unavailable=True`` marks the group's reward as unavailable
         (infrastructure failure): the trainer masks it out instead of training on a 0."""
         if len(tokens) != len(masks):
             raise SchemaError(
@@ -90,6 +98,12 @@ class GroupBuilder:
             "ref_logprobs": ref_logprobs,
             "overrides": overrides,
         }
+        # versions are the server's report: a sequence without one (a server that reports none)
+        # leaves the group to the runtime's per-item span instead of failing the group
+        if weights_versions is None:
+            self.versions_complete = False
+        else:
+            self.optional["weights_versions"].append(list(weights_versions))
         for key, value in values.items():
             if value is not None:
                 self.optional[key].append(list(value) if key != "overrides" else dict(value))
@@ -112,6 +126,7 @@ class GroupBuilder:
             ref_logprobs=item.get("ref_logprobs"),
             overrides=item.get("overrides"),
             reward_unavailable=item.get("reward_status") == "unavailable",
+            weights_versions=item.get("weights_versions"),
         )
         group_overrides = item.get("group_overrides")
         if group_overrides:
@@ -119,7 +134,11 @@ class GroupBuilder:
         return self
 
     def add_node(self, node: Any, score: float, **kwargs: Any) -> GroupBuilder:
-        """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs)."""
+        """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs and the
+        weights versions that generated it)."""
+        versions = getattr(node, "weights_versions", None)
+        if versions is not None:
+            kwargs.setdefault("weights_versions", versions)
         return self.add(
             node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs, **kwargs
         )
@@ -129,6 +148,8 @@ class GroupBuilder:
         once when it is sent); ``build()`` is the validated form."""
         group: dict[str, Any] = {"tokens": self.tokens, "masks": self.masks, "scores": self.scores}
         for key, rows in self.optional.items():
+            if key == "weights_versions" and not self.versions_complete:
+                continue
             if rows:
                 if len(rows) != len(self.tokens):
                     raise SchemaError(
@@ -143,6 +164,7 @@ class GroupBuilder:
             group["images"] = self.images
         if self.reward_unavailable:
             group["reward_status"] = "unavailable"
+        unknown_logprobs(group)
         return group  # type: ignore[return-value]
 
     def build(self) -> ScoredData:
@@ -175,11 +197,27 @@ def normalize_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> dict[str, 
         g["messages"] = [[dict(m) for m in conv] for conv in g["messages"]]
     if "inference_logprobs" in g:
         g["inference_logprobs"] = [[float(x) for x in row] for row in g["inference_logprobs"]]
+        unknown_logprobs(g)
     if g.get("images") == []:
         del g["images"]
     if g.get("group_overrides") == {}:
         del g["group_overrides"]
     return g
+
+
+def unknown_logprobs(group: dict[str, Any]) -> bool:
+    """Drop ``inference_logprobs`` from ``group`` when some value is not a finite number (a logprob
+    the server did not give); True when it did. The wire holds them for every token or for none."""
+    rows = group.get("inference_logprobs")
+    if not isinstance(rows, list) or not any(
+        isinstance(v, float) and not math.isfinite(v)
+        for row in rows
+        if isinstance(row, list)
+        for v in row
+    ):
+        return False
+    del group["inference_logprobs"]
+    return True
 
 
 def group_from_items(items: Iterable[Optional[ScoredDataItem]]) -> Optional[ScoredDataGroup]:
@@ -213,4 +251,5 @@ __all__ = [
     "check_group",
     "group_from_items",
     "normalize_group",
+    "unknown_logprobs",
 ]

@@ -69,6 +69,7 @@ class ScoredDataItem(TypedDict, total=False):
     distill_token_ids: Optional[list[list[int]]]
     distill_logprobs: Optional[list[list[float]]]
     reward_status: Optional[RewardStatus]
+    weights_versions: Optional[list[int]]
 
 
 class ScoredDataGroup(TypedDict, total=False):
@@ -91,6 +92,7 @@ class ScoredDataGroup(TypedDict, total=False):
     policy_version: Optional[int]
     group_id: Optional[str]
     reward_status: Optional[RewardStatus]
+    weights_versions: Optional[list[list[int]]]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,6 +107,7 @@ _EMPTY_MEANS_ABSENT = (
     "overrides",
     "distill_token_ids",
     "distill_logprobs",
+    "weights_versions",
 )
 
 
@@ -189,7 +192,11 @@ class ScoredData(BaseModel):
         None, description="Per sequence, per token: the teacher's top-k logprobs."
     )
     policy_version: Optional[int] = Field(
-        None, ge=0, description="Trainer step whose weights generated this group."
+        None,
+        ge=0,
+        description="Version (trainer step) of the oldest weights that generated a token of this "
+        "group, as the inference server reported it; when the server reports none, the trainer "
+        "step the env saw when the item started (an estimate).",
     )
     group_id: Optional[str] = Field(
         None,
@@ -199,6 +206,12 @@ class ScoredData(BaseModel):
     reward_status: Optional[RewardStatus] = Field(
         None,
         description="'unavailable' when scoring failed for infrastructure reasons; never trained as 0.",
+    )
+    weights_versions: Optional[list[list[int]]] = Field(
+        None,
+        description="Per sequence: [first, last] weights version (trainer step) that generated its "
+        "tokens, as the inference server reported it (first < last: a refresh happened while it "
+        "was generated).",
     )
 
     @field_validator("messages", mode="before")
@@ -246,10 +259,23 @@ class ScoredData(BaseModel):
                     raise ValueError(
                         f"{name}[{i}] has {len(row)} values but tokens[{i}] has {len(seq)} tokens"
                     )
-        for name in ("overrides", "messages", "distill_token_ids", "distill_logprobs"):
+        for name in (
+            "overrides",
+            "messages",
+            "distill_token_ids",
+            "distill_logprobs",
+            "weights_versions",
+        ):
             rows = getattr(self, name)
             if rows is not None and len(rows) != n:
                 raise ValueError(f"{name} has {len(rows)} entries but the group has {n} sequences")
+        if self.weights_versions is not None:
+            for i, span in enumerate(self.weights_versions):
+                if len(span) != 2 or not 0 <= span[0] <= span[1]:
+                    raise ValueError(
+                        f"weights_versions[{i}] is {span}; each must be [first, last] with "
+                        "0 <= first <= last"
+                    )
         if (self.distill_token_ids is None) != (self.distill_logprobs is None):
             raise ValueError("distill_token_ids and distill_logprobs must be given together")
         if self.distill_token_ids is not None and self.distill_logprobs is not None:
@@ -305,6 +331,13 @@ class Registration(BaseModel):
         None,
         max_length=200,
         description="Names the run (ours); a different run cannot take over undelivered groups.",
+    )
+    weights_lag: Optional[int] = Field(
+        None,
+        ge=0,
+        description="Steps by which the inference servers' weights can trail the trainer when a "
+        "batch is formed (ours): refresh interval - 1, plus 1 when pushed asynchronously. The API "
+        "keeps envs' off-policy budgets within max_staleness with it.",
     )
 
 
@@ -420,6 +453,14 @@ class StatusEnv(BaseModel):
     self_queue_size: int = 0
     max_group_size: int = 1
     env_weight: float = 1.0
+    max_staleness: Optional[int] = Field(
+        None, description="The API's staleness bound in steps (ours; None: no bound)."
+    )
+    max_batches_offpolicy: Optional[int] = Field(
+        None,
+        description="Most batches this env may hold ahead of the trainer for its groups to stay "
+        "within max_staleness (ours; None: no limit from the API).",
+    )
 
 
 class BatchResponse(BaseModel):

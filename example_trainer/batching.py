@@ -33,6 +33,10 @@ class Sequence:
     distill_ids: Optional[list[list[int]]] = None
     distill_logprobs: Optional[list[list[float]]] = None
     temperature: float = 1.0  # the trainer divides this sequence's logits by it
+    # the oldest weights version (trainer step) that generated its tokens: the server's report
+    # (``weights_versions``), else the group's ``policy_version``; None when neither is known
+    version: Optional[int] = None
+    version_reported: bool = False  # ``version`` came from the server (weights_versions)
 
 
 @dataclass
@@ -41,7 +45,6 @@ class FlatBatch:
     group_scores: list[float] = field(default_factory=list)  # mean score of each trained group
     masked_groups: int = 0  # reward_status == "unavailable"
     advantages_from_env: int = 0
-    policy_versions: list[int] = field(default_factory=list)
     truncated: int = 0
 
 
@@ -70,9 +73,9 @@ def flatten_batch(
             continue
         scores = [float(s) for s in g["scores"]]
         out.group_scores.append(sum(scores) / max(len(scores), 1))
-        if g.get("policy_version") is not None:
-            out.policy_versions.append(int(g["policy_version"]))
         temp = group_temperature(g, temperature) if temperature_from_groups else temperature
+        group_version = g.get("policy_version")
+        spans = g.get("weights_versions")
         env_adv = g.get("advantages")
         if env_adv is not None:
             out.advantages_from_env += 1
@@ -98,6 +101,8 @@ def flatten_batch(
                     distill_ids=_row(g, "distill_token_ids", i, n),
                     distill_logprobs=_row(g, "distill_logprobs", i, n),
                     temperature=temp,
+                    version=int(spans[i][0]) if spans else group_version,
+                    version_reported=bool(spans),
                 )
             )
     return out

@@ -142,6 +142,12 @@ class TrainingConfig(BaseModel):
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
     use_wandb: bool = Field(False, description="Log to wandb as well as to metrics.jsonl.")
     batch_poll_interval: float = Field(0.05, gt=0, description="Seconds between /batch polls.")
+    summary_interval: int = Field(
+        10,
+        ge=0,
+        description="Every N steps, one log line on staleness: policy lag (mean, max) and the groups "
+        "the API dropped for age (0 = never).",
+    )
     batch_wait_timeout: float = Field(
         600.0, gt=0, description="Give up if no batch arrives for this many seconds."
     )

@@ -83,6 +83,7 @@ from example_trainer.model_setup import (
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
 from example_trainer.resume import restore_training_state
+from example_trainer.staleness import StalenessReport, weights_lag
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
@@ -121,6 +122,7 @@ def register(client: TrajectoryClient, cfg: TrainingConfig, step: int) -> None:
             save_checkpoint_interval=cfg.checkpoint_interval,
             starting_step=step,
             num_steps=cfg.training_steps,
+            weights_lag=weights_lag(cfg),
         )
     )
 
@@ -211,6 +213,7 @@ def train(cfg: TrainingConfig) -> int:
             wandb_group=cfg.wandb_group,
             config=cfg.model_dump(),
         )
+    staleness = StalenessReport(client, cfg) if info.is_main else None
     try:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
@@ -258,6 +261,8 @@ def train(cfg: TrainingConfig) -> int:
                     step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time, t0 - t_wait
                 )
                 m.update(extra)
+                if staleness is not None:
+                    m.update(staleness.step_metrics(step, m))
                 metrics.log(m)
                 print(format_step_line(m, cfg.training_steps), flush=True)
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:

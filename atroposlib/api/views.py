@@ -68,7 +68,22 @@ class ViewsMixin(RunState):
                 self_queue_size=own // env_group,
                 max_group_size=max_group,
                 env_weight=weight,
+                max_staleness=self.settings.max_staleness,
+                max_batches_offpolicy=self.offpolicy_batches(),
             )
+
+    def offpolicy_batches(self) -> Optional[int]:
+        """Most batches an env may hold ahead of the trainer so that its groups stay within
+        ``max_staleness``: a group started when the env's holding drops below ``b`` batches is
+        trained ``b`` steps later, on data of weights up to ``weights_lag`` steps older still (the
+        trainer's refresh interval - 1, + 1 for an asynchronous push; 1 when the trainer did not
+        say). None without a bound."""
+        bound = self.settings.max_staleness
+        if bound is None:
+            return None
+        reg = self.registration
+        lag = reg.weights_lag if reg is not None and reg.weights_lag is not None else 1
+        return max(1, bound - lag)
 
     # ------------------------------------------------------------------ shared
     def info(self) -> Info:

@@ -6,7 +6,9 @@ batch runs, requests that arrive are admitted between decode steps as long as ro
 batching), so a short request does not wait for the longest one in flight. All rows of one batch use the
 same weights: rows for another LoRA adapter wait until the running batch drains. Weight refresh loads the
 new checkpoint beside the running one, stops admitting rows, lets the batch in flight finish on the old
-weights, swaps, and resumes; ``weights_version`` counts the swaps.
+weights, swaps, and resumes. ``weights_version`` labels the weights: the version the reload names (the
+trainer's step), else one more than before; every row records which version generated which of its
+tokens (``RowResult.weight_versions``).
 
 A job submitted with ``on_progress`` (a streaming request) is told after every decode step how far its
 rows are (the callback runs on the worker thread and must be quick); ``GenerationJob.abort`` takes its
@@ -134,9 +136,15 @@ class InferenceEngine:
         """Blocking convenience wrapper around ``submit``."""
         return self.submit(rows).result(timeout)
 
-    def reload_weights(self, model_path: str) -> int:
-        """Load weights from ``model_path`` and swap them in between batches; return the new version.
-        Raises ``ModelLoadError`` (old weights stay) if the directory is bad or incompatible."""
+    def set_weights_version(self, version: int) -> None:
+        """Label the weights being served (vLLM's ``/update_weight_version``)."""
+        self.weights_version = version
+        self.metrics.weights_version.set(version)
+
+    def reload_weights(self, model_path: str, version: Optional[int] = None) -> int:
+        """Load weights from ``model_path`` and swap them in between batches; return the new version
+        (``version`` when given, else the old one + 1). Raises ``ModelLoadError`` (old weights stay)
+        if the directory is bad or incompatible."""
         new_model = load_causal_lm(model_path, self.config.dtype, self.config.device)
         old_vocab = self.loaded.model.get_input_embeddings().weight.shape[0]
         new_vocab = new_model.get_input_embeddings().weight.shape[0]
@@ -150,8 +158,7 @@ class InferenceEngine:
             )
             self.adapters.clear()
             self.loaded.path = Path(model_path).expanduser().resolve()
-            self.weights_version += 1
-            self.metrics.weights_version.set(self.weights_version)
+            self.set_weights_version(self.weights_version + 1 if version is None else version)
             return self.weights_version
 
     @contextlib.contextmanager
@@ -322,12 +329,14 @@ class InferenceEngine:
                         pos += len(j.rows)
                     self.metrics.batch_size.observe(len(batch) + sum(r.done for r in results))
                     self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in rows))
+                    self._note_version(live)
                     live = self._deliver(live)
                     merge_ok = merge_ok and batch.can_merge()
                     jobs = []
                     while len(batch):
                         batch.step()
                         self._drop_aborted(batch, live)
+                        self._note_version(live)
                         live = self._deliver(live)
                         if merge_ok and len(batch) < self.config.max_batch_size:
                             jobs = self._admissible(
@@ -349,6 +358,12 @@ class InferenceEngine:
             for j in jobs:
                 if not j.future.done():
                     j.future.set_exception(e)
+
+    def _note_version(self, live: list[tuple[_Job, list[RowResult]]]) -> None:
+        """The tokens just generated came from the weights being served now."""
+        for _, results in live:
+            for r in results:
+                r.note_version(self.weights_version)
 
     def _drop_aborted(self, batch: DecodeBatch, live: list[tuple[_Job, list[RowResult]]]) -> None:
         for job, results in live:

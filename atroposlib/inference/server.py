@@ -28,6 +28,7 @@ from atroposlib.inference.protocol import (
     LoadLoraRequest,
     UnloadLoraRequest,
     UpdateWeightsRequest,
+    UpdateWeightVersionRequest,
     chat_response,
     completion_response,
 )
@@ -313,8 +314,9 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
     @app.post("/update_weights_from_disk")
     async def update_weights(req: UpdateWeightsRequest) -> JSONResponse:
         loop = asyncio.get_running_loop()
+        label = int(req.weight_version) if req.weight_version is not None else None
         try:
-            version = await loop.run_in_executor(None, eng.reload_weights, req.model_path)
+            version = await loop.run_in_executor(None, eng.reload_weights, req.model_path, label)
         except ModelLoadError as e:
             return JSONResponse(
                 status_code=400,
@@ -331,6 +333,17 @@ def create_app(config: EngineConfig, engine: Optional[InferenceEngine] = None) -
                 "weights_version": version,
             }
         )
+
+    @app.get("/weight_info")
+    async def weight_info() -> dict[str, Any]:
+        """vLLM's dev-mode route: the label of the weights being served."""
+        return {"weight_version": str(eng.weights_version)}
+
+    @app.post("/update_weight_version")
+    async def update_weight_version(req: UpdateWeightVersionRequest) -> dict[str, Any]:
+        """vLLM's dev-mode route: label the weights being served (after a LoRA load, say)."""
+        eng.set_weights_version(int(req.new_version))
+        return {"success": True, "new_version": req.new_version}
 
     @app.post("/v1/load_lora_adapter")
     async def load_lora(req: LoadLoraRequest) -> Response:

@@ -10,6 +10,10 @@ Multi-turn: when a new prompt (text, or rendered chat template) starts with a tr
 ``full_text``, the node's tokens are reused verbatim and only the new suffix is tokenized, so there is
 no re-tokenization drift; in the default mode the extended node replaces its parent.
 
+Each node also records ``weights_versions``: the [first, last] weights version that generated its
+completion tokens, as the server reported it (``weights_version``), across all its turns; None when
+the server reported none.
+
 Tool calls (as Atropos): with a ``tool_parser`` (``"hermes"``; the manager's ``tool_parser``
 attribute), ``chat_completion(tools=[...], tool_choice=...)`` renders the tools into the chat
 template, turns assistant messages that carry ``tool_calls`` back into the exact text the model
@@ -34,6 +38,7 @@ from openai.types.completion import Completion
 from pydantic import BaseModel
 
 from atroposlib.inference_clients.tool_call_translator import ToolCallTranslator
+from atroposlib.inference_clients.weights_version import Span, merge, result_versions
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import render_chat
 
@@ -80,6 +85,7 @@ class SequenceNode(BaseModel):
     masked_tokens: list[int]
     logprobs: list[float]
     metadata: Optional[dict[str, Any]] = None
+    weights_versions: Optional[list[int]] = None  # [first, last] version of its completion tokens
 
 
 class ManagedServer:
@@ -163,11 +169,16 @@ class ManagedServer:
             for k, v in kwargs.items()
             if k not in ("prompt", "messages", "logprobs", "top_logprobs", "skip_reasoning")
         }
-        _, outs, out_lps, reasons = await self.server.tokens_and_logprobs_completion(
-            input_ids=ids, **kwargs
-        )
+        answer = await self.server.tokens_and_logprobs_completion(input_ids=ids, **kwargs)
+        _, outs, out_lps, reasons = answer
+        inherited: Optional[Span] = None
+        if parent is not None and parent.weights_versions is not None:
+            inherited = (parent.weights_versions[0], parent.weights_versions[1])
         nodes = []
-        for out, out_lp, reason in zip(outs, out_lps, reasons, strict=True):
+        for out, out_lp, reason, span in zip(
+            outs, out_lps, reasons, result_versions(answer), strict=True
+        ):
+            versions = merge(inherited, span)
             text = self._decode(out, skip_special_tokens=True)
             tail = self._decode(out, skip_special_tokens=False) if chat else text
             # what the model wrote, special tokens kept (a <tool_call> may be one), its end-of-turn
@@ -185,6 +196,7 @@ class ManagedServer:
                         masked_tokens=masks + list(out),
                         logprobs=lps + list(out_lp),
                         metadata={"finish_reason": reason, "prompt_length": len(ids)},
+                        weights_versions=list(versions) if versions is not None else None,
                     ),
                 )
             )

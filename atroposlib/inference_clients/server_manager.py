@@ -39,6 +39,7 @@ from atroposlib.inference_clients.managed_server import (
     dummy_allowed,
 )
 from atroposlib.inference_clients.registry import backend_class
+from atroposlib.inference_clients.weights_version import TokenResult, result_versions
 
 logger = logging.getLogger(__name__)
 
@@ -173,12 +174,14 @@ class ServerManager:
 
     async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
         results = await self._split_n("tokens_and_logprobs_completion", kwargs)
-        prompt, outs, lps, reasons = results[0][0], [], [], []
-        for _, o, lp, r in results:
+        prompt, outs, lps, reasons, versions = results[0][0], [], [], [], []
+        for result in results:
+            _, o, lp, r = result
             outs.extend(o)
             lps.extend(lp)
             reasons.extend(r)
-        return prompt, outs, lps, reasons
+            versions.extend(result_versions(result))
+        return TokenResult(prompt, outs, lps, reasons, versions)
 
     async def get_logprobs(self, **kwargs: Any) -> dict[str, Any]:
         """Prompt logprobs from the least loaded healthy server (Atropos's schema:

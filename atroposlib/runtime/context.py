@@ -95,6 +95,8 @@ class RunContext:
     # accumulated while running
     backlog: list[Item] = field(default_factory=list)
     drop_counts: Counter[str] = field(default_factory=Counter)
+    generation_notes: Counter[str] = field(default_factory=Counter)
+    """Groups sent with something to say about how they were generated (``sending``)."""
     items_sent_this_step: int = 0
     metrics: MetricBuffers = field(default_factory=MetricBuffers)
     completion_lengths: list[int] = field(default_factory=list)

@@ -63,6 +63,16 @@ def test_reload_waits_for_the_batch_in_flight(engine, tiny_model_dir_v2, tiny_mo
     assert engine.weights_version == 1
 
 
+def test_rows_record_the_weights_version_that_generated_them(engine, tiny_model_dir):
+    first = engine.generate([_row(engine, "Hello there", 5)])[0]
+    assert first.weight_versions() == [{"version": "0", "start": 0, "end": 5}]
+    assert engine.reload_weights(str(tiny_model_dir), version=7) == 7  # the trainer's label
+    engine.set_weights_version(9)  # a label set on its own (after a LoRA load)
+    second = engine.generate([_row(engine, "Hello there", 3)])[0]
+    assert second.weight_versions() == [{"version": "9", "start": 0, "end": 3}]
+    assert engine.reload_weights(str(tiny_model_dir)) == 10  # unlabelled: one more
+
+
 def test_queue_full_raises_inference_unavailable(tiny_model_dir):
     eng = InferenceEngine(
         EngineConfig(model_path=str(tiny_model_dir), torch_threads=1, max_queue=1)

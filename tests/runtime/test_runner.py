@@ -60,6 +60,36 @@ def test_timed_out_worker_puts_its_item_back_then_gives_up(env):
     runner, item = asyncio.run(go())
     assert runner.counts["timeouts"] == 3 and not runner.running
     assert env.backlog == []  # back twice, then given up after MAX_ITEM_ATTEMPTS
+    assert runner.attempts == {}  # a given-up item is not counted any more
+
+
+def test_an_item_that_times_out_then_finishes_leaves_no_retry_count(env):
+    """Retries were keyed by id(item) and never cleared: the dict grew for the whole run, and a
+    new item that got a finished one's id inherited its timeouts."""
+    calls = []
+
+    async def slow_once(item):
+        calls.append(item)
+        if len(calls) == 1:
+            await asyncio.sleep(3600)
+        return None, []
+
+    env.collect_trajectories = slow_once
+    env.config.worker_timeout = 0.05
+
+    async def go():
+        runner = ServeRunner(env)
+        runner._start({"question": "q"})
+        await asyncio.sleep(0.1)
+        runner._reap_timeouts()
+        assert len(runner.attempts) == 1 and len(env.backlog) == 1
+        runner._start(env.backlog.pop())
+        await asyncio.gather(*[e["task"] for e in list(runner.running.values())])
+        await asyncio.sleep(0)
+        return runner
+
+    runner = asyncio.run(go())
+    assert len(calls) == 2 and runner.counts["timeouts"] == 1 and runner.attempts == {}
 
 
 def test_hook_exception_is_logged_once_with_traceback_then_counted(env, caplog):
@@ -135,6 +165,14 @@ def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
         env.config.min_batch_allocation = 0.5
         env.status_dict = dict(st, queue_size=12, unallocated_fraction=0.5)
         reserved = runner._target_in_flight()
+        env.config.min_batch_allocation = None
+        # the API's staleness bound allows 1 batch held ahead: 1 * 8 / 2 = 4 groups, less the queue
+        env.status_dict = dict(st, queue_size=2, max_batches_offpolicy=1, max_staleness=2)
+        bounded = runner._target_in_flight()
+        assert runner._offpolicy_batches() == 1
+        env.status_dict = dict(st, queue_size=2, max_batches_offpolicy=5, max_staleness=6)
+        assert runner._offpolicy_batches() == 3  # the env's own budget when it is the smaller
+        assert bounded == 2
         return free, full, almost, stopped, limited, reserved
 
     free, full, almost, stopped, limited, reserved = asyncio.run(go())

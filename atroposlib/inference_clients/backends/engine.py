@@ -9,7 +9,7 @@ which reports ``weights_version``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import httpx
 
@@ -17,6 +17,7 @@ from atroposlib.inference_clients.backends.vllm import VLLMServer
 from atroposlib.inference_clients.weight_routes import (
     WeightRoutes,
     json_body,
+    label_weights,
     load_lora_in_place,
     update_weights_from_disk,
 )
@@ -28,11 +29,23 @@ class EngineRoutes(WeightRoutes):
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         return health.status_code == 200 and "weights_version" in json_body(health)
 
-    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
-        return update_weights_from_disk(http, base, path)
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
+        return update_weights_from_disk(http, base, path, version)
 
-    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
+    def load_lora(
+        self,
+        http: httpx.Client,
+        base: str,
+        name: str,
+        path: str,
+        replace: bool,
+        version: Optional[int] = None,
+    ) -> None:
         load_lora_in_place(http, base, name, path)
+        if version is not None:
+            label_weights(http, base, version)
 
 
 class EngineServer(VLLMServer):

@@ -7,8 +7,10 @@ Weight refresh (``VLLMRoutes``): full weights in place through vLLM's developmen
 (``VLLM_SERVER_DEV_MODE=1``): ``/pause?mode=wait`` (requests in flight finish on the old weights, new
 ones queue), ``/collective_rpc`` calling atroposlib's worker extension (``atropos_reload_weights``,
 which also repacks the CPU build's tied LM head that vLLM's own ``reload_weights`` leaves stale),
-``/reset_prefix_cache`` (cached KV came from the old weights) and ``/resume``. LoRA:
-``/v1/load_lora_adapter`` with ``load_inplace: true``. A vLLM server is recognised by ``GET /version``.
+``/reset_prefix_cache`` (cached KV came from the old weights), ``/update_weight_version`` (the
+trainer's step: vLLM then reports it at ``/weight_info``, which the client reads around its requests)
+and ``/resume``. LoRA: ``/v1/load_lora_adapter`` with ``load_inplace: true``, then
+``/update_weight_version``. A vLLM server is recognised by ``GET /version``.
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ from openai.types.completion import Completion
 from atroposlib.errors import InferenceError
 from atroposlib.inference.vllm_plugin import EXTENSION_CLASS, RELOAD_METHOD
 from atroposlib.inference_clients.answers import to_openai
-from atroposlib.inference_clients.backend import APIServer, TokensAndLogprobs
-from atroposlib.inference_clients.logprobs import vllm_prompt_logprobs
+from atroposlib.inference_clients.backend import APIServer, TokensAndLogprobs, read_version_route
+from atroposlib.inference_clients.generation_log import note_missing_logprobs
+from atroposlib.inference_clients.logprobs import token_logprobs, vllm_prompt_logprobs
 from atroposlib.inference_clients.weight_routes import (
     WeightRoutes,
     get,
     json_body,
+    label_weights,
     load_lora_in_place,
     post,
 )
+from atroposlib.inference_clients.weights_version import TokenResult, span_from_stamps
 
 
 class VLLMRoutes(WeightRoutes):
@@ -43,7 +48,9 @@ class VLLMRoutes(WeightRoutes):
             version is not None and version.status_code == 200 and "version" in json_body(version)
         )
 
-    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
         r = post(http, base + "/pause", "reload", params={"mode": "wait"})
         if r.status_code == 404:
             raise InferenceError(
@@ -76,12 +83,24 @@ class VLLMRoutes(WeightRoutes):
                 raise InferenceError(
                     f"reload: vLLM at {base} could not reset its prefix cache: {cache.status_code}"
                 )
+            if version is not None:  # labelled while paused: no token of the new weights unlabelled
+                label_weights(http, base, version)
         finally:
             post(http, base + "/resume", "reload")
-        return None  # vLLM keeps no weights version; the trainer's policy version says which step
+        return version
 
-    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
+    def load_lora(
+        self,
+        http: httpx.Client,
+        base: str,
+        name: str,
+        path: str,
+        replace: bool,
+        version: Optional[int] = None,
+    ) -> None:
         load_lora_in_place(http, base, name, path)
+        if version is not None:
+            label_weights(http, base, version)
 
 
 class VLLMServer(APIServer):
@@ -113,7 +132,8 @@ class VLLMServer(APIServer):
         body["return_token_ids"] = True
         data = await self._post(self._url("/completions"), body)
         prompt_tokens = data.get("prompt_token_ids")
-        outs, lps, reasons = [], [], []
+        outs, lps, reasons, spans = [], [], [], []
+        missing = 0
         for ch in sorted(data.get("choices", []), key=lambda c: c.get("index", 0)):
             if prompt_tokens is None:
                 prompt_tokens = ch.get("prompt_token_ids")
@@ -123,15 +143,22 @@ class VLLMServer(APIServer):
                     f"{self.config.base_url} returned no token_ids; it does not support return_token_ids "
                     "(vLLM >= 0.10.2 does); use server_type openai for text-only servers"
                 )
-            token_lps = (ch.get("logprobs") or {}).get("token_logprobs") or []
-            lp = [float(x) if x is not None else 0.0 for x in token_lps][: len(ids)]
-            lp += [0.0] * (len(ids) - len(lp))
+            lp, complete = token_logprobs(
+                (ch.get("logprobs") or {}).get("token_logprobs"), len(ids)
+            )
+            missing += not complete
             outs.append(list(ids))
             lps.append(lp)
             reasons.append(ch.get("finish_reason") or "stop")
+            spans.append(span_from_stamps(ch.get("weight_versions")))
         if prompt_tokens is None:
             raise InferenceError(f"{self.config.base_url} returned no prompt_token_ids")
-        return list(prompt_tokens), outs, lps, reasons
+        note_missing_logprobs(missing)
+        return TokenResult(list(prompt_tokens), outs, lps, reasons, spans)
+
+    async def _read_weights_version(self) -> Optional[int]:
+        """vLLM's dev-mode ``GET /weight_info`` (our engine answers it too)."""
+        return await read_version_route(self, "/weight_info", "weight_version")
 
 
 __all__ = ["VLLMRoutes", "VLLMServer"]
