@@ -45,7 +45,8 @@ class FlatBatch:
     group_scores: list[float] = field(default_factory=list)  # mean score of each trained group
     masked_groups: int = 0  # reward_status == "unavailable"
     advantages_from_env: int = 0
-    truncated: int = 0
+    truncated: int = 0  # sequences cut at seq_len
+    distill_missing: int = 0  # sequences without teacher data in a batch where others have it
 
 
 def _row(group: dict[str, Any], key: str, i: int, n: int) -> Optional[list[Any]]:
@@ -105,6 +106,9 @@ def flatten_batch(
                     version_reported=bool(spans),
                 )
             )
+    have = sum(q.distill_ids is not None for q in out.sequences)
+    if have:
+        out.distill_missing = len(out.sequences) - have
     return out
 
 
@@ -200,26 +204,25 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
         return values, torch.tensor([r is not None for r in rows], dtype=torch.bool)
 
     distill_ids = distill_lps = None
-    # (ids, logprobs, sequence length) of every sequence, when all of them carry distillation data
-    distill = [
-        (s.distill_ids, s.distill_logprobs, len(s.tokens))
-        for s in seqs
+    # teacher top-k rows of each sequence; one without them gets ids -1 throughout (padding: no
+    # distillation term for it), so one group without teacher data does not switch the term off
+    # for the whole micro-batch (``FlatBatch.distill_missing`` counts such sequences)
+    teacher = [
+        (s.distill_ids, s.distill_logprobs)
         if s.distill_ids is not None and s.distill_logprobs is not None
+        else ([], [])
+        for s in seqs
     ]
-    if len(distill) == len(seqs):
-        k = max((len(x) for ids, _, _ in distill for x in ids), default=1) or 1
+    if any(ids for ids, _ in teacher):
+        k = max((len(x) for ids, _ in teacher for x in ids), default=1) or 1
 
         def pad_k(rows: list[list[Any]], fill: Any) -> list[list[Any]]:
-            return [list(r) + [fill] * (k - len(r)) for r in rows]
+            return [list(r) + [fill] * (k - len(r)) for r in rows] + [[fill] * k] * (
+                width - len(rows)
+            )
 
-        distill_ids = torch.tensor(
-            [pad_k(ids[1:], -1) + [[-1] * k] * (width - n + 1) for ids, _, n in distill],
-            dtype=torch.long,
-        )
-        distill_lps = torch.tensor(
-            [pad_k(lps[1:], 0.0) + [[0.0] * k] * (width - n + 1) for _, lps, n in distill],
-            dtype=torch.float32,
-        )
+        distill_ids = torch.tensor([pad_k(ids[1:], -1) for ids, _ in teacher], dtype=torch.long)
+        distill_lps = torch.tensor([pad_k(lps[1:], 0.0) for _, lps in teacher], dtype=torch.float32)
     inf_lps, inf_present = opt("inf_logprobs")
     ref_lps, ref_present = opt("ref_logprobs")
     inv_temp = None

@@ -72,7 +72,7 @@ from example_trainer.distributed import (
     wrap_model,
 )
 from example_trainer.logprobs import inspect_output_head
-from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
+from example_trainer.metrics import MetricsLogger, format_step_line, note_batch, step_metrics
 from example_trainer.model_setup import (
     check_device,
     enable_gradient_checkpointing,
@@ -241,6 +241,8 @@ def train(cfg: TrainingConfig) -> int:
                 temperature=cfg.temperature,
                 temperature_from_groups=cfg.temperature_from_groups,
             )
+            if info.is_main:
+                note_batch(flat, cfg.seq_len)
             optimizer.zero_grad(set_to_none=True)
             stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))

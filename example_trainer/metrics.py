@@ -70,6 +70,30 @@ def lag_metrics(step: int, flat: FlatBatch) -> dict[str, Any]:
     }
 
 
+_said: set[str] = set()
+
+
+def note_batch(flat: FlatBatch, seq_len: int) -> None:
+    """Say once per kind what a batch lost on the way into the trainer (every step's row counts it:
+    ``truncated_sequences``, ``distill_missing_sequences``)."""
+    if flat.truncated and "truncated" not in _said:
+        _said.add("truncated")
+        log.warning(
+            "%d sequence(s) longer than seq_len %d were cut to it (truncated_sequences in the step "
+            "metrics); raise --seq-len or lower the env's max_token_length",
+            flat.truncated,
+            seq_len,
+        )
+    if flat.distill_missing and "distill" not in _said:
+        _said.add("distill")
+        log.warning(
+            "%d sequence(s) came without teacher data in a batch that has some: they get no "
+            "distillation term, the others keep theirs (distill_missing_sequences in the step "
+            "metrics)",
+            flat.distill_missing,
+        )
+
+
 def _clean(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
@@ -173,6 +197,8 @@ def step_metrics(
         "sequences": len(flat.sequences),
         "groups": len(flat.group_scores),
         "masked_groups": flat.masked_groups,
+        "truncated_sequences": flat.truncated,
+        "distill_missing_sequences": flat.distill_missing,
         **lag_metrics(step, flat),
         "time": time.time(),
     }

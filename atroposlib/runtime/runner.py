@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Optional, TypedDict
 
 from atroposlib.api.client import AsyncTrajectoryClient
-from atroposlib.errors import APIError, APIUnavailable, InferenceUnavailable, RunFailed
+from atroposlib.errors import (
+    APIError,
+    APIUnavailable,
+    ConfigError,
+    InferenceUnavailable,
+    RunFailed,
+)
 from atroposlib.inference_clients.generation_log import GenerationLog, item_log
 from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.backpressure import SpoolSender, held_room, offpolicy_budget
@@ -68,6 +74,12 @@ class ServeRunner:
         self.ctx = env.context
         self.ctx.fill_workers = self._fill_to_target  # what the base add_train_workers does
         self.cfg = env.config
+        if self.cfg.group_size == 1 and self.cfg.ensure_scores_are_not_same:
+            raise ConfigError(
+                "group_size 1 with ensure_scores_are_not_same drops every group (a single score is "
+                "always 'all equal'): set --env.group_size 2 or more, or "
+                "--env.ensure_scores_are_not_same false"
+            )
         self.tick_seconds = tick_seconds
         self.shutdown_grace = shutdown_grace
         self.client = AsyncTrajectoryClient(

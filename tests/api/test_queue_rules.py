@@ -122,6 +122,24 @@ def test_staleness_drops_are_counted_by_env_and_length(make_client):
     assert c.get("/batch").json()["batch"][0].get("policy_version") is None
 
 
+def test_envs_are_told_how_many_batches_keep_them_within_the_staleness_bound(make_client):
+    """A group started when its env holds b batches is trained b steps later on weights up to
+    weights_lag steps older: envs may hold max_staleness - weights_lag batches (at least 1)."""
+    for settings, lag, expected in (
+        ({}, 2, 2),  # the default bound 4, a trainer refreshing every 3 steps
+        ({}, None, 3),  # a trainer that does not say (Atropos's): 1 step assumed
+        ({"max_staleness": 2}, 5, 1),  # never below one batch (the trainer warns)
+        ({"max_staleness": None}, 2, None),  # no bound: no limit from the API
+    ):
+        c = make_client(store="memory", **settings)
+        _start(c, weights_lag=lag)
+        c.post("/register-env", json=env_registration("a"))
+        st = c.request("GET", "/status-env", json={"env_id": 0}).json()
+        assert st["max_batches_offpolicy"] == expected, (settings, lag, st)
+        assert st["max_staleness"] == settings.get("max_staleness", 4)
+        assert c.get("/status").json()["max_staleness"] == settings.get("max_staleness", 4)
+
+
 def test_mixed_group_sizes_buffer_release_and_big_groups(client):
     _start(client, batch_size=8)
     client.post("/register-env", json=env_registration("e", group_size=4))

@@ -10,7 +10,7 @@ import pytest
 
 from atroposlib.inference_clients.server_manager import APIServerConfig
 from atroposlib.runtime.config import EvalHandlingEnum
-from atroposlib.runtime.runner import ServeRunner
+from atroposlib.runtime.runner import ServeRunner, serve
 from atroposlib.runtime.spool import SpoolSink
 from tests.envs.example_env import AdditionEnv
 
@@ -90,6 +90,19 @@ def test_an_item_that_times_out_then_finishes_leaves_no_retry_count(env):
 
     runner = asyncio.run(go())
     assert len(calls) == 2 and runner.counts["timeouts"] == 1 and runner.attempts == {}
+
+
+def test_serve_refuses_group_size_1_with_equal_score_filtering(env):
+    """Every group of one has 'all equal' scores: serve used to drop 100% of them (at INFO) and
+    spin; now it is one clear error before anything starts."""
+    from atroposlib.errors import ConfigError
+
+    env.config.group_size = 1
+    with pytest.raises(ConfigError, match="group_size 1 with ensure_scores_are_not_same"):
+        asyncio.run(asyncio.wait_for(serve(env), timeout=10))
+    env.config.ensure_scores_are_not_same = False  # a reward model's single samples: allowed
+    runner = ServeRunner(env)
+    assert runner.cfg.group_size == 1
 
 
 def test_hook_exception_is_logged_once_with_traceback_then_counted(env, caplog):

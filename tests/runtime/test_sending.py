@@ -184,9 +184,7 @@ def test_groups_carry_the_versions_the_servers_reported():
     assert spanned["weights_versions"] == [[6, 7], [6, 7]] and spanned["policy_version"] == 6
     assert kept["weights_versions"] == [[8, 8], [7, 9]] and kept["policy_version"] == 7
     assert "weights_versions" not in estimated and estimated["policy_version"] == 2
-    assert ctx.generation_notes == Counter(
-        {"groups_across_refresh": 2, "versions_estimated": 1}
-    )
+    assert ctx.generation_notes == Counter({"groups_across_refresh": 2, "versions_estimated": 1})
 
 
 def test_a_group_with_an_unknown_logprob_goes_without_inference_logprobs():
