@@ -30,7 +30,13 @@ from pydantic import Field
 
 from atroposlib.envkit.chat import chat, system_prompt, transcript
 from atroposlib.envkit.data_sources import DataSource, load_gsm8k
-from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.evaluation import (
+    eval_answers,
+    eval_sampling,
+    evaluate_items,
+    report_eval,
+    sample_metrics,
+)
 from atroposlib.envkit.math_scoring import grade_math_group, verify_math
 from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from atroposlib.envkit.servers import local_defaults
@@ -71,8 +77,9 @@ class GSM8kEnv(BaseEnv):
         """(training problems, evaluation problems), each ``{"question", "answer"}``."""
         cfg = self.config
         train = load_gsm8k(cfg.data_source, "train", size=cfg.offline_train_size).rows
-        test = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size).rows[: cfg.eval_size]
-        return train, test
+        loaded = load_gsm8k(cfg.data_source, "test", size=cfg.eval_size)
+        self.eval_data_source = f"{loaded.source} (first {cfg.eval_size})"  # in metrics.json
+        return train, loaded.rows[: cfg.eval_size]
 
     async def get_next_item(self) -> Item:
         return next(self.train_items)
@@ -97,27 +104,32 @@ class GSM8kEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
+        """One greedy answer per problem, or ``--env.eval_n_samples`` sampled ones (then
+        avg@n and pass@k too)."""
         start = time.time()
 
         async def sample(row: Item) -> dict[str, Any]:
-            answer = await greedy_answer(self, self.prompt(row))
+            answers = await eval_answers(self, self.prompt(row))
+            correct = [bool(verify_math(a, row["answer"])) for a in answers]
             return {
                 "question": row["question"],
                 "gold_answer": row["answer"],
-                "response": answer,
-                "correct": bool(verify_math(answer, row["answer"])),
+                "response": answers[0],
+                "correct": correct[0],
+                **({"responses": answers, "correct_all": correct} if len(answers) > 1 else {}),
             }
 
         samples = await evaluate_items(self, self.test, sample)  # too-long prompts: skipped
-        accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
+        per_item = [s.get("correct_all", [s["correct"]]) for s in samples]
+        n, temperature = eval_sampling(self)
         await report_eval(
             self,
-            {"eval/percent_correct": accuracy},
+            sample_metrics({"eval/percent_correct": [[float(c) for c in p] for p in per_item]}),
             task_name=self.name,
             samples=samples,
             start_time=start,
             end_time=time.time(),
-            generation_parameters={"temperature": 0.0},
+            generation_parameters={"temperature": temperature, "n": n},
         )
 
 

@@ -73,7 +73,9 @@ class BaseEnv(AtroposCompat):
             testing=testing,
             unavailable_wait=config.unreachable_timeout,
         )
-        self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
+        self.server.set_reasoning(
+            config.thinking_mode, config.reasoning_effort, config.max_reasoning_tokens
+        )
         self.tokenizer = load_tokenizer(config.tokenizer_name)
         ctx = self.context
         if config.data_path_to_save_groups is not None:

@@ -92,13 +92,15 @@ class APIServer(PromptLogprobsMixin):
         self.eval_attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.failures = 0
         # requests that got an answer (a server that never answered may be misnamed), the model
-        # name its answers carry, and the max_tokens of eval requests (for metrics.json)
+        # name its answers carry, and the max_tokens / temperature / n of eval requests (for
+        # metrics.json)
         self.answered = 0
         self.alive_seen = False
         self.silence_limit: Optional[float] = None
         self._probe_task: Optional[asyncio.Task[bool]] = None
         self.served_model: Optional[str] = None
         self.eval_max_tokens: set[int] = set()
+        self.eval_sampling: set[tuple[Optional[float], int]] = set()  # (temperature, n) asked
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
         self.reasoning: dict[
@@ -229,6 +231,13 @@ class APIServer(PromptLogprobsMixin):
             cap = args[0].get("max_tokens") or args[0].get("max_completion_tokens")
             if isinstance(cap, int):
                 self.eval_max_tokens.add(cap)
+            temperature, n = args[0].get("temperature"), args[0].get("n")
+            self.eval_sampling.add(
+                (
+                    float(temperature) if isinstance(temperature, (int, float)) else None,
+                    int(n) if isinstance(n, int) else 1,
+                )
+            )
         body = args[0] if args and isinstance(args[0], dict) else kwargs
         limit = self.request_timeout(body)
         delay = 0.2
@@ -288,12 +297,15 @@ class APIServer(PromptLogprobsMixin):
         return answer
 
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
-        """Chat requests carry the env's thinking settings in the backend's own terms."""
+        """Chat requests carry the env's thinking settings in the backend's own terms: vLLM's
+        (``chat_template_kwargs.enable_thinking``, ``thinking_token_budget``)."""
         if self.reasoning.get("thinking_mode"):
             kwargs["chat_template_kwargs"] = {
                 "enable_thinking": True,
                 **(kwargs.get("chat_template_kwargs") or {}),
             }
+        if self.reasoning.get("max_reasoning_tokens"):
+            kwargs.setdefault("thinking_token_budget", self.reasoning["max_reasoning_tokens"])
 
     async def completion(self, **kwargs: Any) -> Completion:
         split = kwargs.pop("split", "train")

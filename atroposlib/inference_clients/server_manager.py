@@ -189,11 +189,20 @@ class ServerManager:
         return await self._route("get_logprobs", kwargs)
 
     def set_reasoning(
-        self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None
+        self,
+        thinking_mode: bool = False,
+        reasoning_effort: Optional[str] = None,
+        max_reasoning_tokens: Optional[int] = None,
     ) -> None:
         """Chat requests then ask for thinking (vLLM/SGLang: ``chat_template_kwargs.enable_thinking``;
-        OpenAI: ``reasoning_effort``); pass ``skip_reasoning=True`` to a call to opt out."""
-        self.reasoning = {"thinking_mode": thinking_mode, "reasoning_effort": reasoning_effort}
+        OpenAI: ``reasoning_effort``) and cap it at ``max_reasoning_tokens`` (vLLM's
+        ``thinking_token_budget``, which needs its ``--reasoning-parser``); pass
+        ``skip_reasoning=True`` to a call to opt out."""
+        self.reasoning = {
+            "thinking_mode": thinking_mode,
+            "reasoning_effort": reasoning_effort,
+            "max_reasoning_tokens": max_reasoning_tokens,
+        }
         for s in self.servers:
             s.reasoning = dict(self.reasoning)
 

@@ -7,7 +7,6 @@ import torch
 
 from example_trainer.batching import collate, flatten_batch, split_micro_batches
 
-
 _STATS = {
     "tokens": 4.0,
     "seq_tokens": 8.0,
