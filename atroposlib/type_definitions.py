@@ -410,6 +410,14 @@ class EnvQueueStatus(BaseModel):
     oldest_wait_s: float = Field(description="How long its oldest queued group has waited.")
 
 
+class EnvGroupCounts(BaseModel):
+    """One env's line in ``/status`` ``groups_by_env``: its groups since run-api started."""
+
+    received: int = Field(0, description="Groups accepted from this env.")
+    delivered: int = Field(0, description="Groups of this env handed out in batches.")
+    stale_dropped: int = Field(0, description="Groups of this env dropped for age.")
+
+
 class Status(BaseModel):
     """``GET /status``. Atropos's API answers only ``current_step`` and ``queue_size``; the other
     fields are ours, so they default when a client reads an Atropos server."""
@@ -432,6 +440,10 @@ class Status(BaseModel):
     stale_dropped_by_env: dict[str, int] = Field(default_factory=dict)
     stale_dropped_by_length: dict[str, int] = Field(default_factory=dict)
     queued_by_env: dict[str, EnvQueueStatus] = Field(default_factory=dict)
+    groups_by_env: dict[str, EnvGroupCounts] = Field(
+        default_factory=dict,
+        description="Per env: groups received, delivered and dropped for age since run-api started.",
+    )
     queued_by_length: dict[str, int] = Field(default_factory=dict)
     repaired_fields: dict[str, int] = Field(
         default_factory=dict, description="Atropos field repairs done at ingest, by field."
@@ -460,6 +472,11 @@ class StatusEnv(BaseModel):
         None,
         description="Most batches this env may hold ahead of the trainer for its groups to stay "
         "within max_staleness (ours; None: no limit from the API).",
+    )
+    batch_share: Optional[float] = Field(
+        None,
+        description="The fraction of every batch the API guarantees this env (ours: its "
+        "min_batch_allocation, or its weight's share under run-api --batch-shares weight).",
     )
 
 
@@ -564,6 +581,7 @@ __all__ = [
     "BatchAckResponse",
     "BatchResponse",
     "DisconnectEnvResponse",
+    "EnvGroupCounts",
     "EnvIdentifier",
     "EnvQueueStatus",
     "ErrorResponse",

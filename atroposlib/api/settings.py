@@ -62,6 +62,12 @@ class ApiSettings(BaseModel):
         "max_staleness); envs hold no more batches than keeps them within it. 'off': no bound. "
         "See docs/api.md, 'Staleness'.",
     )
+    batch_shares: Literal["allocation", "weight"] = Field(
+        "allocation",
+        description="Each env's guaranteed share of a batch: 'allocation', its min_batch_allocation "
+        "(none: first come, first served, as Atropos); 'weight', envs without one split the rest "
+        "by their weight. An env is told its share and holds no more than it (backpressure).",
+    )
     max_body_bytes: int = Field(
         128 * 1024 * 1024,
         gt=0,

@@ -15,7 +15,7 @@ import logging
 import time
 
 from atroposlib.api.client import AsyncTrajectoryClient
-from atroposlib.errors import APIUnavailable, ConfigError, RunFailed
+from atroposlib.errors import APIError, APIUnavailable, ConfigError, RunFailed
 from atroposlib.runtime.atropos_hooks import apply_info
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.stopping import sleep_or_stop
@@ -52,6 +52,10 @@ async def register(env: EnvRuntime, client: AsyncTrajectoryClient, stop: asyncio
     while not stop.is_set():
         try:
             resp = await client.register_env(req)
+        except APIError as e:
+            if e.status_code == 422:  # this env's settings: retrying cannot help
+                raise ConfigError(f"the API refused this env's registration: {e.message}") from None
+            raise
         except APIUnavailable as e:
             waited = time.monotonic() - start
             if not answered and waited > cfg.unreachable_timeout:

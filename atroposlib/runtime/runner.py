@@ -270,10 +270,9 @@ class ServeRunner:
             room = limit
         target = min(limit, room)
         batch_size = self.ctx.effective_batch_size(cfg)
-        if cfg.min_batch_allocation is not None and batch_size > 0:
-            wanted_groups = math.ceil(
-                cfg.min_batch_allocation * batch_size * max(batches, 1) / cfg.group_size
-            )
+        share = self.ctx.batch_share(cfg)
+        if share is not None and batch_size > 0:
+            wanted_groups = math.ceil(share * batch_size * max(batches, 1) / cfg.group_size)
             own_queue = (
                 st.get("self_queue_size", 0) * max_gs // cfg.group_size
                 if max_gs >= cfg.group_size

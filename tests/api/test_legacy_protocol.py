@@ -87,6 +87,7 @@ def test_status_env_weights_follow_atropos_formula(client):
         "env_weight",
         "max_staleness",
         "max_batches_offpolicy",
+        "batch_share",
     }
     # queue counts: env a has 2 groups of 2, env b one group of 4 (its min allocation is 2 sequences)
     client.post("/scored_data", json=group(2, env_id=0, seed=1))

@@ -245,3 +245,34 @@ def test_item_goes_back_when_no_inference_server_answers(env):
     runner = asyncio.run(go())
     assert env.backlog == [{"question": "q"}]
     assert runner.counts["inference_unavailable"] == 1 and runner.counts["hook_errors"] == 0
+
+
+def test_a_registration_the_api_refuses_is_one_config_error(env, run_api):
+    """Shares adding up to more than 1 are refused (422): the env stops with that line instead of
+    retrying forever."""
+    from atroposlib.api.client import AsyncTrajectoryClient, TrajectoryClient
+    from atroposlib.errors import ConfigError
+    from atroposlib.runtime.registration import register
+    from atroposlib.type_definitions import RegisterEnv, Registration
+
+    api = run_api("--store", "memory")
+    with TrajectoryClient(api.url) as trainer:
+        trainer.register(Registration(batch_size=8, max_token_len=64))
+        trainer.get_batch()
+        trainer.register_env(
+            RegisterEnv(
+                max_token_length=64, desired_name="a", group_size=2, min_batch_allocation=0.7
+            )
+        )
+    env.config.rollout_server_url = api.url
+    env.config.min_batch_allocation = 0.4
+
+    async def go():
+        client = AsyncTrajectoryClient(api.url, retries=1)
+        try:
+            await register(env, client, asyncio.Event())
+        finally:
+            await client.aclose()
+
+    with pytest.raises(ConfigError, match=r"refused this env's registration: .*add up to 1\.1"):
+        asyncio.run(asyncio.wait_for(go(), timeout=60))
