@@ -69,6 +69,7 @@ class ScoredDataItem(TypedDict, total=False):
     distill_token_ids: Optional[list[list[int]]]
     distill_logprobs: Optional[list[list[float]]]
     reward_status: Optional[RewardStatus]
+    overlong: Optional[bool]
     weights_versions: Optional[list[int]]
 
 
@@ -92,6 +93,8 @@ class ScoredDataGroup(TypedDict, total=False):
     policy_version: Optional[int]
     group_id: Optional[str]
     reward_status: Optional[RewardStatus]
+    reward_statuses: Optional[list[RewardStatus]]
+    overlong: Optional[list[bool]]
     weights_versions: Optional[list[list[int]]]
 
 
@@ -107,6 +110,8 @@ _EMPTY_MEANS_ABSENT = (
     "overrides",
     "distill_token_ids",
     "distill_logprobs",
+    "reward_statuses",
+    "overlong",
     "weights_versions",
 )
 
@@ -207,6 +212,16 @@ class ScoredData(BaseModel):
         None,
         description="'unavailable' when scoring failed for infrastructure reasons; never trained as 0.",
     )
+    reward_statuses: Optional[list[RewardStatus]] = Field(
+        None,
+        description="Per sequence: 'unavailable' when that sequence could not be scored (its score "
+        "is then a placeholder, the mean of the others); the trainer leaves it out. Absent: all ok.",
+    )
+    overlong: Optional[list[bool]] = Field(
+        None,
+        description="Per sequence: whether its last reply was cut at max_tokens (finish_reason "
+        "'length'); the trainer keeps, masks or penalizes it (--overlong). Absent: unknown.",
+    )
     weights_versions: Optional[list[list[int]]] = Field(
         None,
         description="Per sequence: [first, last] weights version (trainer step) that generated its "
@@ -264,6 +279,8 @@ class ScoredData(BaseModel):
             "messages",
             "distill_token_ids",
             "distill_logprobs",
+            "reward_statuses",
+            "overlong",
             "weights_versions",
         ):
             rows = getattr(self, name)

@@ -240,6 +240,8 @@ def train(cfg: TrainingConfig) -> int:
                 shuffle_generator=shuffle_gen,
                 temperature=cfg.temperature,
                 temperature_from_groups=cfg.temperature_from_groups,
+                overlong=cfg.overlong,
+                overlong_penalty=cfg.overlong_penalty,
             )
             if info.is_main:
                 note_batch(flat, cfg.seq_len)

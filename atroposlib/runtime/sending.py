@@ -8,7 +8,8 @@ sequence: the env's own, else the span of all the item's generations from its ``
 schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
 ``GroupBuilder.build()`` returned already validated (it is sent as it is). Every dropped group is
 counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``reward_status`` is
-``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros.
+``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros;
+sequences marked unavailable (``reward_statuses``) do not count in the comparison.
 When no server reported a version, ``policy_version`` is the trainer step the item started under (an
 estimate: it understates staleness by up to the trainer's refresh interval); such groups, and those
 sent without ``inference_logprobs`` because the server left some token without one, are counted in
@@ -165,7 +166,13 @@ def _prepare(
                 expected,
             )
             continue
-        if config.ensure_scores_are_not_same and not unavailable and len(set(group["scores"])) == 1:
+        statuses = group.get("reward_statuses") or []
+        scored = [
+            s
+            for i, s in enumerate(group["scores"])
+            if i >= len(statuses) or statuses[i] != "unavailable"
+        ]
+        if config.ensure_scores_are_not_same and not unavailable and len(set(scored)) == 1:
             drops["same_scores"] += 1
             logger.info(
                 "dropping a group whose scores are all %s (ensure_scores_are_not_same)",
