@@ -144,6 +144,12 @@ class LoadLoraRequest(BaseModel):
         description="Replace the weights of an adapter already loaded under this name without a "
         "moment in which the name is unknown (vLLM's field); without it a loaded name is a 400.",
     )
+    weight_version: Optional[str] = Field(
+        None,
+        pattern=r"^[0-9]+$",
+        description="Label the served weights with this version as the adapter is swapped in "
+        "(ours; the trainer's step). vLLM takes it with /update_weight_version instead.",
+    )
 
 
 class UnloadLoraRequest(BaseModel):

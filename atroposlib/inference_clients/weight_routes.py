@@ -115,14 +115,15 @@ def update_weights_from_disk(
     return body.get("weights_version")
 
 
-def load_lora_in_place(http: httpx.Client, base: str, name: str, path: str) -> None:
-    """vLLM's ``POST /v1/load_lora_adapter`` with ``load_inplace: true`` (vLLM, our engine)."""
-    r = post(
-        http,
-        base + "/v1/load_lora_adapter",
-        "lora",
-        json={"lora_name": name, "lora_path": path, "load_inplace": True},
-    )
+def load_lora_in_place(
+    http: httpx.Client, base: str, name: str, path: str, version: Optional[int] = None
+) -> None:
+    """vLLM's ``POST /v1/load_lora_adapter`` with ``load_inplace: true`` (vLLM, our engine);
+    ``version``: our engine's ``weight_version`` (labelled as the adapter is swapped in)."""
+    body: dict[str, Any] = {"lora_name": name, "lora_path": path, "load_inplace": True}
+    if version is not None:
+        body["weight_version"] = str(version)
+    r = post(http, base + "/v1/load_lora_adapter", "lora", json=body)
     check_lora_answer(r, base, name)
 
 

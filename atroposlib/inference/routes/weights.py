@@ -83,7 +83,8 @@ async def load_lora(req: LoadLoraRequest, served: ServedModel = Depends(get_serv
         )
     loop = asyncio.get_running_loop()
     try:
-        await loop.run_in_executor(None, eng.load_lora, req.lora_name, req.lora_path)
+        label = int(req.weight_version) if req.weight_version is not None else None
+        await loop.run_in_executor(None, eng.load_lora, req.lora_name, req.lora_path, label)
     except ModelLoadError as e:
         raise BadRequest(str(e), "lora_path") from e
     return Response(

@@ -17,7 +17,6 @@ from atroposlib.inference_clients.backends.vllm import VLLMServer
 from atroposlib.inference_clients.weight_routes import (
     WeightRoutes,
     json_body,
-    label_weights,
     load_lora_in_place,
     update_weights_from_disk,
 )
@@ -43,9 +42,7 @@ class EngineRoutes(WeightRoutes):
         replace: bool,
         version: Optional[int] = None,
     ) -> None:
-        load_lora_in_place(http, base, name, path)
-        if version is not None:
-            label_weights(http, base, version)
+        load_lora_in_place(http, base, name, path, version)  # labelled as it is swapped in
 
 
 class EngineServer(VLLMServer):

@@ -4,12 +4,15 @@ Clients: ``/v1/chat/completions`` and ``/v1/completions`` for text, ``/v1/comple
 ``return_token_ids`` and ``logprobs`` for tokens, ``prompt_logprobs`` for ``get_logprobs``.
 
 Weight refresh (``VLLMRoutes``): full weights in place through vLLM's development routes
-(``VLLM_SERVER_DEV_MODE=1``): ``/pause?mode=wait`` (requests in flight finish on the old weights, new
-ones queue), ``/collective_rpc`` calling atroposlib's worker extension (``atropos_reload_weights``,
-which also repacks the CPU build's tied LM head that vLLM's own ``reload_weights`` leaves stale),
-``/reset_prefix_cache`` (cached KV came from the old weights), ``/update_weight_version`` (the
-trainer's step: vLLM then reports it at ``/weight_info``, which the client reads around its requests)
-and ``/resume``. LoRA: ``/v1/load_lora_adapter`` with ``load_inplace: true``, then
+(``VLLM_SERVER_DEV_MODE=1``): ``/pause?mode=keep`` (requests in flight are frozen where they are, not
+waited for: generation does not drain at a refresh), ``/collective_rpc`` calling atroposlib's worker
+extension (``atropos_reload_weights``, which also repacks the CPU build's tied LM head that vLLM's own
+``reload_weights`` leaves stale), ``/reset_prefix_cache?reset_running_requests=true`` (cached KV came
+from the old weights: the frozen requests give theirs up and are resumed from the tokens they already
+generated, recomputed with the new weights), ``/update_weight_version`` (the trainer's step: vLLM
+then reports it at ``/weight_info``, which the client reads around its requests, so a sequence
+generated across the refresh says both versions) and ``/resume``. ``PAUSE_MODE = "wait"`` restores
+the draining refresh (requests in flight finish on the old weights first). LoRA: ``/v1/load_lora_adapter`` with ``load_inplace: true``, then
 ``/update_weight_version``. A vLLM server is recognised by ``GET /version``.
 """
 
@@ -42,6 +45,8 @@ from atroposlib.inference_clients.weights_version import TokenResult, span_from_
 class VLLMRoutes(WeightRoutes):
     """vLLM's dev-mode reload routes and its in-place LoRA route (see the module docstring)."""
 
+    PAUSE_MODE = "keep"  # "wait": requests in flight finish on the old weights (generation drains)
+
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         version = get(http, base + "/version")
         return (
@@ -51,7 +56,7 @@ class VLLMRoutes(WeightRoutes):
     def reload_from_disk(
         self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
     ) -> Any:
-        r = post(http, base + "/pause", "reload", params={"mode": "wait"})
+        r = post(http, base + "/pause", "reload", params={"mode": self.PAUSE_MODE})
         if r.status_code == 404:
             raise InferenceError(
                 f"reload: vLLM at {base} has no /pause route: start it with VLLM_SERVER_DEV_MODE=1 and "
@@ -78,10 +83,17 @@ class VLLMRoutes(WeightRoutes):
                 raise InferenceError(
                     f"reload: vLLM at {base} failed to load {path}: {r.status_code} {r.text[:300]}{hint}"
                 )
-            cache = post(http, base + "/reset_prefix_cache", "reload")
-            if cache.status_code >= 400:
+            keep = self.PAUSE_MODE == "keep"  # frozen requests hold KV of the old weights
+            cache = post(
+                http,
+                base + "/reset_prefix_cache",
+                "reload",
+                params={"reset_running_requests": "true" if keep else "false"},
+            )
+            if cache.status_code >= 400 or json_body(cache).get("success") is False:
                 raise InferenceError(
-                    f"reload: vLLM at {base} could not reset its prefix cache: {cache.status_code}"
+                    f"reload: vLLM at {base} could not reset its prefix cache: {cache.status_code} "
+                    f"{cache.text[:200]}"
                 )
             if version is not None:  # labelled while paused: no token of the new weights unlabelled
                 label_weights(http, base, version)
