@@ -58,6 +58,9 @@ from atroposlib.inference_clients.weights_version import (
 logger = logging.getLogger(__name__)
 
 TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[str]]
+VERSION_READ_MAX_AGE = 1.0
+"""Seconds a read of a server's weights version serves as the lower bound of the requests sent
+after it; older, a request waits for a fresh read first (one per second at most, shared)."""
 
 
 class ServerDown(InferenceError):
@@ -335,7 +338,7 @@ class APIServer(PromptLogprobsMixin):
     async def _versioned(self, call: Any, stamps_of: Any) -> tuple[Any, list[Optional[Span]]]:
         """Run ``call``; the answer and one weights-version span per output: stamped by the
         server where it did that, else bracketed by reads of its current version."""
-        first = self.versions.lower()
+        first = await self.versions.recent_lower(VERSION_READ_MAX_AGE)
         answer = await call()
         spans: list[Optional[Span]] = list(stamps_of(answer))
         if any(s is None for s in spans) and self.versions.supported is not False:

@@ -14,8 +14,10 @@ Where it comes from, best first:
 * **bracketed**: the server can be asked its current version (vLLM dev mode ``GET /weight_info``,
   SGLang ``GET /model_info``, our engine ``GET /weight_info``): ``first`` is the newest version read
   before the request was sent (versions only grow, so it is a lower bound), ``last`` one read after
-  the answer came (an upper bound). ``VersionProbe`` shares one read among concurrent requests and
-  reads only after answers (the first answer of a process has its upper bound alone);
+  the answer came (an upper bound). ``VersionProbe`` shares one read among concurrent requests: a
+  read after answers, and one before a request when the newest is more than a second old (else a
+  request sent just after a refresh would be reported one version staler than it is); the first
+  answer of a process has its upper bound alone;
 * **unknown** (a server that reports nothing, e.g. an OpenAI-compatible API): ``None``. The
   runtime then stamps the env's step as an estimate and says so once.
 
@@ -27,6 +29,7 @@ tokens without versions (Atropos's env files).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Optional
 
@@ -109,9 +112,11 @@ class VersionProbe:
         self._task: Optional[asyncio.Task[Optional[int]]] = None
         self._task_number = 0  # which read the current task is
         self._began = False  # the current task has started running
+        self.read_at: Optional[float] = None  # when the newest completed read was sent
 
     async def _do_read(self) -> Optional[int]:
         self._began = True  # from here on the read may reach the server before a later answer
+        sent = time.monotonic()
         try:
             version = await self._read()
         except LookupError:
@@ -120,6 +125,7 @@ class VersionProbe:
         except Exception:  # noqa: BLE001 - a failed read is no report, the request goes on
             return None
         self.supported = True
+        self.read_at = sent if self.read_at is None else max(self.read_at, sent)
         if version is not None:
             self.last = version if self.last is None else max(self.last, version)
         return version
@@ -137,6 +143,16 @@ class VersionProbe:
     def lower(self) -> Optional[int]:
         """A version no newer than the one a request sent now will use: the newest one read
         (None before the first read: the first answer's span is then its upper bound alone)."""
+        return self.last
+
+    async def recent_lower(self, max_age: float) -> Optional[int]:
+        """``lower``, from a read at most ``max_age`` seconds old: after a refresh the newest read
+        may predate it, and the request would be reported one version staler than it is. A read
+        under way is joined (it reaches the server before this request is sent)."""
+        if self.supported is not True:
+            return self.last
+        if self.read_at is None or time.monotonic() - self.read_at > max_age:
+            await asyncio.shield(self._pending() or self._start())
         return self.last
 
     async def upper(self) -> Optional[int]:

@@ -64,6 +64,12 @@ def test_probe_reads_after_answers_and_shares_a_read_that_started_after_them():
         current["v"] = 5
         second = await probe.upper()
         assert await first == 4 and second == 5 and len(reads) == 4
+        # before a request: the newest read stands while it is recent, else a fresh one is made
+        current["v"] = 6
+        assert await probe.recent_lower(60.0) == 5 and len(reads) == 4
+        assert probe.read_at is not None
+        probe.read_at -= 120
+        assert await probe.recent_lower(60.0) == 6 and len(reads) == 5
 
     asyncio.run(run())
 
