@@ -15,10 +15,15 @@ marked ``reward_status: "unavailable"``. ``add_node`` records whether a node's l
 is wrong) and returns the validated ``ScoredData`` model; the runtime sends a model as it is, without
 validating it again. A group an env builds as a plain ``ScoredDataGroup`` dict (Atropos's way) is
 normalized (``normalize_group``) and validated once (``check_group``) when it is sent.
+
+A logprob the inference server did not give is NaN in what the backends return (unknown, never 0):
+a group with one is built and sent without ``inference_logprobs`` (``unknown_logprobs``), and the
+trainer takes its ratio against the current policy; the backends count such answers where they come.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -63,6 +68,7 @@ class GroupBuilder:
         self.group_overrides = dict(group_overrides or {})
         self.images = images
         self.reward_unavailable = False
+        self.versions_complete = True
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -80,11 +86,13 @@ class GroupBuilder:
         overrides: Optional[Mapping[str, Any]] = None,
         overlong: Optional[bool] = None,
         reward_unavailable: bool = False,
+        weights_versions: Optional[Sequence[int]] = None,
     ) -> GroupBuilder:
         """Add one sequence. ``score=None``: this sequence has no score (see the module docstring).
         ``overlong``: its last reply was cut at ``max_tokens``. ``reward_unavailable=True`` marks the
         whole group's reward as unavailable (infrastructure failure): the trainer masks it out
-        instead of training on a 0."""
+        instead of training on a 0. ``weights_versions``: the [first, last] weights version that
+        generated it, as ``SequenceNode.weights_versions`` records it."""
         if len(tokens) != len(masks):
             raise SchemaError(
                 f"sequence {len(self.tokens)}: {len(tokens)} tokens but {len(masks)} masks"
@@ -104,6 +112,12 @@ class GroupBuilder:
             "ref_logprobs": ref_logprobs,
             "overrides": overrides,
         }
+        # versions are the server's report: a sequence without one (a server that reports none)
+        # leaves the group to the runtime's per-item span instead of failing the group
+        if weights_versions is None:
+            self.versions_complete = False
+        else:
+            self.optional["weights_versions"].append(list(weights_versions))
         for key, value in values.items():
             if value is not None:
                 self.optional[key].append(list(value) if key != "overrides" else dict(value))
@@ -127,6 +141,7 @@ class GroupBuilder:
             ref_logprobs=item.get("ref_logprobs"),
             overrides=item.get("overrides"),
             overlong=item.get("overlong"),
+            weights_versions=item.get("weights_versions"),
         )
         group_overrides = item.get("group_overrides")
         if group_overrides:
@@ -134,9 +149,12 @@ class GroupBuilder:
         return self
 
     def add_node(self, node: Any, score: Optional[float], **kwargs: Any) -> GroupBuilder:
-        """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs, and
-        whether its last reply was cut at ``max_tokens``)."""
+        """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs, whether
+        its last reply was cut at ``max_tokens``, and the weights versions that generated it)."""
         kwargs.setdefault("overlong", node_overlong(node))
+        versions = getattr(node, "weights_versions", None)
+        if versions is not None:
+            kwargs.setdefault("weights_versions", versions)
         return self.add(
             node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs, **kwargs
         )
@@ -149,6 +167,8 @@ class GroupBuilder:
         scores = [fill if s is None else s for s in self.scores]
         group: dict[str, Any] = {"tokens": self.tokens, "masks": self.masks, "scores": scores}
         for key, rows in self.optional.items():
+            if key == "weights_versions" and not self.versions_complete:
+                continue
             if rows:
                 if len(rows) != len(self.tokens):
                     raise SchemaError(
@@ -169,6 +189,7 @@ class GroupBuilder:
             group["reward_statuses"] = [
                 "ok" if s is not None else "unavailable" for s in self.scores
             ]
+        unknown_logprobs(group)
         return group  # type: ignore[return-value]
 
     def build(self) -> ScoredData:
@@ -211,11 +232,27 @@ def normalize_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> dict[str, 
         g["messages"] = [[dict(m) for m in conv] for conv in g["messages"]]
     if "inference_logprobs" in g:
         g["inference_logprobs"] = [[float(x) for x in row] for row in g["inference_logprobs"]]
+        unknown_logprobs(g)
     if g.get("images") == []:
         del g["images"]
     if g.get("group_overrides") == {}:
         del g["group_overrides"]
     return g
+
+
+def unknown_logprobs(group: dict[str, Any]) -> bool:
+    """Drop ``inference_logprobs`` from ``group`` when some value is not a finite number (a logprob
+    the server did not give); True when it did. The wire holds them for every token or for none."""
+    rows = group.get("inference_logprobs")
+    if not isinstance(rows, list) or not any(
+        isinstance(v, float) and not math.isfinite(v)
+        for row in rows
+        if isinstance(row, list)
+        for v in row
+    ):
+        return False
+    del group["inference_logprobs"]
+    return True
 
 
 def group_from_items(items: Iterable[Optional[ScoredDataItem]]) -> Optional[ScoredDataGroup]:
@@ -250,4 +287,5 @@ __all__ = [
     "group_from_items",
     "node_overlong",
     "normalize_group",
+    "unknown_logprobs",
 ]

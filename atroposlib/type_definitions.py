@@ -70,6 +70,7 @@ class ScoredDataItem(TypedDict, total=False):
     distill_logprobs: Optional[list[list[float]]]
     reward_status: Optional[RewardStatus]
     overlong: Optional[bool]
+    weights_versions: Optional[list[int]]
 
 
 class ScoredDataGroup(TypedDict, total=False):
@@ -94,6 +95,7 @@ class ScoredDataGroup(TypedDict, total=False):
     reward_status: Optional[RewardStatus]
     reward_statuses: Optional[list[RewardStatus]]
     overlong: Optional[list[bool]]
+    weights_versions: Optional[list[list[int]]]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -110,6 +112,7 @@ _EMPTY_MEANS_ABSENT = (
     "distill_logprobs",
     "reward_statuses",
     "overlong",
+    "weights_versions",
 )
 
 
@@ -194,7 +197,11 @@ class ScoredData(BaseModel):
         None, description="Per sequence, per token: the teacher's top-k logprobs."
     )
     policy_version: Optional[int] = Field(
-        None, ge=0, description="Trainer step whose weights generated this group."
+        None,
+        ge=0,
+        description="Version (trainer step) of the oldest weights that generated a token of this "
+        "group, as the inference server reported it; when the server reports none, the trainer "
+        "step the env saw when the item started (an estimate).",
     )
     group_id: Optional[str] = Field(
         None,
@@ -214,6 +221,12 @@ class ScoredData(BaseModel):
         None,
         description="Per sequence: whether its last reply was cut at max_tokens (finish_reason "
         "'length'); the trainer keeps, masks or penalizes it (--overlong). Absent: unknown.",
+    )
+    weights_versions: Optional[list[list[int]]] = Field(
+        None,
+        description="Per sequence: [first, last] weights version (trainer step) that generated its "
+        "tokens, as the inference server reported it (first < last: a refresh happened while it "
+        "was generated).",
     )
 
     @field_validator("messages", mode="before")
@@ -268,10 +281,18 @@ class ScoredData(BaseModel):
             "distill_logprobs",
             "reward_statuses",
             "overlong",
+            "weights_versions",
         ):
             rows = getattr(self, name)
             if rows is not None and len(rows) != n:
                 raise ValueError(f"{name} has {len(rows)} entries but the group has {n} sequences")
+        if self.weights_versions is not None:
+            for i, span in enumerate(self.weights_versions):
+                if len(span) != 2 or not 0 <= span[0] <= span[1]:
+                    raise ValueError(
+                        f"weights_versions[{i}] is {span}; each must be [first, last] with "
+                        "0 <= first <= last"
+                    )
         if (self.distill_token_ids is None) != (self.distill_logprobs is None):
             raise ValueError("distill_token_ids and distill_logprobs must be given together")
         if self.distill_token_ids is not None and self.distill_logprobs is not None:
@@ -327,6 +348,13 @@ class Registration(BaseModel):
         None,
         max_length=200,
         description="Names the run (ours); a different run cannot take over undelivered groups.",
+    )
+    weights_lag: Optional[int] = Field(
+        None,
+        ge=0,
+        description="Steps by which the inference servers' weights can trail the trainer when a "
+        "batch is formed (ours): refresh interval - 1, plus 1 when pushed asynchronously. The API "
+        "keeps envs' off-policy budgets within max_staleness with it.",
     )
 
 
@@ -399,6 +427,14 @@ class EnvQueueStatus(BaseModel):
     oldest_wait_s: float = Field(description="How long its oldest queued group has waited.")
 
 
+class EnvGroupCounts(BaseModel):
+    """One env's line in ``/status`` ``groups_by_env``: its groups since run-api started."""
+
+    received: int = Field(0, description="Groups accepted from this env.")
+    delivered: int = Field(0, description="Groups of this env handed out in batches.")
+    stale_dropped: int = Field(0, description="Groups of this env dropped for age.")
+
+
 class Status(BaseModel):
     """``GET /status``. Atropos's API answers only ``current_step`` and ``queue_size``; the other
     fields are ours, so they default when a client reads an Atropos server."""
@@ -421,6 +457,10 @@ class Status(BaseModel):
     stale_dropped_by_env: dict[str, int] = Field(default_factory=dict)
     stale_dropped_by_length: dict[str, int] = Field(default_factory=dict)
     queued_by_env: dict[str, EnvQueueStatus] = Field(default_factory=dict)
+    groups_by_env: dict[str, EnvGroupCounts] = Field(
+        default_factory=dict,
+        description="Per env: groups received, delivered and dropped for age since run-api started.",
+    )
     queued_by_length: dict[str, int] = Field(default_factory=dict)
     repaired_fields: dict[str, int] = Field(
         default_factory=dict, description="Atropos field repairs done at ingest, by field."
@@ -442,6 +482,19 @@ class StatusEnv(BaseModel):
     self_queue_size: int = 0
     max_group_size: int = 1
     env_weight: float = 1.0
+    max_staleness: Optional[int] = Field(
+        None, description="The API's staleness bound in steps (ours; None: no bound)."
+    )
+    max_batches_offpolicy: Optional[int] = Field(
+        None,
+        description="Most batches this env may hold ahead of the trainer for its groups to stay "
+        "within max_staleness (ours; None: no limit from the API).",
+    )
+    batch_share: Optional[float] = Field(
+        None,
+        description="The fraction of every batch the API guarantees this env (ours: its "
+        "min_batch_allocation, or its weight's share under run-api --batch-shares weight).",
+    )
 
 
 class BatchResponse(BaseModel):
@@ -545,6 +598,7 @@ __all__ = [
     "BatchAckResponse",
     "BatchResponse",
     "DisconnectEnvResponse",
+    "EnvGroupCounts",
     "EnvIdentifier",
     "EnvQueueStatus",
     "ErrorResponse",

@@ -29,7 +29,7 @@ Try it (tiny local model, see environments/README.md)::
         --openai.base_url http://127.0.0.1:9001/v1 --env.total_steps 2 --env.data_source procedural
 """
 
-from atroposlib.envkit.gsm8k import GSM8K_ANSWER_FORMAT, GSM8kConfig, gsm8k_problems
+from atroposlib.envkit.gsm8k import GSM8K_ANSWER_FORMAT, GSM8kConfig, gsm8k_problems_from
 from atroposlib.envkit.math_env import MathAnswerEnv
 from atroposlib.envkit.servers import local_defaults
 from atroposlib.type_definitions import Item
@@ -45,7 +45,8 @@ class GSM8kEnv(MathAnswerEnv):
 
     def load_problems(self) -> tuple[list[Item], list[Item]]:
         """(training problems, evaluation problems), each ``{"question", "answer"}``."""
-        return gsm8k_problems(self.config)
+        train, test, self.eval_data_source = gsm8k_problems_from(self.config)  # in metrics.json
+        return train, test
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from reasoning_gym.composite import DatasetSpec
 from reasoning_gym.factory import DATASETS
 
 from atroposlib.envkit.chat import chat, system_prompt, transcript
-from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.evaluation import eval_answers, evaluate_items, report_eval, sample_metrics
 from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from atroposlib.envkit.servers import local_defaults
 from atroposlib.envkit.text_tasks import extract_answer_tag
@@ -73,6 +73,9 @@ class ReasoningGymEnv(BaseEnv):
         cfg = self.config
         self.train = build_dataset(cfg.task, cfg.task_config, cfg.dataset_size, cfg.seed)
         self.test = build_dataset(cfg.task, cfg.task_config, cfg.eval_size, cfg.seed + 1)
+        self.eval_data_source = (  # in metrics.json
+            f"reasoning-gym {cfg.task} (procedural, {cfg.eval_size} items, seed {cfg.seed + 1})"
+        )
         self.system = system_prompt(
             ANSWER_FORMAT, thinking=cfg.thinking_mode, thinking_prompt=cfg.custom_thinking_prompt
         )
@@ -100,12 +103,13 @@ class ReasoningGymEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args, **kwargs) -> None:
-        async def score(entry: Item) -> float:
-            return self.score(self.test, await greedy_answer(self, self.prompt(entry)), entry)
+        async def score(entry: Item) -> list[float]:
+            answers = await eval_answers(self, self.prompt(entry))
+            return [self.score(self.test, a, entry) for a in answers]
 
         scores = await evaluate_items(self, self.test, score)
         task_name = f"reasoning_gym/{self.config.task}"
-        await report_eval(self, {"eval/mean_score": sum(scores) / len(scores)}, task_name=task_name)
+        await report_eval(self, sample_metrics({"eval/mean_score": scores}), task_name=task_name)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import Field
 
 from atroposlib.envkit.distill import text_to_id, top_k_entry
-from atroposlib.envkit.gsm8k import GSM8K_ANSWER_FORMAT, GSM8kConfig, gsm8k_problems
+from atroposlib.envkit.gsm8k import GSM8K_ANSWER_FORMAT, GSM8kConfig, gsm8k_problems_from
 from atroposlib.envkit.math_env import MathAnswerEnv
 from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import APIServerConfig
@@ -65,7 +65,8 @@ class GSM8kTeacherDistillEnv(MathAnswerEnv, TeacherDistillationEnv):
     config_init = local_defaults(group_size=8, max_token_length=2048, batch_size=12)
 
     def load_problems(self) -> tuple[list[Item], list[Item]]:
-        return gsm8k_problems(self.config)
+        train, test, self.eval_data_source = gsm8k_problems_from(self.config)  # in metrics.json
+        return train, test
 
     @classmethod
     def teacher_config_init(cls) -> APIServerConfig:

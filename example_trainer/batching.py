@@ -35,6 +35,10 @@ class Sequence:
     distill_ids: Optional[list[list[int]]] = None
     distill_logprobs: Optional[list[list[float]]] = None
     temperature: float = 1.0  # the trainer divides this sequence's logits by it
+    # the oldest weights version (trainer step) that generated its tokens: the server's report
+    # (``weights_versions``), else the group's ``policy_version``; None when neither is known
+    version: Optional[int] = None
+    version_reported: bool = False  # ``version`` came from the server (weights_versions)
 
 
 @dataclass
@@ -44,8 +48,8 @@ class FlatBatch:
     masked_groups: int = 0  # reward_status == "unavailable"
     unscored: int = 0  # sequences marked "unavailable" in reward_statuses, left out
     advantages_from_env: int = 0
-    policy_versions: list[int] = field(default_factory=list)
-    truncated: int = 0
+    truncated: int = 0  # sequences cut at seq_len
+    distill_missing: int = 0  # sequences without teacher data in a batch where others have it
     overlong: int = 0  # sequences flagged as cut at max_tokens
     overlong_masked: int = 0  # ... left out of the loss (overlong="mask")
     overlong_penalized: int = 0  # ... whose reward was lowered (overlong="penalize")
@@ -92,9 +96,9 @@ def flatten_batch(
         flags = [bool((g.get("overlong") or [False] * n)[i]) for i in keep]
         out.overlong += sum(flags)
         out.group_scores.append(sum(scores) / len(scores))
-        if g.get("policy_version") is not None:
-            out.policy_versions.append(int(g["policy_version"]))
         temp = group_temperature(g, temperature) if temperature_from_groups else temperature
+        group_version = g.get("policy_version")
+        spans = g.get("weights_versions")
         env_adv = g.get("advantages")
         if env_adv is not None:
             out.advantages_from_env += 1
@@ -132,8 +136,13 @@ def flatten_batch(
                     distill_ids=_row(g, "distill_token_ids", i, n_tok),
                     distill_logprobs=_row(g, "distill_logprobs", i, n_tok),
                     temperature=temp,
+                    version=int(spans[i][0]) if spans else group_version,
+                    version_reported=bool(spans),
                 )
             )
+    have = sum(q.distill_ids is not None for q in out.sequences)
+    if have:
+        out.distill_missing = len(out.sequences) - have
     return out
 
 
@@ -229,26 +238,25 @@ def collate(seqs: list[Sequence], pad_id: int = 0) -> MicroBatch:
         return values, torch.tensor([r is not None for r in rows], dtype=torch.bool)
 
     distill_ids = distill_lps = None
-    # (ids, logprobs, sequence length) of every sequence, when all of them carry distillation data
-    distill = [
-        (s.distill_ids, s.distill_logprobs, len(s.tokens))
-        for s in seqs
+    # teacher top-k rows of each sequence; one without them gets ids -1 throughout (padding: no
+    # distillation term for it), so one group without teacher data does not switch the term off
+    # for the whole micro-batch (``FlatBatch.distill_missing`` counts such sequences)
+    teacher = [
+        (s.distill_ids, s.distill_logprobs)
         if s.distill_ids is not None and s.distill_logprobs is not None
+        else ([], [])
+        for s in seqs
     ]
-    if len(distill) == len(seqs):
-        k = max((len(x) for ids, _, _ in distill for x in ids), default=1) or 1
+    if any(ids for ids, _ in teacher):
+        k = max((len(x) for ids, _ in teacher for x in ids), default=1) or 1
 
         def pad_k(rows: list[list[Any]], fill: Any) -> list[list[Any]]:
-            return [list(r) + [fill] * (k - len(r)) for r in rows]
+            return [list(r) + [fill] * (k - len(r)) for r in rows] + [[fill] * k] * (
+                width - len(rows)
+            )
 
-        distill_ids = torch.tensor(
-            [pad_k(ids[1:], -1) + [[-1] * k] * (width - n + 1) for ids, _, n in distill],
-            dtype=torch.long,
-        )
-        distill_lps = torch.tensor(
-            [pad_k(lps[1:], 0.0) + [[0.0] * k] * (width - n + 1) for _, lps, n in distill],
-            dtype=torch.float32,
-        )
+        distill_ids = torch.tensor([pad_k(ids[1:], -1) for ids, _ in teacher], dtype=torch.long)
+        distill_lps = torch.tensor([pad_k(lps[1:], 0.0) for _, lps in teacher], dtype=torch.float32)
     inf_lps, inf_present = opt("inf_logprobs")
     ref_lps, ref_present = opt("ref_logprobs")
     inv_temp = None

@@ -113,7 +113,8 @@ class TrainingConfig(BaseModel):
     tis_cap: float = Field(
         2.0,
         ge=0,
-        description="Truncated importance sampling: cap on the train/inference ratio weight (0 = off).",
+        description="Truncated importance sampling: cap on the train/inference ratio weight (0 = off); "
+        "grpo and gspo (cispo clips its weight with eps_low/eps_high instead, and refuses it).",
     )
     use_inference_logprobs: bool = Field(
         True,
@@ -156,6 +157,12 @@ class TrainingConfig(BaseModel):
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
     use_wandb: bool = Field(False, description="Log to wandb as well as to metrics.jsonl.")
     batch_poll_interval: float = Field(0.05, gt=0, description="Seconds between /batch polls.")
+    summary_interval: int = Field(
+        10,
+        ge=0,
+        description="Every N steps, one log line on staleness: policy lag (mean, max) and the groups "
+        "the API dropped for age (0 = never).",
+    )
     batch_wait_timeout: float = Field(
         600.0, gt=0, description="Give up if no batch arrives for this many seconds."
     )
@@ -290,6 +297,11 @@ class TrainingConfig(BaseModel):
             )
         if self.pure_bf16 and self.dtype != "bfloat16":
             raise ValueError("pure_bf16 needs dtype bfloat16")
+        if self.loss_type == "cispo" and "tis_cap" in self.model_fields_set:
+            raise ValueError(
+                "tis_cap has no effect with loss_type cispo (its importance weight is clipped to "
+                "[1 - eps_low, 1 + eps_high]): drop tis_cap, or use loss_type grpo or gspo"
+            )
         return self
 
     def resolved_micro_batch_tokens(self) -> int:

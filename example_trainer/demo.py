@@ -91,6 +91,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "--threads", type=positive_int, help="torch threads per process (tiny 1, smollm2 2)."
     )
     p.add_argument(
+        "--engine-refresh",
+        choices=["keep", "drain"],
+        default="keep",
+        help="tiny on our engine: how a weight refresh meets the rows in flight: keep (swapped "
+        "between two decode steps) or drain (the batch finishes on the old weights first: the "
+        "former behaviour, for comparison).",
+    )
+    p.add_argument(
         "--inference",
         choices=["engine", "vllm"],
         default=None,

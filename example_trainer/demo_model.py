@@ -63,7 +63,14 @@ def topology_parts(
     else:
         server = {
             "kind": "engine",
-            "args": ["--torch-threads", str(args.threads), "--batch-window-ms", "10"],
+            "args": [
+                "--torch-threads",
+                str(args.threads),
+                "--batch-window-ms",
+                "10",
+                "--refresh-mode",
+                getattr(args, "engine_refresh", "keep"),
+            ],
         }
     return {
         "inference": [{"name": "engine", "model": model, "served_name": "policy", **server}],

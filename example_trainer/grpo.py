@@ -76,7 +76,7 @@ from example_trainer.distributed import (
     wrap_model,
 )
 from example_trainer.logprobs import inspect_output_head
-from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
+from example_trainer.metrics import MetricsLogger, format_step_line, note_batch, step_metrics
 from example_trainer.model_setup import (
     check_device,
     enable_gradient_checkpointing,
@@ -87,6 +87,7 @@ from example_trainer.model_setup import (
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
 from example_trainer.resume import restore_training_state, settle_resume
+from example_trainer.staleness import StalenessReport, weights_lag
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
@@ -125,6 +126,7 @@ def register(client: TrajectoryClient, cfg: TrainingConfig, step: int) -> None:
             save_checkpoint_interval=cfg.checkpoint_interval,
             starting_step=step,
             num_steps=cfg.training_steps,
+            weights_lag=weights_lag(cfg),
         )
     )
 
@@ -217,6 +219,7 @@ def train(cfg: TrainingConfig) -> int:
             config=cfg.model_dump(),
         )
     settling = cfg.resume  # the first batch trained after --resume settles the step (resume.py)
+    staleness = StalenessReport(client, cfg) if info.is_main else None
     try:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
@@ -257,6 +260,8 @@ def train(cfg: TrainingConfig) -> int:
                 overlong=cfg.overlong,
                 overlong_penalty=cfg.overlong_penalty,
             )
+            if info.is_main:
+                note_batch(flat, cfg.seq_len)
             optimizer.zero_grad(set_to_none=True)
             stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
@@ -277,6 +282,8 @@ def train(cfg: TrainingConfig) -> int:
                     step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time, t0 - t_wait
                 )
                 m.update(extra)
+                if staleness is not None:
+                    m.update(staleness.step_metrics(step, m))
                 metrics.log(m)
                 print(format_step_line(m, cfg.training_steps), flush=True)
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:

@@ -66,6 +66,7 @@ class WeightRefresh:
         self.weights_root = Path(cfg.save_path) / "weights"
         self._kinds: dict[str, str] = {}
         self._written: list[str] = []  # weight folders this trainer wrote, oldest first
+        self._unlabelled: set[str] = set()  # servers that cannot label their weights
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
@@ -96,6 +97,27 @@ class WeightRefresh:
     def _routes(self, http: httpx.Client, url: str) -> WeightRoutes:
         """The weight routes of the server at ``url``."""
         return weight_routes(self._kind(http, url))
+
+    def _label(self, http: httpx.Client, step: int) -> None:
+        """Label the weights every server holds now as trainer step ``step`` (at start, after a
+        restart), so its completions report the version that generated them; a server that cannot
+        is said once (its groups' policy versions are then the envs' estimates)."""
+        for url in self.urls:
+            try:
+                ok = self._routes(http, url).label(http, url.rstrip("/"), step)
+            except InferenceError as e:
+                log.warning(
+                    "%s: could not label %s's weights as step %d: %s", self.mode, url, step, e
+                )
+                continue
+            if not ok and url not in self._unlabelled:
+                self._unlabelled.add(url)
+                log.warning(
+                    "%s: %s cannot label its weights (vLLM needs VLLM_SERVER_DEV_MODE=1): the policy "
+                    "versions of its completions are the envs' estimates",
+                    self.mode,
+                    url,
+                )
 
     def _save(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None, name: str = ""
@@ -150,6 +172,8 @@ class ReloadRefresh(WeightRefresh):
                 pass  # not up yet: the first push asks again (and fails if it never answers)
         if self.cfg.resume:  # the servers may still hold older weights than the checkpoint
             self._push(model_path, step)
+        elif self._reached:
+            self._label(self._http, step)
 
     def _push_one(self, url: str, path: str, step: int) -> Optional[Any]:
         """Load ``path`` into the server at ``url``. A server that answered before (an earlier push, or
@@ -158,7 +182,7 @@ class ReloadRefresh(WeightRefresh):
         run's model and gets the weights at the next push. A server never reached fails the push."""
         try:
             version = self._routes(self._http, url).reload_from_disk(
-                self._http, url.rstrip("/"), path
+                self._http, url.rstrip("/"), path, step
             )
         except InferenceError as e:
             cause = e.__cause__
@@ -250,6 +274,7 @@ class RestartRefresh(WeightRefresh):
                 python="{python}",
                 served_name="{served_name}",
                 max_model_len=cfg.seq_len,
+                dev_mode=True,  # its weights can be labelled with the step (weights versions)
             )
             server.argv[server.argv.index("--port") + 1] = "{port}"
             self.command = " ".join(server.argv)
@@ -260,7 +285,8 @@ class RestartRefresh(WeightRefresh):
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log_path = Path(cfg.save_path) / "inference_server.log"
 
-    def _launch(self, model_path: str) -> None:
+    def _launch(self, model_path: str, step: int) -> None:
+        """Start the server on ``model_path`` (trainer step ``step``'s weights) and label them."""
         cmd = self.command.format(
             model_path=shlex.quote(model_path),
             port=self.cfg.vllm_port,
@@ -293,6 +319,8 @@ class RestartRefresh(WeightRefresh):
             raise InferenceError(
                 f"restart: inference server did not come up ({e}); see {self.log_path}"
             ) from e
+        with httpx.Client(timeout=30.0) as http:
+            self._label(http, step)
 
     def _stop(self, grace: float = 10.0) -> None:
         """SIGTERM, then SIGKILL to the server's process group after ``grace`` seconds: vLLM stops its
@@ -311,7 +339,7 @@ class RestartRefresh(WeightRefresh):
             self.proc.wait(10)
 
     def start(self, model_path: str, step: int = 0) -> None:
-        self._launch(model_path)
+        self._launch(model_path, step)
 
     def refresh(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
@@ -319,7 +347,7 @@ class RestartRefresh(WeightRefresh):
         t0 = time.perf_counter()
         path = self._save(step, model, tokenizer, state_dict)
         self._stop()
-        self._launch(str(path.resolve()))
+        self._launch(str(path.resolve()), step)
         return {"policy_version": step, "refresh_s": time.perf_counter() - t0}
 
     def close(self) -> None:
@@ -369,14 +397,14 @@ class LoraRefresh(WeightRefresh):
     def start(self, model_path: str, step: int = 0) -> None:
         if self._model is None:
             raise ConfigError("lora: prepare_model must run before start")
-        self._publish(self._save(0, self._model, None, name="start"))
+        self._publish(self._save(0, self._model, None, name="start"), step)
 
-    def _publish(self, path: Path) -> None:
+    def _publish(self, path: Path, step: int) -> None:
         name = self.cfg.lora_adapter_name
         for url in self.urls:
             base = url.rstrip("/")
             self._routes(self._http, url).load_lora(
-                self._http, base, name, str(path.resolve()), replace=self._published
+                self._http, base, name, str(path.resolve()), replace=self._published, version=step
             )
         self._published = True
 
@@ -386,7 +414,7 @@ class LoraRefresh(WeightRefresh):
         t0 = time.perf_counter()
         # One stable name, replaced each time: envs keep requesting the same model name and always get
         # the newest adapter, and servers never accumulate one adapter per step.
-        self._publish(self._save(step, model, None))  # a PeftModel saves only the adapter
+        self._publish(self._save(step, model, None), step)  # a PeftModel saves only the adapter
         return {
             "policy_version": step,
             "lora_name": self.cfg.lora_adapter_name,

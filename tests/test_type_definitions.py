@@ -48,12 +48,15 @@ def test_accepts_what_atropos_accepts():
 
 def test_new_optional_fields_round_trip():
     g = dict(_group(), policy_version=7, group_id="abc", reward_status="unavailable")
+    g["weights_versions"] = [[6, 7], [7, 7]]
     out = validate_group(g).as_group()
     assert (out["policy_version"], out["group_id"], out["reward_status"]) == (
         7,
         "abc",
         "unavailable",
     )
+    assert out["weights_versions"] == [[6, 7], [7, 7]]
+    assert "weights_versions" not in validate_group(_group()).as_group()  # older clients send none
 
 
 @pytest.mark.parametrize(
@@ -75,6 +78,12 @@ def test_new_optional_fields_round_trip():
         (lambda g: g.update(messages=[[{"content": "no role"}], []]), "messages[0][0]"),
         (lambda g: g.update(reward_status="broken"), "reward_status"),
         (lambda g: g.update(distill_token_ids=[[[1]] * 3] * 2), "given together"),
+        (lambda g: g.update(weights_versions=[[1, 2]]), "weights_versions has 1 entries"),
+        (lambda g: g.update(weights_versions=[[3, 2], [1, 1]]), "weights_versions[0] is [3, 2]"),
+        (lambda g: g.update(weights_versions=[[1], [1, 1]]), "weights_versions[0] is [1]"),
+        (lambda g: g.update(weights_versions=[[-1, 0], [1, 1]]), "weights_versions[0]"),
+        (lambda g: g.update(weights_versions=[["a", 1], [1, 1]]), "weights_versions.0.0"),
+        (lambda g: g.update(policy_version="seven"), "policy_version"),
     ],
 )
 def test_refuses_what_would_corrupt_training(mutate, fragment):

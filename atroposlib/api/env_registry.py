@@ -81,13 +81,43 @@ class EnvRegistry:
     def connected(self) -> list[EnvRecord]:
         return [e for e in self._records if e.connected]
 
-    def min_sequences(self, batch_size: int) -> dict[Optional[int], int]:
-        """Sequences each connected env with a ``min_batch_allocation`` is owed per batch."""
-        return {
-            e.env_id: int(batch_size * e.min_batch_allocation)
-            for e in self.connected()
+    def shares(self, by_weight: bool = False) -> dict[Optional[int], float]:
+        """The fraction of every batch each connected env is guaranteed: its
+        ``min_batch_allocation``; with ``by_weight`` (``run-api --batch-shares weight``) the envs
+        without one split what is left by their weights."""
+        connected = self.connected()
+        out: dict[Optional[int], float] = {
+            e.env_id: e.min_batch_allocation
+            for e in connected
             if e.min_batch_allocation is not None
         }
+        if by_weight:
+            rest = [e for e in connected if e.min_batch_allocation is None and e.weight > 0]
+            total = sum(e.weight for e in rest)
+            left = max(0.0, 1.0 - sum(out.values()))
+            for e in rest:
+                out[e.env_id] = left * e.weight / total
+        return out
+
+    def min_sequences(self, batch_size: int, by_weight: bool = False) -> dict[Optional[int], int]:
+        """Sequences each connected env is owed per batch (its share of ``batch_size``)."""
+        return {env: int(batch_size * share) for env, share in self.shares(by_weight).items()}
+
+    def check_allocation(self, req: RegisterEnv) -> None:
+        """A 422 when ``req``'s ``min_batch_allocation`` would make the connected envs' guaranteed
+        shares add up to more than 1 (no batch could honour them all)."""
+        if req.min_batch_allocation is None:
+            return
+        held = sum(
+            e.min_batch_allocation for e in self.connected() if e.min_batch_allocation is not None
+        )
+        if held + req.min_batch_allocation > 1.0 + 1e-9:
+            raise ApiProblem(
+                422,
+                f"min_batch_allocation {req.min_batch_allocation:g} would make the connected envs' "
+                f"batch shares add up to {held + req.min_batch_allocation:g} (> 1; "
+                f"{held:g} is taken): lower it, or disconnect an env first",
+            )
 
     def new_record(self, req: RegisterEnv) -> EnvRecord:
         """The record ``req`` would get (not yet added: the caller commits it first)."""

@@ -128,6 +128,7 @@ class IngestMixin(RunState):
                 if row.meta.group_id is not None:
                     self.group_ids[row.meta.group_id] = row.meta.seq
                 self.metrics.groups_in.labels(row.env_name or "none").inc()
+                self.env_groups[(row.env_name or str(row.meta.env_id), "received")] += 1
                 self.metrics.bytes_in.inc(row.meta.nbytes)
                 self.metrics.sequences_in.inc(row.meta.n)
             self._update_gauges()

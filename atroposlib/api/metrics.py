@@ -24,6 +24,9 @@ class ApiMetrics(MetricSet):
         self.backpressure = c("atropos_backpressure_rejections", "Ingests refused with 503.")
         # delivery
         self.groups_out = c("atropos_groups_delivered", "Groups handed out in new batches.")
+        self.env_groups_out = c(
+            "atropos_env_groups_delivered", "Groups handed out in new batches, by env.", ["env"]
+        )
         self.batches_out = c("atropos_batches_formed", "Batches formed (each advances the step).")
         self.redeliveries = c("atropos_batch_redeliveries", "Unacknowledged batches sent again.")
         self.acks = c("atropos_batch_acks", "Batches acknowledged (explicitly or implicitly).")

@@ -45,6 +45,7 @@ class RunState:
         tuple[str, str]
     ]  # (env name, length bucket) -> groups dropped as too stale
     blocked_by: Optional[str]  # why the last /batch came back empty
+    env_groups: Counter[tuple[str, str]]  # (env name, received|delivered) -> groups, this process
     repaired_fields: Counter[
         str
     ]  # Atropos field repairs done at ingest, by field (kept across /reset)
@@ -61,7 +62,10 @@ class RunState:
         return self.envs.name(env_id)
 
     def _min_sequences(self, batch_size: int) -> dict[Optional[int], int]:
-        return self.envs.min_sequences(batch_size)
+        return self.envs.min_sequences(batch_size, self.settings.batch_shares == "weight")
+
+    def _shares(self) -> dict[Optional[int], float]:
+        return self.envs.shares(self.settings.batch_shares == "weight")
 
     # What one part calls and another defines (``RunService`` or a mixin), declared here so that
     # every call is checked against one signature.

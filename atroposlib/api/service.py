@@ -64,6 +64,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         self.lock = threading.RLock()
         self._acks_since_prune = 0
         self.repaired_fields: Counter[str] = Counter()  # kept across /reset (process-wide counts)
+        self.env_groups: Counter[tuple[str, str]] = Counter()  # process-wide, as the metrics
         self._load()
 
     # ------------------------------------------------------------------ state
@@ -220,6 +221,10 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 m.states[seq] = DELIVERED
             self.store.commit(m)
             self.pending_metas = {seq: self.queue.remove(seq) for seq in result.seqs}
+            for meta in self.pending_metas.values():
+                name = self._env_name(meta.env_id) or str(meta.env_id)
+                self.env_groups[(name, "delivered")] += 1
+                self.metrics.env_groups_out.labels(name).inc()
             self.step = record.step
             self.pending = record
             self.redeliver = False
@@ -298,6 +303,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
         with self.lock:
             if not self.started or self.registration is None:
                 return RegisterEnvResponse(status="wait for trainer to start")
+            self.envs.check_allocation(req)
             env = self.envs.new_record(req)
             self.store.commit(Mutation(envs=[env.to_dict()]))
             self.envs.put(env)

@@ -12,12 +12,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from atroposlib.errors import ConfigError
 from atroposlib.utils.settings_cli import format_validation_error
 
 ENV_PREFIX = "ATROPOS_"
+DEFAULT_MAX_STALENESS = 4
+"""The default staleness bound, in trainer steps (why 4: docs/api.md, 'Staleness')."""
 
 
 class ApiSettings(BaseModel):
@@ -53,7 +55,18 @@ class ApiSettings(BaseModel):
     )
     retry_after_seconds: float = Field(1.0, gt=0, description="Retry-After sent with a 503.")
     max_staleness: Optional[int] = Field(
-        None, ge=0, description="Drop groups whose policy_version < current_step - max_staleness."
+        DEFAULT_MAX_STALENESS,
+        ge=1,
+        description="Drop a group at batch formation when the oldest weights that generated it are "
+        "more than this many steps behind the trainer (policy_version < current_step - "
+        "max_staleness); envs hold no more batches than keeps them within it. 'off': no bound. "
+        "See docs/api.md, 'Staleness'.",
+    )
+    batch_shares: Literal["allocation", "weight"] = Field(
+        "allocation",
+        description="Each env's guaranteed share of a batch: 'allocation', its min_batch_allocation "
+        "(none: first come, first served, as Atropos); 'weight', envs without one split the rest "
+        "by their weight. An env is told its share and holds no more than it (backpressure).",
     )
     max_body_bytes: int = Field(
         128 * 1024 * 1024,
@@ -97,6 +110,14 @@ class ApiSettings(BaseModel):
         "queue, trainer step), logged only when something happened; 0: none.",
     )
 
+    @field_validator("max_staleness", mode="before")
+    @classmethod
+    def _staleness_off(cls, v: Any) -> Any:
+        """``off`` / ``none`` (any case) switch the bound off."""
+        if isinstance(v, str) and v.strip().lower() in ("off", "none"):
+            return None
+        return v
+
     @classmethod
     def from_env(cls, **overrides: Any) -> ApiSettings:
         """Defaults < ``ATROPOS_*`` environment variables < ``overrides`` (None values are ignored)."""
@@ -117,4 +138,4 @@ class ApiSettings(BaseModel):
             ) from None
 
 
-__all__ = ["ENV_PREFIX", "ApiSettings"]
+__all__ = ["DEFAULT_MAX_STALENESS", "ENV_PREFIX", "ApiSettings"]

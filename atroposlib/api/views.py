@@ -18,6 +18,7 @@ from atroposlib.api.run_state import RunState
 from atroposlib.api.store.base import ACKED, DELIVERED
 from atroposlib.type_definitions import (
     ATROPOS_GROUP_KEYS,
+    EnvGroupCounts,
     EnvQueueStatus,
     Info,
     Status,
@@ -44,16 +45,15 @@ class ViewsMixin(RunState):
             total = sum(e.max_context_len * max(0.0, e.weight) for e in connected)
             weight = env.max_context_len * env.weight / total if total > 0 else 0.0
             weight = max(MIN_ENV_WEIGHT, weight)
-            total_min = sum(
-                e.min_batch_allocation for e in connected if e.min_batch_allocation is not None
-            )
+            shares = self._shares()
+            total_min = sum(shares.values())
             q = self.queue
             max_group = q.max_group_size()
             own_sizes = q.env_size_counts.get(env_id, Counter[int]())
             env_group = max([env.group_size, *own_sizes.keys()])
             own = q.env_sequences.get(env_id, 0)
             bs = self.registration.batch_size if self.registration else 0
-            mins = self.envs.min_sequences(bs)
+            mins = self._min_sequences(bs)
             others = 0
             if max_group > 1:
                 for other, seqs in q.env_sequences.items():
@@ -68,7 +68,23 @@ class ViewsMixin(RunState):
                 self_queue_size=own // env_group,
                 max_group_size=max_group,
                 env_weight=weight,
+                max_staleness=self.settings.max_staleness,
+                max_batches_offpolicy=self.offpolicy_batches(),
+                batch_share=shares.get(env_id),
             )
+
+    def offpolicy_batches(self) -> Optional[int]:
+        """Most batches an env may hold ahead of the trainer so that its groups stay within
+        ``max_staleness``: a group started when the env's holding drops below ``b`` batches is
+        trained ``b`` steps later, on data of weights up to ``weights_lag`` steps older still (the
+        trainer's refresh interval - 1, + 1 for an asynchronous push; 1 when the trainer did not
+        say). None without a bound."""
+        bound = self.settings.max_staleness
+        if bound is None:
+            return None
+        reg = self.registration
+        lag = reg.weights_lag if reg is not None and reg.weights_lag is not None else 1
+        return max(1, bound - lag)
 
     # ------------------------------------------------------------------ shared
     def info(self) -> Info:
@@ -110,11 +126,24 @@ class ViewsMixin(RunState):
                 stale_dropped_by_env=dict(drops_by_env),
                 stale_dropped_by_length=dict(drops_by_bucket),
                 queued_by_env=self._queued_by_env(),
+                groups_by_env=self._groups_by_env(drops_by_env),
                 queued_by_length=dict(self.queue.length_counts),
                 repaired_fields=dict(self.repaired_fields),
                 quarantined_groups=self.quarantined,
                 ack_mode=self.ack_mode(),
             )
+
+    def _groups_by_env(self, stale: Counter[str]) -> dict[str, EnvGroupCounts]:
+        """Per env: groups received and delivered (since run-api started), dropped for age."""
+        names = {name for name, _ in self.env_groups} | set(stale)
+        return {
+            name: EnvGroupCounts(
+                received=self.env_groups[(name, "received")],
+                delivered=self.env_groups[(name, "delivered")],
+                stale_dropped=stale[name],
+            )
+            for name in sorted(names)
+        }
 
     def _queued_by_env(self) -> dict[str, EnvQueueStatus]:
         """Per env: queued sequences and how long its oldest queued group has waited (starvation)."""

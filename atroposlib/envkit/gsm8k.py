@@ -33,9 +33,15 @@ class GSM8kConfig(SamplingConfig):
 
 def gsm8k_problems(config: GSM8kConfig) -> tuple[list[Item], list[Item]]:
     """(training problems, evaluation problems), each ``{"question", "answer"}``, as ``config`` says."""
+    return gsm8k_problems_from(config)[:2]
+
+
+def gsm8k_problems_from(config: GSM8kConfig) -> tuple[list[Item], list[Item], str]:
+    """``gsm8k_problems`` and where the evaluation problems came from (an env's
+    ``eval_data_source``, written to ``metrics.json``)."""
     train = load_gsm8k(config.data_source, "train", size=config.offline_train_size).rows
-    test = load_gsm8k(config.data_source, "test", size=config.eval_size).rows
-    return train, test[: config.eval_size]
+    loaded = load_gsm8k(config.data_source, "test", size=config.eval_size)
+    return train, loaded.rows[: config.eval_size], f"{loaded.source} (first {config.eval_size})"
 
 
-__all__ = ["GSM8K_ANSWER_FORMAT", "GSM8kConfig", "gsm8k_problems"]
+__all__ = ["GSM8K_ANSWER_FORMAT", "GSM8kConfig", "gsm8k_problems", "gsm8k_problems_from"]

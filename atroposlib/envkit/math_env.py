@@ -3,8 +3,8 @@
 What such an env does is the same whatever its problems: a system prompt asking for a ``\\boxed{}``
 answer (after a thinking block), ``group_size`` sampled answers through ``managed_server``, +1 for a
 math-verify-equivalent answer and -1 otherwise (Atropos's length penalty when a whole group is
-right; an item whose gold answer cannot be parsed is skipped, never trained as 0), and a greedy
-evaluation on the test problems. Answers are scored off the event loop (``self.score_samples``:
+right; an item whose gold answer cannot be parsed is skipped, never trained as 0), and an
+evaluation on the test problems (greedy, or ``--env.eval_n_samples`` samples: avg@n and pass@k). Answers are scored off the event loop (``self.score_samples``:
 math-verify in worker processes, each answer within ``--env.score_timeout``; one without a verdict
 has an unavailable reward, never a -1). A subclass says what differs::
 
@@ -29,7 +29,13 @@ from itertools import cycle
 from typing import Any
 
 from atroposlib.envkit.chat import chat, system_prompt, transcript
-from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
+from atroposlib.envkit.evaluation import (
+    eval_answers,
+    eval_sampling,
+    evaluate_items,
+    report_eval,
+    sample_metrics,
+)
 from atroposlib.envkit.math_scoring import scores_from_verdicts, verify_math
 from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from atroposlib.envs.base import BaseEnv
@@ -85,27 +91,32 @@ class MathAnswerEnv(BaseEnv):
         return group.build(), []
 
     async def evaluate(self, *args: Any, **kwargs: Any) -> None:
+        """One greedy answer per problem, or ``--env.eval_n_samples`` sampled ones (then
+        avg@n and pass@k too)."""
         start = time.time()
 
         async def sample(row: Item) -> dict[str, Any]:
-            answer = await greedy_answer(self, self.prompt(row))
+            answers = await eval_answers(self, self.prompt(row))
+            correct = [bool(verify_math(a, row["answer"])) for a in answers]
             return {
                 "question": row["question"],
                 "gold_answer": row["answer"],
-                "response": answer,
-                "correct": bool(verify_math(answer, row["answer"])),
+                "response": answers[0],
+                "correct": correct[0],
+                **({"responses": answers, "correct_all": correct} if len(answers) > 1 else {}),
             }
 
         samples = await evaluate_items(self, self.test, sample)  # too-long prompts: skipped
-        accuracy = sum(s["correct"] for s in samples) / max(1, len(samples))
+        per_item = [s.get("correct_all", [s["correct"]]) for s in samples]
+        n, temperature = eval_sampling(self)
         await report_eval(
             self,
-            {"eval/percent_correct": accuracy},
+            sample_metrics({"eval/percent_correct": [[float(c) for c in p] for p in per_item]}),
             task_name=self.name,
             samples=samples,
             start_time=start,
             end_time=time.time(),
-            generation_parameters={"temperature": 0.0},
+            generation_parameters={"temperature": temperature, "n": n},
         )
 
 

@@ -77,7 +77,9 @@ class BaseEnv(AtroposCompat):
             progress_interval=config.progress_interval,
             on_token_drift=config.on_token_drift,
         )
-        self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
+        self.server.set_reasoning(
+            config.thinking_mode, config.reasoning_effort, config.max_reasoning_tokens
+        )
         self.tokenizer = load_tokenizer(config.tokenizer_name)
         ctx = self.context
         if config.data_path_to_save_groups is not None:

@@ -22,20 +22,9 @@ from typing import Any, Optional
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.runtime.eval_results import EvalRun, write_eval_files
+from atroposlib.runtime.eval_scores import pass_at_k  # Atropos's name lives here too
 
 logger = logging.getLogger(__name__)
-
-
-def pass_at_k(m: int, c: int, k: int) -> float:
-    """Unbiased pass@k from ``m`` samples of which ``c`` are correct:
-    ``1 - C(m - c, k) / C(m, k)``, computed as a stable product."""
-    m, c, k = int(m), int(c), int(k)
-    if m - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(m - c + 1, m + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
 
 
 def evaluate_log(

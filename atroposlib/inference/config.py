@@ -60,6 +60,13 @@ class EngineConfig(BaseModel):
         default=16, ge=1, description="max_tokens of /v1/completions when the request gives none."
     )
     max_n: int = Field(default=128, ge=1, description="Largest `n` a single request may ask for.")
+    refresh_mode: Literal["keep", "drain"] = Field(
+        default="keep",
+        description="How a weight refresh meets the rows being generated: keep (swap between two "
+        "decode steps; rows go on with the new weights, their tokens' weight_versions say which "
+        "weights sampled them) or drain (stop admitting rows, let the batch finish on the old "
+        "weights, then swap: generation idles while it drains).",
+    )
     log_level: str = Field(
         default="info", description=f"uvicorn / logging level: {', '.join(LOG_LEVELS)}."
     )

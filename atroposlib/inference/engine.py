@@ -4,9 +4,17 @@ Requests (each a list of rows: n>1 is n rows) are collected for ``batch_window_m
 arrives, up to ``max_batch_size`` rows, prefilled together and decoded as one ``DecodeBatch``. While that
 batch runs, requests that arrive are admitted between decode steps as long as rows are free (continuous
 batching), so a short request does not wait for the longest one in flight. All rows of one batch use the
-same weights: rows for another LoRA adapter wait until the running batch drains. Weight refresh loads the
-new checkpoint beside the running one, stops admitting rows, lets the batch in flight finish on the old
-weights, swaps, and resumes; ``weights_version`` counts the swaps.
+same adapter: rows for another LoRA adapter wait until the running batch drains.
+
+Weight refresh loads the new checkpoint beside the running one (generation goes on meanwhile), then,
+with ``refresh_mode`` ``keep`` (the default), the worker swaps it in between two decode steps: the
+rows in flight go on with the new weights (the KV cache computed so far is kept, as vLLM's
+``/pause?mode=keep`` and in-flight weight updates do), and nothing waits for the batch to drain. A
+LoRA adapter replaced in place is swapped the same way. With ``drain`` the engine stops admitting
+rows, lets the batch finish on the old weights and swaps then (generation idles while it drains).
+``weights_version`` labels the weights: the version the reload names (the trainer's step), else one
+more than before; every row records which version sampled which of its tokens
+(``RowResult.weight_versions``), so a row generated across a refresh says both.
 
 A job submitted with ``on_progress`` (a streaming request) is told after every decode step how far its
 rows are (the callback runs on the worker thread and must be quick); ``GenerationJob.abort`` takes its
@@ -60,6 +68,22 @@ class GenerationJob:
 _Job = GenerationJob
 
 
+@dataclass
+class _WorkerChange:
+    """A change to the served weights, made by the worker thread between two decode steps.
+
+    ``apply(batch)`` makes it (``batch``: the running ``DecodeBatch``, None between batches);
+    ``mid_batch(adapter)`` says whether it may happen while a batch for ``adapter`` runs (else it
+    waits for that batch to end). ``done`` is set once it is made (``error`` when it failed)."""
+
+    apply: Callable[[Optional[DecodeBatch]], Any]
+    mid_batch: Callable[[Optional[str]], bool]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: Optional[BaseException] = None
+    requested: float = field(default_factory=time.perf_counter)
+
+
 class InferenceEngine:
     """Owns the model and the worker thread. ``submit`` is thread-safe and never blocks."""
 
@@ -77,6 +101,7 @@ class InferenceEngine:
         self._queue: queue.Queue[_Job] = queue.Queue(maxsize=config.max_queue)
         self._deferred: collections.deque[_Job] = collections.deque()
         self._swap_pending = threading.Event()
+        self._changes: collections.deque[_WorkerChange] = collections.deque()
         self.adapters: dict[str, Path] = {}
         self._swap_lock = threading.Lock()
         self._stop = threading.Event()
@@ -134,9 +159,15 @@ class InferenceEngine:
         """Blocking convenience wrapper around ``submit``."""
         return self.submit(rows).result(timeout)
 
-    def reload_weights(self, model_path: str) -> int:
-        """Load weights from ``model_path`` and swap them in between batches; return the new version.
-        Raises ``ModelLoadError`` (old weights stay) if the directory is bad or incompatible."""
+    def set_weights_version(self, version: int) -> None:
+        """Label the weights being served (vLLM's ``/update_weight_version``)."""
+        self.weights_version = version
+        self.metrics.weights_version.set(version)
+
+    def reload_weights(self, model_path: str, version: Optional[int] = None) -> int:
+        """Load weights from ``model_path`` and swap them in between batches; return the new version
+        (``version`` when given, else the old one + 1). Raises ``ModelLoadError`` (old weights stay)
+        if the directory is bad or incompatible."""
         new_model = load_causal_lm(model_path, self.config.dtype, self.config.device)
         old_vocab = self.loaded.model.get_input_embeddings().weight.shape[0]
         new_vocab = new_model.get_input_embeddings().weight.shape[0]
@@ -144,15 +175,58 @@ class InferenceEngine:
             raise ModelLoadError(
                 f"model at {model_path} has vocabulary {new_vocab}, the served tokenizer needs {old_vocab}"
             )
-        with self._exclusive():
+        path = Path(model_path).expanduser().resolve()
+
+        def swap(batch: Optional[DecodeBatch]) -> int:
             self.loaded.model = (
                 new_model  # LoRA adapters belonged to the old base: they are dropped
             )
+            if batch is not None:
+                batch.model = new_model
             self.adapters.clear()
-            self.loaded.path = Path(model_path).expanduser().resolve()
-            self.weights_version += 1
-            self.metrics.weights_version.set(self.weights_version)
+            self.loaded.path = path
+            self.set_weights_version(self.weights_version + 1 if version is None else version)
             return self.weights_version
+
+        if self.config.refresh_mode == "drain" or self._thread is None:
+            with self._exclusive():
+                return swap(None)
+        # a batch running for an adapter needs its adapter, which the new base does not have
+        return int(self._on_worker(swap, mid_batch=lambda adapter: adapter is None))
+
+    def _on_worker(
+        self,
+        apply: Callable[[Optional[DecodeBatch]], Any],
+        mid_batch: Callable[[Optional[str]], bool],
+    ) -> Any:
+        """Have the worker make ``apply`` between two decode steps (``refresh_mode`` keep) and
+        wait for it; its result back, its exception raised here."""
+        change = _WorkerChange(apply, mid_batch)
+        self._changes.append(change)
+        while not change.done.wait(1.0):
+            if self._stop.is_set() or self._thread is None:
+                raise ModelLoadError("the engine stopped before the new weights were swapped in")
+        if change.error is not None:
+            raise change.error
+        return change.result
+
+    def _make_changes(self, batch: Optional[DecodeBatch], adapter: Optional[str]) -> None:
+        """Worker thread: make the pending changes that may happen now."""
+        kept: list[_WorkerChange] = []
+        while self._changes:
+            change = self._changes.popleft()
+            if batch is not None and not change.mid_batch(adapter):
+                kept.append(change)
+                continue
+            try:
+                change.result = change.apply(batch)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller waiting for it
+                change.error = e
+            self.metrics.refresh_seconds.observe(time.perf_counter() - change.requested)
+            if batch is not None:
+                self.metrics.rows_across_refresh.inc(len(batch))
+            change.done.set()
+        self._changes.extendleft(reversed(kept))
 
     @contextlib.contextmanager
     def _exclusive(self):
@@ -164,8 +238,9 @@ class InferenceEngine:
         finally:
             self._swap_pending.clear()
 
-    def load_lora(self, name: str, path: str) -> None:
-        """Load a peft LoRA adapter; requests whose ``model`` is ``name`` then use it (vLLM semantics).
+    def load_lora(self, name: str, path: str, version: Optional[int] = None) -> None:
+        """Load a peft LoRA adapter; requests whose ``model`` is ``name`` then use it (vLLM semantics);
+        ``version`` labels the served weights as the adapter goes in.
 
         If ``name`` is loaded already its weights are replaced in place (the server refuses that unless
         the request says ``load_inplace``): the new adapter is read and checked first, then swapped in
@@ -177,7 +252,7 @@ class InferenceEngine:
         from peft import PeftModel
 
         if name in self.adapters:
-            self._replace_lora(name, p)
+            self._replace_lora(name, p, version)
             return
         with self._exclusive():
             model = self.loaded.model
@@ -193,8 +268,10 @@ class InferenceEngine:
                     f"could not load LoRA adapter from {p}: {type(e).__name__}: {e}"
                 ) from e
             self.adapters[name] = p.resolve()
+            if version is not None:
+                self.set_weights_version(version)
 
-    def _replace_lora(self, name: str, p: Path) -> None:
+    def _replace_lora(self, name: str, p: Path, version: Optional[int] = None) -> None:
         from peft import PeftConfig, load_peft_weights, set_peft_model_state_dict
 
         model = self.loaded.model
@@ -215,7 +292,8 @@ class InferenceEngine:
                 f"load_inplace needs the same rank, alpha and target modules as the loaded adapter "
                 f"{name!r}; unload it first to load {p}"
             )
-        with self._exclusive():  # copy the new tensors into the loaded adapter between batches
+
+        def copy_in(_batch: Optional[DecodeBatch]) -> None:
             result = set_peft_model_state_dict(model, weights, adapter_name=name)
             unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
             if unexpected:
@@ -223,6 +301,15 @@ class InferenceEngine:
                     f"LoRA adapter at {p} does not fit the loaded one: {unexpected[:3]}"
                 )
             self.adapters[name] = p.resolve()
+            if version is not None:
+                self.set_weights_version(version)
+
+        if self.config.refresh_mode == "keep" and self._thread is not None:
+            # the same model object, new adapter values: safe between two decode steps of any batch
+            self._on_worker(copy_in, mid_batch=lambda adapter: True)
+            return
+        with self._exclusive():  # copy the new tensors into the loaded adapter between batches
+            copy_in(None)
 
     def unload_lora(self, name: str) -> None:
         if name not in self.adapters:
@@ -289,11 +376,16 @@ class InferenceEngine:
             ):  # a weight swap is waiting for the lock: let it go first
                 time.sleep(0.002)
                 continue
+            if self._changes:
+                with self._swap_lock:
+                    self._make_changes(None, None)
             jobs = self._collect()
             if not jobs:
                 continue
             with self._swap_lock:
                 self._run_batch(jobs)
+                if self._changes:  # what had to wait for this batch's adapter
+                    self._make_changes(None, None)
 
     def _run_batch(self, jobs: list[_Job]) -> None:
         lm = self.loaded
@@ -322,13 +414,17 @@ class InferenceEngine:
                         pos += len(j.rows)
                     self.metrics.batch_size.observe(len(batch) + sum(r.done for r in results))
                     self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in rows))
+                    self._note_version(live)
                     live = self._deliver(live)
                     merge_ok = merge_ok and batch.can_merge()
                     jobs = []
                     while len(batch):
                         batch.step()
                         self._drop_aborted(batch, live)
+                        self._note_version(live)
                         live = self._deliver(live)
+                        if self._changes and len(batch):
+                            self._make_changes(batch, adapter)
                         if merge_ok and len(batch) < self.config.max_batch_size:
                             jobs = self._admissible(
                                 self.config.max_batch_size - len(batch), adapter
@@ -349,6 +445,12 @@ class InferenceEngine:
             for j in jobs:
                 if not j.future.done():
                     j.future.set_exception(e)
+
+    def _note_version(self, live: list[tuple[_Job, list[RowResult]]]) -> None:
+        """The tokens just generated came from the weights being served now."""
+        for _, results in live:
+            for r in results:
+                r.note_version(self.weights_version)
 
     def _drop_aborted(self, batch: DecodeBatch, live: list[tuple[_Job, list[RowResult]]]) -> None:
         for job, results in live:

@@ -34,6 +34,29 @@ class RowResult:
     # One entry per prompt token (None for the first): [(token id, logprob, rank)], actual token first.
     prompt_logprobs: Optional[list[Optional[list[tuple[int, float, int]]]]] = None
     done: bool = False
+    # (weights version, index of the first token it generated), in order: see ``note_version``
+    version_marks: list[tuple[int, int]] = field(default_factory=list)
+    _versioned: int = 0  # tokens whose version is noted
+
+    def note_version(self, version: int) -> None:
+        """The tokens generated since the last call came from weights ``version``."""
+        n = len(self.token_ids)
+        if n > self._versioned:
+            if not self.version_marks or self.version_marks[-1][0] != version:
+                self.version_marks.append((version, self._versioned))
+            self._versioned = n
+
+    def weight_versions(self) -> list[dict[str, Any]]:
+        """vLLM's ``weight_versions`` of this row: ``[{"version", "start", "end"}]``, the weights
+        version that generated output tokens ``[start, end)``."""
+        n = len(self.token_ids)
+        out = []
+        for i, (version, start) in enumerate(self.version_marks):
+            end = self.version_marks[i + 1][1] if i + 1 < len(self.version_marks) else n
+            start, end = min(start, n), min(end, n)
+            if end > start:
+                out.append({"version": str(version), "start": start, "end": end})
+        return out
 
 
 def prompt_logprobs(

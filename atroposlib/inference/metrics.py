@@ -41,6 +41,15 @@ class EngineMetrics(MetricSet):
             "Rows taken out of generation because their client went away mid-stream",
         )
         self.errors = c("atropos_inference_batch_errors", "Batches that failed with an exception")
+        self.refresh_seconds = self.histogram(
+            "atropos_inference_refresh_wait_seconds",
+            "From a loaded refresh's request to its swap between two decode steps (refresh_mode keep)",
+            (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )
+        self.rows_across_refresh = c(
+            "atropos_inference_rows_across_refresh",
+            "Rows that went on generating across a weight swap (refresh_mode keep)",
+        )
 
 
 __all__ = ["EngineMetrics"]

@@ -3,7 +3,9 @@
 These are OpenAI's (and vLLM's) public shapes, which the ``openai`` client parses; they are the engine's
 HTTP surface, not atroposlib's own wire schema. vLLM-flavour extras: ``return_token_ids`` adds
 ``prompt_token_ids`` and ``token_ids`` to every choice (chat responses also carry ``prompt_token_ids``
-at the top level, as vLLM does); ``stop_reason`` names the stop string that ended a choice.
+at the top level, as vLLM does); ``stop_reason`` names the stop string that ended a choice; every
+choice carries ``weight_versions`` (the weights version that generated each stretch of its output
+tokens, the shape of vLLM's ``/inference/v1/generate``).
 """
 
 from __future__ import annotations
@@ -142,6 +144,12 @@ class LoadLoraRequest(BaseModel):
         description="Replace the weights of an adapter already loaded under this name without a "
         "moment in which the name is unknown (vLLM's field); without it a loaded name is a 400.",
     )
+    weight_version: Optional[str] = Field(
+        None,
+        pattern=r"^[0-9]+$",
+        description="Label the served weights with this version as the adapter is swapped in "
+        "(ours; the trainer's step). vLLM takes it with /update_weight_version instead.",
+    )
 
 
 class UnloadLoraRequest(BaseModel):
@@ -154,6 +162,20 @@ class UpdateWeightsRequest(BaseModel):
     """Body of POST /update_weights_from_disk (SGLang's name)."""
 
     model_path: str = Field(min_length=1, description="Checkpoint directory to load weights from.")
+    weight_version: Optional[str] = Field(
+        None,
+        pattern=r"^[0-9]+$",
+        description="Label of the new weights (SGLang's name; the trainer's step); default: the "
+        "current version + 1.",
+    )
+
+
+class UpdateWeightVersionRequest(BaseModel):
+    """Body of POST /update_weight_version (vLLM's dev-mode route): label the served weights."""
+
+    new_version: str = Field(
+        pattern=r"^[0-9]+$", description="The new label: a trainer step (digits only)."
+    )
 
 
 def completion_response(
@@ -191,6 +213,7 @@ def completion_response(
         if return_token_ids:
             choice["prompt_token_ids"] = list(prompt_ids)
             choice["token_ids"] = list(res.token_ids)
+        choice["weight_versions"] = res.weight_versions()
         if res.prompt_logprobs is not None:
             choice["prompt_logprobs"] = [
                 None
@@ -238,6 +261,7 @@ def chat_response(
         if return_token_ids:
             choice["prompt_token_ids"] = list(prompt_ids)
             choice["token_ids"] = list(res.token_ids)
+        choice["weight_versions"] = res.weight_versions()
         choices.append(choice)
     usage = token_usage(len(prompt_ids), sum(len(r.token_ids) for r in results))
     body = openai_response("chat.completion", model, choices, usage)
@@ -247,6 +271,7 @@ def chat_response(
 
 
 __all__ = [
+    "UpdateWeightVersionRequest",
     "ChatCompletionRequest",
     "ChatMessage",
     "CompletionRequest",

@@ -16,6 +16,12 @@ probe decides: no answer to it either and the attempt fails with ``ServerSilent`
 server accepts connections and answers nothing, a wedged server or a stuck load balancer). A server
 that answers its probes is only slow, and its request runs on until its own timeout.
 
+Every answer is tagged with the weights version that generated it, as the server reports it
+(``weights_version``): stamped in the answer where the server does that, else bracketed by reads of
+the server's current version (``_read_weights_version``, shared by concurrent requests); the
+token-level call returns a ``TokenResult`` (still four values) whose ``versions`` has one span per
+output, and every answer's spans are noted in the current item's ``GenerationLog``.
+
 A backend's class also names the routes the trainer uses to put new weights into a running server
 of its kind (``weight_routes``; see the ``weight_routes`` module); ``None`` where it has none.
 """
@@ -35,13 +41,26 @@ from openai.types.completion import Completion
 from atroposlib.errors import InferenceError
 from atroposlib.inference_clients.answers import rejected
 from atroposlib.inference_clients.config import APIServerConfig
+from atroposlib.inference_clients.generation_log import note_versions
 from atroposlib.inference_clients.limits import WeightedSemaphore
 from atroposlib.inference_clients.logprobs import PromptLogprobsMixin
 from atroposlib.inference_clients.weight_routes import WeightRoutes
+from atroposlib.inference_clients.weights_version import (
+    Span,
+    TokenResult,
+    VersionProbe,
+    merge,
+    parse_version,
+    result_versions,
+    span_from_stamps,
+)
 
 logger = logging.getLogger(__name__)
 
 TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[str]]
+VERSION_READ_MAX_AGE = 1.0
+"""Seconds a read of a server's weights version serves as the lower bound of the requests sent
+after it; older, a request waits for a fresh read first (one per second at most, shared)."""
 
 
 class ServerDown(InferenceError):
@@ -76,18 +95,21 @@ class APIServer(PromptLogprobsMixin):
         self.eval_attempts_list: deque = deque(maxlen=config.rolling_buffer_length)
         self.failures = 0
         # requests that got an answer (a server that never answered may be misnamed), the model
-        # name its answers carry, and the max_tokens of eval requests (for metrics.json)
+        # name its answers carry, and the max_tokens / temperature / n of eval requests (for
+        # metrics.json)
         self.answered = 0
         self.alive_seen = False
         self.silence_limit: Optional[float] = None
         self._probe_task: Optional[asyncio.Task[bool]] = None
         self.served_model: Optional[str] = None
         self.eval_max_tokens: set[int] = set()
+        self.eval_sampling: set[tuple[Optional[float], int]] = set()  # (temperature, n) asked
         self.check_task: Optional[asyncio.Task] = None
         self._http: Optional[httpx.AsyncClient] = None
         self.reasoning: dict[
             str, Any
         ] = {}  # thinking_mode / reasoning_effort, set from the env config
+        self.versions = VersionProbe(self._read_weights_version)
 
     # --- lifecycle ---------------------------------------------------------------------------
     @property
@@ -158,6 +180,7 @@ class APIServer(PromptLogprobsMixin):
         self.eval_sem.update_weight(weight)
 
     async def close(self) -> None:
+        self.versions.close()
         if self._probe_task is not None:
             self._probe_task.cancel()
             self._probe_task = None
@@ -211,6 +234,13 @@ class APIServer(PromptLogprobsMixin):
             cap = args[0].get("max_tokens") or args[0].get("max_completion_tokens")
             if isinstance(cap, int):
                 self.eval_max_tokens.add(cap)
+            temperature, n = args[0].get("temperature"), args[0].get("n")
+            self.eval_sampling.add(
+                (
+                    float(temperature) if isinstance(temperature, (int, float)) else None,
+                    int(n) if isinstance(n, int) else 1,
+                )
+            )
         body = args[0] if args and isinstance(args[0], dict) else kwargs
         limit = self.request_timeout(body)
         delay = 0.2
@@ -264,27 +294,65 @@ class APIServer(PromptLogprobsMixin):
         if not kwargs.pop("skip_reasoning", False):
             self._add_reasoning(kwargs)
         kwargs.setdefault("model", self.config.model_name)
-        return await self._with_retries(split, self._request_chat, kwargs)
+        answer, _ = await self._versioned(
+            lambda: self._with_retries(split, self._request_chat, kwargs), _choice_stamps
+        )
+        return answer
 
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
-        """Chat requests carry the env's thinking settings in the backend's own terms."""
+        """Chat requests carry the env's thinking settings in the backend's own terms: vLLM's
+        (``chat_template_kwargs.enable_thinking``, ``thinking_token_budget``)."""
         if self.reasoning.get("thinking_mode"):
             kwargs["chat_template_kwargs"] = {
                 "enable_thinking": True,
                 **(kwargs.get("chat_template_kwargs") or {}),
             }
+        if self.reasoning.get("max_reasoning_tokens"):
+            kwargs.setdefault("thinking_token_budget", self.reasoning["max_reasoning_tokens"])
 
     async def completion(self, **kwargs: Any) -> Completion:
         split = kwargs.pop("split", "train")
         kwargs.pop("skip_reasoning", None)
         kwargs.setdefault("model", self.config.model_name)
-        return await self._with_retries(split, self._request_completion, kwargs)
+        answer, _ = await self._versioned(
+            lambda: self._with_retries(split, self._request_completion, kwargs), _choice_stamps
+        )
+        return answer
 
     async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
         split = kwargs.pop("split", "train")
         kwargs.pop("skip_reasoning", None)
         kwargs.setdefault("model", self.config.model_name)
-        return await self._with_retries(split, self._request_tokens, kwargs)
+        answer, spans = await self._versioned(
+            lambda: self._with_retries(split, self._request_tokens, kwargs), result_versions
+        )
+        prompt, outs, lps, reasons = answer
+        return TokenResult(prompt, outs, lps, reasons, spans)
+
+    # --- weights versions --------------------------------------------------------------------
+    async def _read_weights_version(self) -> Optional[int]:
+        """The server's current weights version (None: not labelled yet); ``LookupError`` when
+        the server cannot report one. Backends that can answer override it."""
+        raise LookupError("this server reports no weights version")
+
+    async def _versioned(self, call: Any, stamps_of: Any) -> tuple[Any, list[Optional[Span]]]:
+        """Run ``call``; the answer and one weights-version span per output: stamped by the
+        server where it did that, else bracketed by reads of its current version."""
+        first = await self.versions.recent_lower(VERSION_READ_MAX_AGE)
+        answer = await call()
+        spans: list[Optional[Span]] = list(stamps_of(answer))
+        if any(s is None for s in spans) and self.versions.supported is not False:
+            last = await self.versions.upper()
+            bracket = merge(
+                (first, first) if first is not None else None,
+                (last, last) if last is not None else None,
+            )
+            spans = [s if s is not None else bracket for s in spans]
+        for s in spans:
+            if s is not None:
+                self.versions.last = max(self.versions.last or 0, s[1])
+        note_versions(spans)
+        return answer, spans
 
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
         raise NotImplementedError
@@ -318,4 +386,33 @@ class APIServer(PromptLogprobsMixin):
         return metrics
 
 
-__all__ = ["APIServer", "ServerDown", "ServerSilent", "TokensAndLogprobs", "api_root"]
+def _choice_stamps(answer: Any) -> list[Optional[Span]]:
+    """The span each choice of an OpenAI-shaped answer was stamped with (``weight_versions``)."""
+    out: list[Optional[Span]] = []
+    for choice in getattr(answer, "choices", None) or []:
+        extra = getattr(choice, "model_extra", None) or {}
+        out.append(span_from_stamps(extra.get("weight_versions")))
+    return out
+
+
+async def read_version_route(server: APIServer, path: str, key: str) -> Optional[int]:
+    """``GET`` the server root's ``path`` and parse its ``key`` as a weights version; a 404 (or
+    405) is ``LookupError``: the server has no such route."""
+    url = api_root(server.config.base_url or "") + path
+    r = await server.http.get(url, timeout=10.0)
+    if r.status_code in (404, 405):
+        raise LookupError(f"{url}: {r.status_code}")
+    if r.status_code >= 400:
+        raise RuntimeError(f"{url}: {r.status_code}")
+    body = r.json()
+    return parse_version(body.get(key)) if isinstance(body, dict) else None
+
+
+__all__ = [
+    "APIServer",
+    "ServerDown",
+    "ServerSilent",
+    "TokensAndLogprobs",
+    "api_root",
+    "read_version_route",
+]

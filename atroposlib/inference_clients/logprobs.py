@@ -8,11 +8,25 @@ token has no logprob (nothing precedes it): its row is empty.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Optional
 
 from atroposlib.errors import InferenceError
 
 LOGPROB_KEYS = ("prompt_tokens", "prompt_topk_token_ids", "prompt_topk_logprobs")
+
+
+MISSING_LOGPROB = math.nan
+"""A generated token's logprob the server did not give: unknown, never 0.0 (probability 1). A group
+holding one is sent without ``inference_logprobs`` (``groups.unknown_logprobs``)."""
+
+
+def token_logprobs(values: Optional[list[Any]], n_tokens: int) -> tuple[list[float], bool]:
+    """One logprob per generated token from a server's list (None entries or a short list are
+    ``MISSING_LOGPROB``); and whether every token had one."""
+    got = [float(v) if v is not None else MISSING_LOGPROB for v in (values or [])][:n_tokens]
+    got += [MISSING_LOGPROB] * (n_tokens - len(got))
+    return got, all(math.isfinite(v) for v in got)
 
 
 class PromptLogprobsMixin:
@@ -71,4 +85,10 @@ async def vllm_prompt_logprobs(server: Any, **kwargs: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["LOGPROB_KEYS", "PromptLogprobsMixin", "vllm_prompt_logprobs"]
+__all__ = [
+    "MISSING_LOGPROB",
+    "token_logprobs",
+    "LOGPROB_KEYS",
+    "PromptLogprobsMixin",
+    "vllm_prompt_logprobs",
+]

@@ -22,6 +22,10 @@ counted). A replayed assistant message that differs from what the model wrote st
 counted as a history edit. Text completions (``completion(prompt=str)``) extend a node whose text
 the new prompt starts with, reusing its tokens.
 
+Each node also records ``weights_versions``: the [first, last] weights version that generated its
+completion tokens, as the server reported it (``weights_version``), across all its turns; None when
+the server reported none.
+
 Tool calls (as Atropos): with a ``tool_parser`` (``"hermes"``; the manager's ``tool_parser``
 attribute), ``chat_completion(tools=[...], tool_choice=...)`` renders the tools into the chat
 template, turns assistant messages that carry ``tool_calls`` back into the exact text the model
@@ -55,6 +59,7 @@ from atroposlib.errors import TokenDrift
 from atroposlib.inference_clients.managed_stats import ManagedStats
 from atroposlib.inference_clients.tool_call_translator import ToolCallTranslator
 from atroposlib.inference_clients.turn_tokens import Render, drift_kind, new_turn_text
+from atroposlib.inference_clients.weights_version import Span, merge, result_versions
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.tokenize_for_trainer import render_chat
 
@@ -121,6 +126,7 @@ class SequenceNode(BaseModel):
     masked_tokens: list[int]
     logprobs: list[float]
     metadata: Optional[dict[str, Any]] = None
+    weights_versions: Optional[list[int]] = None  # [first, last] version of its completion tokens
     # a chat episode: its conversation (prompt messages, then the assistant turn), the forms the
     # assistant turn may come back in, and the text of the end-of-turn token the model wrote
     _conversation: Optional[list[dict[str, Any]]] = PrivateAttr(default=None)
@@ -319,15 +325,20 @@ class ManagedServer:
             for k, v in kwargs.items()
             if k not in ("prompt", "messages", "logprobs", "top_logprobs", "skip_reasoning")
         }
-        echoed, outs, out_lps, reasons = await self.server.tokens_and_logprobs_completion(
-            input_ids=prompt.ids, **kwargs
-        )
+        answer = await self.server.tokens_and_logprobs_completion(input_ids=prompt.ids, **kwargs)
+        echoed, outs, out_lps, reasons = answer
         prompt = self._server_prompt(prompt, echoed)
         ids = prompt.ids
         specials = set(getattr(self.tokenizer, "all_special_ids", []) or [])
+        inherited: Optional[Span] = None
+        if prompt.parent is not None and prompt.parent.weights_versions is not None:
+            inherited = (prompt.parent.weights_versions[0], prompt.parent.weights_versions[1])
         nodes = []
-        for out, out_lp, reason in zip(outs, out_lps, reasons, strict=True):
+        for out, out_lp, reason, span in zip(
+            outs, out_lps, reasons, result_versions(answer), strict=True
+        ):
             out = [int(t) for t in out]
+            versions = merge(inherited, span)
             text = self._decode(out, skip_special_tokens=True)
             tail = self._decode(out, skip_special_tokens=False) if chat else text
             # what the model wrote, special tokens kept (a <tool_call> may be one), its end-of-turn
@@ -347,6 +358,7 @@ class ManagedServer:
                     "prompt_length": len(ids),
                     "turns": turns,
                 },
+                weights_versions=list(versions) if versions is not None else None,
             )
             if conversation is not None:
                 node._conversation = [*conversation, {"role": "assistant", "content": raw}]

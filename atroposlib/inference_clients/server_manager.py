@@ -48,6 +48,7 @@ from atroposlib.inference_clients.managed_server import (
 from atroposlib.inference_clients.managed_stats import ManagedStats
 from atroposlib.inference_clients.registry import backend_class
 from atroposlib.inference_clients.waiting import UnreachableReport, why_down
+from atroposlib.inference_clients.weights_version import TokenResult, result_versions
 
 logger = logging.getLogger(__name__)
 
@@ -197,12 +198,14 @@ class ServerManager:
 
     async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
         results = await self._split_n("tokens_and_logprobs_completion", kwargs)
-        prompt, outs, lps, reasons = results[0][0], [], [], []
-        for _, o, lp, r in results:
+        prompt, outs, lps, reasons, versions = results[0][0], [], [], [], []
+        for result in results:
+            _, o, lp, r = result
             outs.extend(o)
             lps.extend(lp)
             reasons.extend(r)
-        return prompt, outs, lps, reasons
+            versions.extend(result_versions(result))
+        return TokenResult(prompt, outs, lps, reasons, versions)
 
     async def get_logprobs(self, **kwargs: Any) -> dict[str, Any]:
         """Prompt logprobs from the least loaded healthy server (Atropos's schema:
@@ -210,11 +213,20 @@ class ServerManager:
         return await self._route("get_logprobs", kwargs)
 
     def set_reasoning(
-        self, thinking_mode: bool = False, reasoning_effort: Optional[str] = None
+        self,
+        thinking_mode: bool = False,
+        reasoning_effort: Optional[str] = None,
+        max_reasoning_tokens: Optional[int] = None,
     ) -> None:
         """Chat requests then ask for thinking (vLLM/SGLang: ``chat_template_kwargs.enable_thinking``;
-        OpenAI: ``reasoning_effort``); pass ``skip_reasoning=True`` to a call to opt out."""
-        self.reasoning = {"thinking_mode": thinking_mode, "reasoning_effort": reasoning_effort}
+        OpenAI: ``reasoning_effort``) and cap it at ``max_reasoning_tokens`` (vLLM's
+        ``thinking_token_budget``, which needs its ``--reasoning-parser``); pass
+        ``skip_reasoning=True`` to a call to opt out."""
+        self.reasoning = {
+            "thinking_mode": thinking_mode,
+            "reasoning_effort": reasoning_effort,
+            "max_reasoning_tokens": max_reasoning_tokens,
+        }
         for s in self.servers:
             s.reasoning = dict(self.reasoning)
 

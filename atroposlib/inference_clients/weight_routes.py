@@ -7,6 +7,12 @@ trainer refreshes from its own thread, outside any event loop.
 
 The helpers below are the routes more than one server shares: ``/update_weights_from_disk`` (our
 engine and SGLang) and vLLM's ``/v1/load_lora_adapter`` with ``load_inplace`` (vLLM and our engine).
+
+Every load names the ``version`` of the weights (the trainer step): the server labels what it serves
+with it and reports it with every completion or on request (``weights_version``), which is how a
+sequence carries the version that really generated it. ``/update_weights_from_disk`` takes it as
+``weight_version`` (SGLang's name); otherwise ``label_weights`` sets it with
+``POST /update_weight_version`` (vLLM dev mode, SGLang, our engine).
 """
 
 from __future__ import annotations
@@ -27,12 +33,28 @@ class WeightRoutes(ABC):
         """Whether the server at ``base`` (whose ``GET /health`` answered ``health``) is of this kind."""
 
     @abstractmethod
-    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
-        """Load the full checkpoint folder ``path`` into the server; return its weights version (or None)."""
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
+        """Load the full checkpoint folder ``path`` into the server, labelled ``version``; return
+        the weights version the server reports (or None)."""
 
     @abstractmethod
-    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
-        """Serve the adapter at ``path`` under ``name``; ``replace``: the name may already be loaded."""
+    def load_lora(
+        self,
+        http: httpx.Client,
+        base: str,
+        name: str,
+        path: str,
+        replace: bool,
+        version: Optional[int] = None,
+    ) -> None:
+        """Serve the adapter at ``path`` under ``name``, labelled ``version``; ``replace``: the name
+        may already be loaded."""
+
+    def label(self, http: httpx.Client, base: str, version: int) -> bool:
+        """Label the weights the server holds now (after a restart); False when it cannot."""
+        return label_weights(http, base, version)
 
 
 def get(http: httpx.Client, url: str) -> Optional[httpx.Response]:
@@ -60,9 +82,28 @@ def json_body(r: httpx.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def update_weights_from_disk(http: httpx.Client, base: str, path: str) -> Any:
-    """``POST /update_weights_from_disk {"model_path"}`` (our engine, SGLang); the weights version back."""
-    r = post(http, base + "/update_weights_from_disk", "reload", json={"model_path": path})
+def label_weights(http: httpx.Client, base: str, version: int) -> bool:
+    """``POST /update_weight_version {"new_version"}``; False when the server has no such route
+    (vLLM outside dev mode): its completions then carry no version."""
+    r = post(http, base + "/update_weight_version", "label", json={"new_version": str(version)})
+    if r.status_code in (404, 405):
+        return False
+    if r.status_code >= 400:
+        raise InferenceError(
+            f"label: {base} refused version {version}: {r.status_code} {r.text[:300]}"
+        )
+    return True
+
+
+def update_weights_from_disk(
+    http: httpx.Client, base: str, path: str, version: Optional[int] = None
+) -> Any:
+    """``POST /update_weights_from_disk {"model_path", "weight_version"}`` (our engine, SGLang); the
+    weights version back."""
+    body: dict[str, Any] = {"model_path": path}
+    if version is not None:
+        body["weight_version"] = str(version)
+    r = post(http, base + "/update_weights_from_disk", "reload", json=body)
     if r.status_code == 404:
         raise InferenceError(
             f"reload: {base} has no /update_weights_from_disk endpoint; use --weight-refresh restart "
@@ -74,14 +115,15 @@ def update_weights_from_disk(http: httpx.Client, base: str, path: str) -> Any:
     return body.get("weights_version")
 
 
-def load_lora_in_place(http: httpx.Client, base: str, name: str, path: str) -> None:
-    """vLLM's ``POST /v1/load_lora_adapter`` with ``load_inplace: true`` (vLLM, our engine)."""
-    r = post(
-        http,
-        base + "/v1/load_lora_adapter",
-        "lora",
-        json={"lora_name": name, "lora_path": path, "load_inplace": True},
-    )
+def load_lora_in_place(
+    http: httpx.Client, base: str, name: str, path: str, version: Optional[int] = None
+) -> None:
+    """vLLM's ``POST /v1/load_lora_adapter`` with ``load_inplace: true`` (vLLM, our engine);
+    ``version``: our engine's ``weight_version`` (labelled as the adapter is swapped in)."""
+    body: dict[str, Any] = {"lora_name": name, "lora_path": path, "load_inplace": True}
+    if version is not None:
+        body["weight_version"] = str(version)
+    r = post(http, base + "/v1/load_lora_adapter", "lora", json=body)
     check_lora_answer(r, base, name)
 
 
@@ -101,6 +143,7 @@ __all__ = [
     "check_lora_answer",
     "get",
     "json_body",
+    "label_weights",
     "load_lora_in_place",
     "post",
     "update_weights_from_disk",

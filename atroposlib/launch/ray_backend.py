@@ -244,7 +244,7 @@ class RayRun(SupervisedRun):
         for a in silent:
             there = self._on_node(a)
             if all(x in silent or x in failed for x in there):
-                if not self._nodes(max_age=1.0).get(a.node_id, True):
+                if a.node_id is not None and not self._nodes(max_age=1.0).get(a.node_id, True):
                     return self._node_line(a, "was lost (Ray marks it dead)")
                 # killed or frozen: Ray has not noticed yet, and waiting for it would hold the run
                 return self._node_line(a, "stopped answering")

@@ -109,6 +109,17 @@ class BaseEnvConfig(BaseModel):
     data_dir_to_save_evals: Optional[str] = Field(
         default=None, description="Directory for evaluation results (metrics.json, samples.jsonl)."
     )
+    eval_n_samples: int = Field(
+        default=1,
+        ge=1,
+        description="Answers sampled per evaluation item: 1 is one greedy answer; n > 1 samples n at "
+        "eval_temperature and reports avg@n and pass@k (envs built on envkit's eval_answers).",
+    )
+    eval_temperature: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="Sampling temperature of evaluation when eval_n_samples > 1.",
+    )
     min_items_sent_before_logging: int = Field(
         default=2,
         description="Groups sent before the env logs its metrics; 0 or less logs every step.",
@@ -139,7 +150,8 @@ class BaseEnvConfig(BaseModel):
     max_reasoning_tokens: Optional[int] = Field(
         default=None,
         ge=1,
-        description="Token budget for reasoning; read by envs (not sent to servers by the runtime).",
+        description="Cap on reasoning tokens: sent with chat requests as vLLM's thinking_token_budget "
+        "(the server needs --reasoning-parser); not supported by server_type openai.",
     )
     custom_thinking_prompt: Optional[str] = Field(
         default=None,

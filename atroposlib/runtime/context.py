@@ -99,6 +99,8 @@ class RunContext:
     all_equal_kept: int = 0
     """Groups sent or written although their scores are all equal (``ensure_scores_are_not_same``
     off): no learning signal for GRPO, counted so that it is never a surprise."""
+    generation_notes: Counter[str] = field(default_factory=Counter)
+    """Groups sent with something to say about how they were generated (``sending``)."""
     items_sent_this_step: int = 0
     metrics: MetricBuffers = field(default_factory=MetricBuffers)
     completion_lengths: list[int] = field(default_factory=list)
@@ -128,15 +130,25 @@ class RunContext:
         """The trainer's step count when the config left ``total_steps`` at -1, else the config's."""
         return self.total_steps if self.total_steps is not None else config.total_steps
 
+    def batch_share(self, config: BaseEnvConfig) -> Optional[float]:
+        """The fraction of every batch guaranteed to this env: its ``min_batch_allocation``, else
+        the share the API gives it (``/status-env``'s ``batch_share``, run-api --batch-shares
+        weight); None when it has none."""
+        if config.min_batch_allocation is not None:
+            return config.min_batch_allocation
+        share = self.status_dict.get("batch_share")
+        return float(share) if isinstance(share, (int, float)) else None
+
     def derived_batch_size(self, config: BaseEnvConfig) -> int:
-        """This env's share of a batch given the API's unallocated fraction and
-        ``min_batch_allocation`` (-1 while the batch size is unknown)."""
+        """This env's share of a batch given the API's unallocated fraction and its guaranteed
+        share (``batch_share``; -1 while the batch size is unknown)."""
         batch_size = self.effective_batch_size(config)
         if not self.status_dict or batch_size == -1:
             return batch_size
         fraction = float(self.status_dict.get("unallocated_fraction", 1.0))
-        if config.min_batch_allocation is not None:
-            fraction += config.min_batch_allocation
+        share = self.batch_share(config)
+        if share is not None:
+            fraction += share
         return int(batch_size * fraction)
 
 

@@ -1,8 +1,8 @@
 """The one writer of evaluation results: ``metrics.json``, ``samples.jsonl`` and the printed table.
 
 ``metrics.json`` has Atropos's (lighteval-like) layout: ``config_general`` (model, duration,
-generation parameters and, when the env evaluated through ``eval_items``, ``eval_items``: total,
-evaluated, skipped by reason) and ``results`` (``atropos|<task>|0`` and ``all``). Values are written as JSON
+generation parameters, how the evaluation was run (``eval_settings``) and, when the env evaluated
+through ``eval_items``, ``eval_items``: total, evaluated, skipped by reason) and ``results`` (``atropos|<task>|0`` and ``all``). Values are written as JSON
 numbers/booleans/lists (numpy scalars and arrays included), never their ``str()``. Both kinds of
 evaluation write an ``EvalRun`` through ``write_eval_files``: an env's ``evaluate_log`` / the
 ``evaluate`` subcommand (``evaluation``) and Atropos's stand-alone ``EvalBase``
@@ -71,6 +71,7 @@ def write_eval_files(
     verbose: bool = True,
     missing_dir_hint: str = "no results directory is set",
     items: Optional[Mapping[str, Any]] = None,
+    settings: Optional[Mapping[str, Any]] = None,
 ) -> Optional[Path]:
     """Print the table (``verbose``), write ``out_dir/metrics.json`` and ``out_dir/samples.jsonl``;
     without ``out_dir`` only warn (``missing_dir_hint`` says which setting). Returns the metrics file."""
@@ -90,6 +91,7 @@ def write_eval_files(
             "total_evaluation_time_seconds": str(end - start),
             "generation_parameters": dict(run.generation_parameters or {}),
             **({"eval_items": dict(items)} if items is not None else {}),
+            **({"eval_settings": dict(settings)} if settings is not None else {}),
         },
         "results": {f"atropos|{task}|0": dict(metrics), "all": dict(metrics)},
     }

@@ -7,7 +7,11 @@ setting. The files (``metrics.json``, ``samples.jsonl``) are written by ``eval_r
 
 ``config_general.model_name`` is the model the server's answers name (what was really served),
 else the configured one; ``generation_parameters.max_new_tokens`` is the ``max_tokens`` the eval
-requests asked for (a list when they differed), else ``max_token_length``.
+requests asked for (a list when they differed), else ``max_token_length``; ``temperature`` and
+``n`` likewise. ``config_general.eval_settings`` records how the evaluation was run: the data source
+(an env's ``eval_data_source``), the number of items, samples per item and temperature asked
+(``eval_n_samples``, ``eval_temperature``), the env's seed, ``max_token_length`` and
+``max_eval_workers``.
 
 ``evaluate`` fails with one line (``RunFailed``, exit 1) when the env defines no ``evaluate()``,
 when ``evaluate()`` raises, or when it reports no metrics. While it runs, a line every
@@ -25,7 +29,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from atroposlib.errors import AtroposError, RunFailed
 from atroposlib.runtime.atropos_hooks import overrides
@@ -57,6 +61,36 @@ def _max_new_tokens(env: EnvRuntime) -> Union[int, list[int]]:
     return next(iter(used)) if len(used) == 1 else sorted(used)
 
 
+def _asked(env: EnvRuntime) -> dict[str, Any]:
+    """The temperature and n the eval requests asked for (a list when they differed)."""
+    seen: set[tuple[Optional[float], int]] = set()
+    for s in env.server.servers:
+        seen |= set(getattr(s, "eval_sampling", set()))
+    out: dict[str, Any] = {}
+    for key, values in (
+        ("temperature", sorted({t for t, _ in seen if t is not None})),
+        ("n", sorted({n for _, n in seen})),
+    ):
+        if values:
+            out[key] = values[0] if len(values) == 1 else values
+    return out
+
+
+def eval_settings(env: EnvRuntime) -> dict[str, Any]:
+    """How this evaluation was run (``metrics.json``'s ``config_general.eval_settings``)."""
+    cfg = env.config
+    n = int(getattr(cfg, "eval_n_samples", 1) or 1)
+    return {
+        "data_source": getattr(env, "eval_data_source", None),
+        "items": env.context.eval_tally.total,
+        "n_samples": n,
+        "temperature": float(getattr(cfg, "eval_temperature", 1.0)) if n > 1 else 0.0,
+        "seed": getattr(cfg, "seed", None),
+        "max_token_length": cfg.max_token_length,
+        "max_eval_workers": getattr(cfg, "max_eval_workers", None),
+    }
+
+
 def write_eval_results(env: EnvRuntime, run: EvalRun, verbose: bool = True) -> Optional[Path]:
     """``BaseEnv.evaluate_log``: the env's results to ``data_dir_to_save_evals``, named after the env
     unless ``run.task`` names them, with the model and generation parameters its servers used."""
@@ -67,6 +101,7 @@ def write_eval_results(env: EnvRuntime, run: EvalRun, verbose: bool = True) -> O
         model_name=run.model_name or _model_name(env),
         generation_parameters={
             "max_new_tokens": _max_new_tokens(env),
+            **_asked(env),
             **(run.generation_parameters or {}),
         },
     )
@@ -78,6 +113,7 @@ def write_eval_results(env: EnvRuntime, run: EvalRun, verbose: bool = True) -> O
         items=env.context.eval_tally.as_json()
         if env.context.eval_tally.total is not None
         else None,
+        settings=eval_settings(env),
     )
 
 
@@ -140,4 +176,4 @@ async def run_evaluate(env: EnvRuntime) -> None:
         await env.server.close()
 
 
-__all__ = ["run_evaluate", "write_eval_results"]
+__all__ = ["eval_settings", "run_evaluate", "write_eval_results"]

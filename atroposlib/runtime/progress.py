@@ -1,7 +1,8 @@
 """``serve``'s progress line and the aggregation of per-group drop messages.
 
 ``ProgressLine.maybe_log`` writes one line at most every ``--env.progress_interval`` seconds:
-groups sent, dropped by reason, failed rollouts by cause, items in flight, the spool, the API's queue
+groups sent, dropped by reason, failed rollouts by cause, groups noted by kind (sent without
+inference logprobs, with an estimated policy version, generated across a weight refresh), items in flight, the spool, the API's queue
 and the policy version (trainer step) against ``total_steps``.
 
 ``FirstOfEachDrop`` is a logging filter for the module that drops groups (``dropping a group ...``):
@@ -82,6 +83,7 @@ def progress_text(
     queue: Optional[int],
     step: int,
     total_steps: int,
+    notes: Optional[Mapping[str, int]] = None,
 ) -> str:
     """``serve: 12 groups sent (5 all-equal), 30 dropped (same_scores: 30), 4 in flight, ...``"""
     dropped = sum(drops.values())
@@ -89,6 +91,8 @@ def progress_text(
     parts.append(f"{dropped} dropped ({format_counts(drops)})" if dropped else "0 dropped")
     if failures:
         parts.append(f"rollouts {failures}")
+    if notes and any(notes.values()):
+        parts.append(f"groups noted ({format_counts(notes)})")
     parts.append(f"{in_flight} in flight")
     parts.append(f"{spooled} spooled")
     if queue is not None:

@@ -70,6 +70,10 @@ async def register(env: EnvRuntime, client: AsyncTrajectoryClient, stop: asyncio
     while not stop.is_set():
         try:
             resp = await client.register_env(req)
+        except APIError as e:
+            if e.status_code == 422:  # this env's settings: retrying cannot help
+                raise ConfigError(f"the API refused this env's registration: {e.message}") from None
+            raise
         except APIUnavailable as e:
             waited = time.monotonic() - start
             if not answered and waited > cfg.unreachable_timeout:

@@ -4,7 +4,8 @@
   hint; an API that never answers ends the run after ``unreachable_timeout``.
 * Every tick reads ``/status-env``; the number of items in flight follows Atropos's rule
   (``max_batches_offpolicy`` x this env's derived batch size / group size, minus the queue, raised to
-  honour ``min_batch_allocation``, limited by ``max_num_workers`` and scheduled evals). Pausing only
+  honour ``min_batch_allocation``, limited by ``max_num_workers`` and scheduled evals), with
+  ``max_batches_offpolicy`` capped by what the API says keeps groups within its staleness bound. Pausing only
   stops *starting* items: work in flight always finishes and its groups are kept.
 * A worker past ``worker_timeout`` is cancelled and its item goes back to the backlog (3 tries).
   Failed rollouts are counted by cause (``failures.FailureTracker``: first of each cause logged,
@@ -29,7 +30,14 @@ from pathlib import Path
 from typing import Optional, TypedDict
 
 from atroposlib.api.client import AsyncTrajectoryClient
-from atroposlib.errors import APIError, APIUnavailable, InferenceUnavailable, RunFailed
+from atroposlib.errors import (
+    APIError,
+    APIUnavailable,
+    ConfigError,
+    InferenceUnavailable,
+    RunFailed,
+)
+from atroposlib.inference_clients.generation_log import GenerationLog, item_log
 from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.backpressure import SpoolSender, held_room, offpolicy_budget
 from atroposlib.runtime.config import EvalHandlingEnum
@@ -66,6 +74,12 @@ class ServeRunner:
         self.ctx = env.context
         self.ctx.fill_workers = self._fill_to_target  # what the base add_train_workers does
         self.cfg = env.config
+        if self.cfg.group_size == 1 and self.cfg.ensure_scores_are_not_same:
+            raise ConfigError(
+                "group_size 1 with ensure_scores_are_not_same drops every group (a single score is "
+                "always 'all equal'): set --env.group_size 2 or more, or "
+                "--env.ensure_scores_are_not_same false"
+            )
         self.tick_seconds = tick_seconds
         self.shutdown_grace = shutdown_grace
         self.client = AsyncTrajectoryClient(
@@ -80,7 +94,9 @@ class ServeRunner:
             asyncio.Event()
         )  # a worker finished: refill now rather than at the next tick
         self.running: dict[int, Running] = {}
-        self.attempts: dict[int, int] = {}
+        # timed-out tries per item, by id(item); the item is held so its id cannot be reused while
+        # it is counted, and the entry goes when the item finishes or is given up
+        self.attempts: dict[int, tuple[Item, int]] = {}
         self.counts: dict[str, int] = {
             "groups_sent": 0,
             "hook_errors": 0,
@@ -98,6 +114,7 @@ class ServeRunner:
             "--env.unreachable_timeout sets how long to wait)",
         )
         self.fatal: Optional[str] = None
+        self._capped_offpolicy: Optional[int] = None
         self.progress = ProgressLine(self.cfg.progress_interval)
         self.drop_filter = FirstOfEachDrop()
         name = self.cfg.wandb_name or env.name or type(env).__name__
@@ -250,20 +267,17 @@ class ServeRunner:
             if cfg.eval_handling == EvalHandlingEnum.LIMIT_TRAIN:
                 limit = int(limit * cfg.eval_limit_ratio)
         queue, max_gs = st.get("queue_size", 0), max(st.get("max_group_size", cfg.group_size), 1)
+        batches = self._offpolicy_batches()
         # what the spool holds counts too: against a full API it stops growing at the budget
-        budget = offpolicy_budget(cfg.max_batches_offpolicy, derived_batch_size, cfg.group_size)
+        budget = offpolicy_budget(batches, derived_batch_size, cfg.group_size)
         room = held_room(budget, queue, self.spool.unsent)
-        if cfg.max_batches_offpolicy <= 0:
+        if batches <= 0:
             room = limit
         target = min(limit, room)
         batch_size = self.ctx.effective_batch_size(cfg)
-        if cfg.min_batch_allocation is not None and batch_size > 0:
-            wanted_groups = math.ceil(
-                cfg.min_batch_allocation
-                * batch_size
-                * max(cfg.max_batches_offpolicy, 1)
-                / cfg.group_size
-            )
+        share = self.ctx.batch_share(cfg)
+        if share is not None and batch_size > 0:
+            wanted_groups = math.ceil(share * batch_size * max(batches, 1) / cfg.group_size)
             own_queue = (
                 st.get("self_queue_size", 0) * max_gs // cfg.group_size
                 if max_gs >= cfg.group_size
@@ -271,6 +285,24 @@ class ServeRunner:
             )
             target = max(target, min(limit, wanted_groups - own_queue - self.spool.unsent))
         return max(0, target)
+
+    def _offpolicy_batches(self) -> int:
+        """``max_batches_offpolicy``, capped by what keeps this env's groups within the API's
+        staleness bound (``/status-env``'s ``max_batches_offpolicy``); the cap is said once."""
+        own = self.cfg.max_batches_offpolicy
+        allowed = self.ctx.status_dict.get("max_batches_offpolicy")
+        if not isinstance(allowed, int) or own <= 0 or own <= allowed:
+            return own
+        if self._capped_offpolicy != allowed:
+            self._capped_offpolicy = allowed
+            logger.info(
+                "holding at most %d batch(es) ahead of the trainer, not max_batches_offpolicy %d: "
+                "more would outlive the API's max_staleness %s and be dropped",
+                allowed,
+                own,
+                self.ctx.status_dict.get("max_staleness"),
+            )
+        return allowed
 
     async def _fill_to_target(self) -> None:
         await self._fill(self._target_in_flight())
@@ -297,12 +329,15 @@ class ServeRunner:
         self.counts["items_started"] += 1
 
     def _finished(self, wid: int) -> None:
-        self.running.pop(wid, None)
+        entry = self.running.pop(wid, None)
+        if entry is not None:  # ran to its end (not reaped): its timeouts are history
+            self.attempts.pop(id(entry["item"]), None)
         self.slot_free.set()  # refill now rather than at the next tick
 
     async def _work(self, item: Item, step: int) -> None:
         env = self.env
         current_policy_version.set(step)
+        item_log.set(GenerationLog())  # what the servers report about this item's generations
         try:
             groups, backlog = await env.collect_trajectories(item)
             self.ctx.backlog.extend(backlog or [])
@@ -343,14 +378,16 @@ class ServeRunner:
             entry["task"].cancel()
             self.running.pop(wid, None)
             self.counts["timeouts"] += 1
-            key = id(entry["item"])
-            self.attempts[key] = self.attempts.get(key, 0) + 1
-            if self.attempts[key] < MAX_ITEM_ATTEMPTS:
+            item = entry["item"]
+            tries = self.attempts.get(id(item), (item, 0))[1] + 1
+            if tries < MAX_ITEM_ATTEMPTS:
+                self.attempts[id(item)] = (item, tries)
                 logger.warning(
                     "worker timed out after %.0fs; its item goes back to the backlog", limit
                 )
-                self.ctx.backlog.append(entry["item"])
+                self.ctx.backlog.append(item)
             else:
+                self.attempts.pop(id(item), None)
                 logger.error("an item timed out %d times; giving up on it", MAX_ITEM_ATTEMPTS)
 
     async def _step_checks(self, new_step: int) -> None:
@@ -362,6 +399,7 @@ class ServeRunner:
             sent=self.counts["groups_sent"],
             all_equal=ctx.all_equal_kept,
             drops=dict(ctx.drop_counts),
+            notes=dict(ctx.generation_notes),
             failures=self.failures.summary(),
             in_flight=len(self.running),
             spooled=self.spool.pending(),

@@ -5,13 +5,19 @@
 in ``serve`` and ``process``: they are kept unless ``--env.ensure_scores_are_not_same`` is true (the
 default is false in both; Atropos defaulted ``serve`` to dropping them and ``process`` to keeping
 them). A kept one is counted (``RunContext.all_equal_kept``; the first is logged with the flag that
-drops them), a dropped one is counted as a drop. Besides that: every group is stamped with
-``policy_version`` (the trainer step its generation started under), ``env_id`` and a ``group_id``,
-and validated with the wire schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
+drops them), a dropped one is counted as a drop. Besides that: every group is stamped with the
+weights versions that generated it as the inference servers reported them (``weights_versions`` per
+sequence: the env's own, else the span of all the item's generations from its ``GenerationLog``;
+``policy_version``: the oldest of them), ``env_id`` and a ``group_id``, and validated with the wire
+schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
 ``GroupBuilder.build()`` returned already validated (it is sent as it is). Every dropped group is
 counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``reward_status`` is
 ``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros;
 sequences marked unavailable (``reward_statuses``) do not count in the comparison.
+When no server reported a version, ``policy_version`` is the trainer step the item started under (an
+estimate: it understates staleness by up to the trainer's refresh interval); such groups, and those
+sent without ``inference_logprobs`` because the server left some token without one, are counted in
+``RunContext.generation_notes`` and said once.
 
 ``send_groups`` is the runtime's sending (and ``BaseEnv.handle_send_to_api``): prepare, record
 completion lengths and rollouts for logging, append to the JSONL file, hand each group to the run's
@@ -34,6 +40,7 @@ from typing import Any, Optional
 
 from atroposlib.errors import SchemaError
 from atroposlib.groups import Group, Groups, check_group, normalize_group
+from atroposlib.inference_clients.generation_log import GenerationLog, item_log
 from atroposlib.runtime.atropos_hooks import overrides
 from atroposlib.runtime.config import BaseEnvConfig
 from atroposlib.runtime.context import EnvRuntime, RunContext, TokenDecoder
@@ -47,6 +54,42 @@ current_policy_version: contextvars.ContextVar[Optional[int]] = contextvars.Cont
 )
 """Set by the runner when a worker starts: the trainer step the item is generated under."""
 
+_said: set[str] = set()
+
+
+def _say_once(kind: str, message: str, *args: Any) -> None:
+    if kind not in _said:
+        _said.add(kind)
+        logger.warning(message, *args)
+
+
+def stamp_versions(
+    group: dict[str, Any], context: RunContext, log: Optional[GenerationLog]
+) -> None:
+    """Set ``weights_versions`` (when the env gave none, from the item's log) and
+    ``policy_version`` (their oldest; the item's start step when no server reported one)."""
+    notes = context.generation_notes
+    versions = group.get("weights_versions")
+    if versions is None and log is not None and log.span is not None:
+        versions = group["weights_versions"] = [list(log.span) for _ in group["tokens"]]
+    firsts = [v[0] for v in versions or [] if isinstance(v, list) and v]
+    if firsts and all(isinstance(f, int) for f in firsts):
+        group["policy_version"] = min(firsts)
+        if any(len(v) == 2 and v[0] != v[1] for v in versions or []):
+            notes["groups_across_refresh"] += 1
+        return
+    version = current_policy_version.get()
+    group.setdefault(
+        "policy_version", version if version is not None else max(0, context.curr_step)
+    )
+    notes["versions_estimated"] += 1
+    _say_once(
+        "versions",
+        "the inference server reports no weights version: policy_version is the trainer step the "
+        "item started under, an estimate (label the server's weights from the trainer: see "
+        "docs/training.md, 'Policy versions')",
+    )
+
 
 ATROPOS_LINE_KEYS: tuple[str, ...] = (*ATROPOS_GROUP_KEYS, "distill_token_ids", "distill_logprobs")
 """Keys every line of a groups file holds (Atropos 0.4's ``ScoredDataGroup``), null when unset."""
@@ -58,6 +101,8 @@ def file_line(group: ScoredDataGroup, raw: Any) -> dict[str, Any]:
     line: dict[str, Any] = dict(group)
     if isinstance(raw, dict):
         for key, value in raw.items():
+            if key == "inference_logprobs" and value:  # dropped as unknown (NaN): not in the file
+                continue
             line.setdefault(key, value)
     for key in ATROPOS_LINE_KEYS:
         line.setdefault(key, None)
@@ -108,7 +153,18 @@ def _prepare(
                 "dropping a %s returned where a ScoredDataGroup was expected", type(raw).__name__
             )
             continue
+        had_logprobs = isinstance(raw, dict) and raw.get("inference_logprobs") is not None
         group, unchecked = _as_dict(raw)
+        log = item_log.get()
+        server_left_gaps = log is not None and log.missing_logprobs > 0
+        if (had_logprobs or server_left_gaps) and "inference_logprobs" not in group:
+            context.generation_notes["groups_without_logprobs"] += 1
+            _say_once(
+                "logprobs",
+                "the inference server left some generated tokens without a logprob: such groups "
+                "are sent without inference_logprobs (never as 0.0), and the trainer takes their "
+                "ratio against its current policy",
+            )
         unavailable = group.get("reward_status") == "unavailable"
         expected = (group.get("group_overrides") or {}).get("group_size", config.group_size)
         if len(group["tokens"]) != expected:
@@ -151,10 +207,7 @@ def _prepare(
                 [{"role": "text", "content": tokenizer.decode(t)}] for t in group["tokens"]
             ]
         if not context.process_mode:  # `process` trains nothing: no policy version
-            version = current_policy_version.get()
-            group.setdefault(
-                "policy_version", version if version is not None else max(0, int(context.curr_step))
-            )
+            stamp_versions(group, context, log)
         group.setdefault("group_id", uuid.uuid4().hex)
         if context.env_id is not None:
             group["env_id"] = context.env_id
@@ -227,4 +280,5 @@ __all__ = [
     "prepare_groups",
     "send",
     "send_groups",
+    "stamp_versions",
 ]

@@ -15,6 +15,12 @@ itself when it is not among them). ``fail_next(n, status)`` makes the next n gen
 records every generation body; ``max_in_flight`` is the most generations seen running at once.
 ``strict_model=True`` answers a request for another model than ``model`` with vLLM's 404
 (``The model `x` does not exist.``), as a real server does.
+
+Weights versions, as vLLM's dev mode has them: with ``weights_version`` set (a label string) the
+server answers ``GET /weight_info`` and ``POST /update_weight_version`` (without: 404, as vLLM
+outside dev mode); its completions carry no version (vLLM's OpenAI routes do not), its SGLang
+``/generate`` answers ``meta_info.weight_version``. ``logprob_gaps=True`` answers ``null`` for the
+first generated token's logprob (a server that leaves a token without one).
 """
 
 from __future__ import annotations
@@ -84,6 +90,8 @@ class FakeOpenAIServer:
         model: str = "fake-model",
         port: Optional[int] = None,
         strict_model: bool = False,
+        weights_version: Optional[str] = None,
+        logprob_gaps: bool = False,
     ) -> None:
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             from transformers import AutoTokenizer
@@ -96,6 +104,8 @@ class FakeOpenAIServer:
         self.responder = responder
         self.model = model
         self.strict_model = strict_model
+        self.weights_version = weights_version
+        self.logprob_gaps = logprob_gaps
         self.port = port or free_port()
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -179,6 +189,19 @@ class FakeOpenAIServer:
         def health() -> dict[str, Any]:
             return {"status": "ok", "weights_version": 0, "model_path": self.model}
 
+        @app.get("/weight_info")
+        def weight_info() -> Any:
+            if self.weights_version is None:
+                return JSONResponse({"detail": "Not Found"}, status_code=404)
+            return {"weight_version": self.weights_version}
+
+        @app.post("/update_weight_version")
+        async def update_weight_version(request: Request) -> Any:
+            if self.weights_version is None:
+                return JSONResponse({"detail": "Not Found"}, status_code=404)
+            self.weights_version = str((await request.json())["new_version"])
+            return {"success": True, "new_version": self.weights_version}
+
         @app.get("/v1/models")
         def models() -> dict[str, Any]:
             return {"object": "list", "data": [{"id": self.model, "object": "model"}]}
@@ -238,7 +261,11 @@ class FakeOpenAIServer:
                 ch = openai_choice("text_completion", i, g["text"], g["finish"])
                 if body.get("logprobs") not in (None, False):
                     toks = [self.tokenizer.decode([t], skip_special_tokens=False) for t in g["ids"]]
-                    lps = [fake_logprob(t, len(prompt_ids) + j) for j, t in enumerate(g["ids"])]
+                    lps: list[Optional[float]] = [
+                        fake_logprob(t, len(prompt_ids) + j) for j, t in enumerate(g["ids"])
+                    ]
+                    if self.logprob_gaps and lps:
+                        lps[0] = None
                     ch["logprobs"] = {
                         "tokens": toks,
                         "token_logprobs": lps,
@@ -315,6 +342,10 @@ class FakeOpenAIServer:
                     meta["output_token_logprobs"] = [
                         [fake_logprob(t, len(ids) + j), t, None] for j, t in enumerate(g["ids"])
                     ]
+                    if self.logprob_gaps and g["ids"]:
+                        meta["output_token_logprobs"][0][0] = None
+                if self.weights_version is not None:
+                    meta["weight_version"] = self.weights_version
                 results.append({"text": g["text"], "output_ids": g["ids"], "meta_info": meta})
             return results[0] if single else results
 

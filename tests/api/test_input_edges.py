@@ -34,6 +34,20 @@ def test_token_ids_out_of_int64_or_negative_are_refused(client):
     assert client.post("/scored_data", json=g).status_code == 200
 
 
+def test_a_version_field_of_the_wrong_type_is_a_precise_422_and_loses_nothing(client):
+    client.post("/register", json=registration(batch_size=4))
+    for field, bad, where in (
+        ("policy_version", "v7", "policy_version"),
+        ("weights_versions", [[1, 2]], "weights_versions has 1 entries"),
+        ("weights_versions", [[2, 1], [1, 1]], "weights_versions[0] is [2, 1]"),
+    ):
+        r = client.post("/scored_data", json={**group(2), field: bad})
+        assert r.status_code == 422 and where in r.json()["error"], (field, bad, r.text)
+    assert client.get("/status").json()["queue_size"] == 0  # nothing half-stored
+    ok = client.post("/scored_data", json={**group(2), "weights_versions": [[1, 2], [2, 2]]})
+    assert ok.status_code == 200 and client.get("/status").json()["queue_size"] == 1
+
+
 def test_deep_nesting_is_a_422_not_a_500(client):
     for depth in (300, 5000):
         r = client.post("/scored_data", content=b"[" * depth + b"]" * depth)

@@ -78,13 +78,16 @@ def test_status_env_weights_follow_atropos_formula(client):
     assert abs(s1["env_weight"] - 300 / total) < 1e-9
     assert s2["env_weight"] == 0.01  # Atropos's floor against starvation
     assert s0["unallocated_fraction"] == 0.75
-    assert set(s0) == {
+    assert set(s0) == {  # Atropos's keys, plus our staleness hints (ignored by Atropos envs)
         "current_step",
         "queue_size",
         "unallocated_fraction",
         "self_queue_size",
         "max_group_size",
         "env_weight",
+        "max_staleness",
+        "max_batches_offpolicy",
+        "batch_share",
     }
     # queue counts: env a has 2 groups of 2, env b one group of 4 (its min allocation is 2 sequences)
     client.post("/scored_data", json=group(2, env_id=0, seed=1))

@@ -122,6 +122,24 @@ def test_staleness_drops_are_counted_by_env_and_length(make_client):
     assert c.get("/batch").json()["batch"][0].get("policy_version") is None
 
 
+def test_envs_are_told_how_many_batches_keep_them_within_the_staleness_bound(make_client):
+    """A group started when its env holds b batches is trained b steps later on weights up to
+    weights_lag steps older: envs may hold max_staleness - weights_lag batches (at least 1)."""
+    for settings, lag, expected in (
+        ({}, 2, 2),  # the default bound 4, a trainer refreshing every 3 steps
+        ({}, None, 3),  # a trainer that does not say (Atropos's): 1 step assumed
+        ({"max_staleness": 2}, 5, 1),  # never below one batch (the trainer warns)
+        ({"max_staleness": None}, 2, None),  # no bound: no limit from the API
+    ):
+        c = make_client(store="memory", **settings)
+        _start(c, weights_lag=lag)
+        c.post("/register-env", json=env_registration("a"))
+        st = c.request("GET", "/status-env", json={"env_id": 0}).json()
+        assert st["max_batches_offpolicy"] == expected, (settings, lag, st)
+        assert st["max_staleness"] == settings.get("max_staleness", 4)
+        assert c.get("/status").json()["max_staleness"] == settings.get("max_staleness", 4)
+
+
 def test_mixed_group_sizes_buffer_release_and_big_groups(client):
     _start(client, batch_size=8)
     client.post("/register-env", json=env_registration("e", group_size=4))
@@ -179,6 +197,43 @@ def test_min_batch_allocation_through_the_api(client):
     b = client.get("/batch").json()["batch"]
     assert sum(len(g["tokens"]) for g in b if g["env_id"] == 1) >= 4
     assert sum(len(g["tokens"]) for g in b) == 8
+
+
+def test_shares_by_weight_are_guaranteed_told_to_envs_and_counted_per_env(make_client):
+    """run-api --batch-shares weight: envs without a min_batch_allocation split what is left by
+    weight; each env is told its share; /status and /metrics count each env's groups."""
+    c = make_client(store="memory", batch_shares="weight")
+    _start(c, batch_size=8)
+    c.post("/register-env", json=env_registration("fast", group_size=2, weight=1.0))
+    c.post("/register-env", json=env_registration("slow", group_size=2, weight=1.0))
+    c.post("/register-env", json=env_registration("off", group_size=2, weight=0.0))
+    shares = [
+        c.request("GET", "/status-env", json={"env_id": i}).json()["batch_share"] for i in range(3)
+    ]
+    assert shares == [0.5, 0.5, None]  # weight 0: no guaranteed share
+    for i in range(6):  # the fast env is far ahead
+        c.post("/scored_data", json=group(2, env_id=0, seed=i))
+    assert c.get("/batch").json()["batch"] is None  # the slow env's half is missing
+    for i in range(2):
+        c.post("/scored_data", json=group(2, env_id=1, seed=10 + i))
+    b = c.get("/batch").json()["batch"]
+    assert [g["env_id"] for g in b].count(1) == 2 and len(b) == 4  # 4 + 4 sequences
+    by_env = c.get("/status").json()["groups_by_env"]
+    assert by_env["fast_0"] == {"received": 6, "delivered": 2, "stale_dropped": 0}
+    assert by_env["slow_0"] == {"received": 2, "delivered": 2, "stale_dropped": 0}
+    assert 'atropos_env_groups_delivered_total{env="slow_0"} 2.0' in c.get("/metrics").text
+
+
+def test_shares_adding_up_to_more_than_1_are_a_precise_422(client):
+    _start(client, batch_size=8)
+    ok = client.post("/register-env", json=env_registration("a", min_batch_allocation=0.7))
+    assert ok.json()["status"] == "success"
+    r = client.post("/register-env", json=env_registration("b", min_batch_allocation=0.4))
+    assert r.status_code == 422
+    assert "add up to 1.1 (> 1; 0.7 is taken)" in r.json()["error"]
+    assert client.post("/disconnect-env", json={"env_id": 0}).json()["status"] == "success"
+    again = client.post("/register-env", json=env_registration("b", min_batch_allocation=0.4))
+    assert again.json()["env_id"] == 1  # the refused one took no id
 
 
 def test_validation_errors_name_field_and_index(client):

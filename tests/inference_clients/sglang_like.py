@@ -42,6 +42,11 @@ def sglang_app(calls: Calls) -> FastAPI:
         loaded.add(body["lora_name"])
         return {"success": True}
 
+    @app.post("/update_weight_version")
+    async def label(body: dict[str, Any]):
+        calls.append(("update_weight_version", body))
+        return {"success": True, "new_version": body["new_version"]}
+
     @app.post("/unload_lora_adapter")
     async def unload(body: dict[str, Any]):
         calls.append(("unload_lora_adapter", body))

@@ -255,6 +255,32 @@ def test_thinking_settings_reach_the_servers(fake_server):
     assert third["reasoning_effort"] == "low"
 
 
+def test_max_reasoning_tokens_reaches_the_server_as_vllms_thinking_budget(fake_server, caplog):
+    """The env flag had no reader: setting it changed nothing."""
+    import logging
+
+    async def go():
+        vllm = ServerManager([_cfg(fake_server.base_url)])
+        oai = ServerManager([_cfg(fake_server.base_url, server_type="openai")])
+        vllm.set_reasoning(thinking_mode=True, max_reasoning_tokens=64)
+        oai.set_reasoning(reasoning_effort="low", max_reasoning_tokens=64)
+        try:
+            await vllm.chat_completion(messages=[{"role": "user", "content": "hi"}])
+            for _ in range(2):
+                await oai.chat_completion(messages=[{"role": "user", "content": "hi"}])
+        finally:
+            await vllm.close()
+            await oai.close()
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(go())
+    first, *others = [r for r in fake_server.requests if "messages" in r]
+    assert first["thinking_token_budget"] == 64
+    assert all("thinking_token_budget" not in r for r in others)  # OpenAI has no such field...
+    said = [r for r in caplog.records if "max_reasoning_tokens" in r.getMessage()]
+    assert len(said) == 1  # ...which is said once
+
+
 def test_testing_mode_uses_the_scripted_in_process_backend():
     sm = ServerManager([], testing=True)
     assert [type(s) for s in sm.servers] == [ScriptedServer]

@@ -64,6 +64,21 @@ def test_sglang_reload_and_lora_routes(sglang_like, tmp_path):
     ]
 
 
+def test_every_load_names_the_trainer_step_as_the_weights_version(sglang_like, tmp_path):
+    """SGLang takes the label with the update (its weight_version) and with /update_weight_version
+    after an adapter; the server then reports it with what it generates."""
+    url, calls = sglang_like
+    with httpx.Client() as http:
+        routes = weight_routes("sglang")
+        routes.reload_from_disk(http, url, str(tmp_path / "step_3"), version=3)
+        routes.load_lora(http, url, "policy", str(tmp_path / "a"), replace=False, version=4)
+    assert calls[0] == (
+        "update_weights_from_disk",
+        {"model_path": str(tmp_path / "step_3"), "weight_version": "3"},
+    )
+    assert calls[-1] == ("update_weight_version", {"new_version": "4"})
+
+
 def test_vllm_routes_explain_a_server_without_dev_mode(sglang_like, tmp_path):
     url, _ = (
         sglang_like  # it has no /pause and no /v1/load_lora_adapter, like vLLM without the flags

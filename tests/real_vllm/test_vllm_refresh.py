@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 import torch
 
@@ -263,3 +264,56 @@ def test_lora_mode_publishes_at_start_and_replaces_in_place(dev_vllm, tiny_model
     assert _close(lps, forward_logprobs(resumed_model, PROMPT, ids)) < 1e-4
     strategy.close()
     resumed.close()
+
+
+def test_a_request_in_flight_survives_a_reload_and_says_both_versions(
+    dev_vllm, tiny_model_dir, tmp_path
+):
+    """The reload pauses with mode=keep: a long request is frozen, not waited for, then resumed from
+    the tokens it had (recomputed with the new weights); the client brackets it with vLLM's
+    /weight_info, so its tokens carry both the version before and the one after the refresh."""
+    import asyncio
+    import threading
+
+    from transformers import AutoTokenizer
+
+    from atroposlib.inference_clients.config import APIServerConfig
+    from atroposlib.inference_clients.server_manager import ServerManager
+
+    url = dev_vllm["plain"].url
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = _model(tiny_model_dir)
+    strategy = ReloadRefresh(_cfg(tmp_path, "reload", url))
+    strategy.refresh(40, model, tok)  # the server holds weights labelled 40
+    out: dict = {}
+    started = threading.Event()
+
+    async def sample() -> None:
+        sm = ServerManager(
+            [APIServerConfig(base_url=url, server_type="vllm", model_name=str(tiny_model_dir))]
+        )
+        try:
+            first = await sm.tokens_and_logprobs_completion(input_ids=PROMPT, max_tokens=2)
+            out["first"] = first.versions
+            started.set()
+            out["long"] = await sm.tokens_and_logprobs_completion(
+                input_ids=PROMPT, max_tokens=400, temperature=1.0, ignore_eos=True
+            )
+        finally:
+            await sm.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(sample()))
+    thread.start()
+    assert started.wait(120)
+    time.sleep(1.0)  # the long request is generating
+    t0 = time.perf_counter()
+    strategy.refresh(41, model, tok)
+    refresh_s = time.perf_counter() - t0
+    thread.join(300)
+    strategy.close()
+    _, outs, lps, _ = out["long"]
+    assert out["first"] == [(40, 40)]
+    assert len(outs[0]) == 400 and len(lps[0]) == 400  # nothing lost across the refresh
+    assert out["long"].versions == [(40, 41)], out["long"].versions
+    assert httpx.get(url + "/weight_info").json() == {"weight_version": "41"}
+    print(f"vLLM keep-mode reload with a request in flight: {refresh_s:.2f} s")

@@ -10,7 +10,7 @@ import pytest
 
 from atroposlib.inference_clients.server_manager import APIServerConfig
 from atroposlib.runtime.config import EvalHandlingEnum
-from atroposlib.runtime.runner import ServeRunner
+from atroposlib.runtime.runner import ServeRunner, serve
 from atroposlib.runtime.spool import SpoolSink
 from tests.envs.example_env import AdditionEnv
 
@@ -60,6 +60,50 @@ def test_timed_out_worker_puts_its_item_back_then_gives_up(env):
     runner, item = asyncio.run(go())
     assert runner.counts["timeouts"] == 3 and not runner.running
     assert env.backlog == []  # back twice, then given up after MAX_ITEM_ATTEMPTS
+    assert runner.attempts == {}  # a given-up item is not counted any more
+
+
+def test_an_item_that_times_out_then_finishes_leaves_no_retry_count(env):
+    """Retries were keyed by id(item) and never cleared: the dict grew for the whole run, and a
+    new item that got a finished one's id inherited its timeouts."""
+    calls = []
+
+    async def slow_once(item):
+        calls.append(item)
+        if len(calls) == 1:
+            await asyncio.sleep(3600)
+        return None, []
+
+    env.collect_trajectories = slow_once
+    env.config.worker_timeout = 0.05
+
+    async def go():
+        runner = ServeRunner(env)
+        runner._start({"question": "q"})
+        await asyncio.sleep(0.1)
+        runner._reap_timeouts()
+        assert len(runner.attempts) == 1 and len(env.backlog) == 1
+        runner._start(env.backlog.pop())
+        await asyncio.gather(*[e["task"] for e in list(runner.running.values())])
+        await asyncio.sleep(0)
+        return runner
+
+    runner = asyncio.run(go())
+    assert len(calls) == 2 and runner.counts["timeouts"] == 1 and runner.attempts == {}
+
+
+def test_serve_refuses_group_size_1_with_equal_score_filtering(env):
+    """Every group of one has 'all equal' scores: serve used to drop 100% of them (at INFO) and
+    spin; now it is one clear error before anything starts."""
+    from atroposlib.errors import ConfigError
+
+    env.config.group_size = 1
+    env.config.ensure_scores_are_not_same = True  # the filter asked for (the default is off)
+    with pytest.raises(ConfigError, match="group_size 1 with ensure_scores_are_not_same"):
+        asyncio.run(asyncio.wait_for(serve(env), timeout=10))
+    env.config.ensure_scores_are_not_same = False  # a reward model's single samples: allowed
+    runner = ServeRunner(env)
+    assert runner.cfg.group_size == 1
 
 
 def test_hook_exception_is_logged_once_with_traceback_then_counted(env, caplog):
@@ -135,6 +179,14 @@ def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
         env.config.min_batch_allocation = 0.5
         env.status_dict = dict(st, queue_size=12, unallocated_fraction=0.5)
         reserved = runner._target_in_flight()
+        env.config.min_batch_allocation = None
+        # the API's staleness bound allows 1 batch held ahead: 1 * 8 / 2 = 4 groups, less the queue
+        env.status_dict = dict(st, queue_size=2, max_batches_offpolicy=1, max_staleness=2)
+        bounded = runner._target_in_flight()
+        assert runner._offpolicy_batches() == 1
+        env.status_dict = dict(st, queue_size=2, max_batches_offpolicy=5, max_staleness=6)
+        assert runner._offpolicy_batches() == 3  # the env's own budget when it is the smaller
+        assert bounded == 2
         return free, full, almost, stopped, limited, reserved
 
     free, full, almost, stopped, limited, reserved = asyncio.run(go())
@@ -194,3 +246,34 @@ def test_item_goes_back_when_no_inference_server_answers(env):
     runner = asyncio.run(go())
     assert env.backlog == [{"question": "q"}]
     assert runner.counts["inference_unavailable"] == 1 and runner.counts["hook_errors"] == 0
+
+
+def test_a_registration_the_api_refuses_is_one_config_error(env, run_api):
+    """Shares adding up to more than 1 are refused (422): the env stops with that line instead of
+    retrying forever."""
+    from atroposlib.api.client import AsyncTrajectoryClient, TrajectoryClient
+    from atroposlib.errors import ConfigError
+    from atroposlib.runtime.registration import register
+    from atroposlib.type_definitions import RegisterEnv, Registration
+
+    api = run_api("--store", "memory")
+    with TrajectoryClient(api.url) as trainer:
+        trainer.register(Registration(batch_size=8, max_token_len=64))
+        trainer.get_batch()
+        trainer.register_env(
+            RegisterEnv(
+                max_token_length=64, desired_name="a", group_size=2, min_batch_allocation=0.7
+            )
+        )
+    env.config.rollout_server_url = api.url
+    env.config.min_batch_allocation = 0.4
+
+    async def go():
+        client = AsyncTrajectoryClient(api.url, retries=1)
+        try:
+            await register(env, client, asyncio.Event())
+        finally:
+            await client.aclose()
+
+    with pytest.raises(ConfigError, match=r"refused this env's registration: .*add up to 1\.1"):
+        asyncio.run(asyncio.wait_for(go(), timeout=60))

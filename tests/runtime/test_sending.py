@@ -179,3 +179,57 @@ def test_a_built_group_is_validated_once_a_dict_once_when_sent(monkeypatch):
     assert [g["scores"] for g in out] == [[1.0, 0.0], [1.0, 0.0]]
     assert all(isinstance(g, dict) and g["env_id"] == 3 and g["group_id"] for g in out)
     assert "policy_version" in out[0] and "reward_status" not in out[0]
+
+
+def test_groups_carry_the_versions_the_servers_reported():
+    """The item's generations were made by weights 6 and 7 (a refresh in between): a group the env
+    built without versions gets that span for each sequence and the oldest as policy_version; one
+    with per-sequence versions keeps them; without any report the step is an estimate, counted."""
+    from atroposlib.inference_clients.generation_log import GenerationLog, item_log
+
+    config, ctx = _run()
+    plain = {"tokens": [[1, 2], [3, 4]], "masks": [[-100, 2], [-100, 4]], "scores": [1.0, 0.0]}
+    own = dict(plain, weights_versions=[[8, 8], [7, 9]])
+    log = GenerationLog()
+    log.note_versions([(6, 6), (7, 7)])
+    token, step = item_log.set(log), current_policy_version.set(2)
+    try:
+        spanned, kept = prepare_groups([dict(plain), own], config, ctx)
+        item_log.set(None)
+        (estimated,) = prepare_groups([dict(plain)], config, ctx)
+    finally:
+        item_log.reset(token)
+        current_policy_version.reset(step)
+    assert spanned["weights_versions"] == [[6, 7], [6, 7]] and spanned["policy_version"] == 6
+    assert kept["weights_versions"] == [[8, 8], [7, 9]] and kept["policy_version"] == 7
+    assert "weights_versions" not in estimated and estimated["policy_version"] == 2
+    assert ctx.generation_notes == Counter({"groups_across_refresh": 2, "versions_estimated": 1})
+
+
+def test_a_group_with_an_unknown_logprob_goes_without_inference_logprobs():
+    """NaN is how the backends say "the server gave no logprob here": never sent as a number (the
+    wire refuses NaN, and 0.0 would claim probability 1); the group keeps everything else."""
+    from atroposlib.inference_clients.generation_log import GenerationLog, item_log
+
+    config, ctx = _run()
+    nan = float("nan")
+    as_dict = {
+        "tokens": [[1, 2], [3, 4]],
+        "masks": [[-100, 2], [-100, 4]],
+        "scores": [1.0, 0.0],
+        "inference_logprobs": [[1.0, nan], [1.0, -0.5]],
+    }
+    built = GroupBuilder()
+    built.add([1, 2], [-100, 2], 1.0, inference_logprobs=[1.0, nan])
+    built.add([3, 4], [-100, 4], 0.0, inference_logprobs=[1.0, -0.5])
+    log = GenerationLog()
+    log.missing_logprobs = 1
+    token = item_log.set(log)
+    try:
+        out = prepare_groups([as_dict, built.build()], config, ctx)
+    finally:
+        item_log.reset(token)
+    assert len(out) == 2 and all("inference_logprobs" not in g for g in out)
+    assert out[0]["scores"] == [1.0, 0.0] and ctx.drop_counts == Counter()
+    assert ctx.generation_notes["groups_without_logprobs"] == 2
+    assert sending.file_line(out[0], as_dict)["inference_logprobs"] is None  # no NaN in the file

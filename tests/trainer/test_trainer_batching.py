@@ -7,6 +7,20 @@ import torch
 
 from example_trainer.batching import collate, flatten_batch, split_micro_batches
 
+_STATS = {
+    "tokens": 4.0,
+    "seq_tokens": 8.0,
+    "loss": 0.0,
+    "kl": 0.0,
+    "distill": 0.0,
+    "clipped": 0.0,
+    "ratio_sum": 4.0,
+    "ratio_max": 1.0,
+    "ratio_min": 1.0,
+    "abs_delta_sum": 0.0,
+    "mismatch_kl_sum": 0.0,
+}
+
 
 def _group(scores, **extra):
     n = len(scores)
@@ -69,6 +83,46 @@ def test_padding_and_truncation():
         1,
         0,
     ]
+
+
+def test_truncation_and_missing_teacher_data_are_in_the_step_row_and_said_once(caplog):
+    import logging
+
+    from example_trainer import metrics
+
+    g = _group([1, 0])
+    g["tokens"][1] = [5, 6, 8, 9, 9, 9]
+    g["masks"][1] = [-100, -100, 8, 9, 9, 9]
+    g["inference_logprobs"][1] = [1.0] * 6
+    teacher = _group([1, 0], distill_token_ids=[[[1]] * 4] * 2, distill_logprobs=[[[-0.1]] * 4] * 2)
+    flat = flatten_batch([g, teacher], seq_len=5)
+    row = metrics.step_metrics(1, flat, _STATS, 0.0, 1e-3, 1.0, 0.0)
+    assert row["truncated_sequences"] == 1 and row["distill_missing_sequences"] == 2
+    metrics._said.clear()
+    with caplog.at_level(logging.WARNING, logger="example_trainer.metrics"):
+        metrics.note_batch(flat, 5)
+        metrics.note_batch(flat, 5)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "longer than seq_len 5" in said[0] and "teacher data" in said[1]
+
+
+def test_one_sequence_without_teacher_data_leaves_the_others_distillation():
+    """collate used to drop the distillation tensors of a whole micro-batch when one sequence had
+    none: the term became 0 for every sequence (5.63 -> 0.0 in the report)."""
+    from example_trainer.losses.terms import distill_loss
+
+    torch.manual_seed(0)
+    teacher = _group(
+        [1, 0], distill_token_ids=[[[3, 4]] * 4] * 2, distill_logprobs=[[[-0.2, -1.9]] * 4] * 2
+    )
+    flat = flatten_batch([teacher, _group([0, 1])], seq_len=16)
+    alone = collate(flat.sequences[:2], pad_id=0)
+    mixed = collate(flat.sequences, pad_id=0)
+    assert mixed.distill_ids is not None and mixed.distill_ids[2:].eq(-1).all()
+    logits = torch.randn(4, mixed.input_ids.shape[1], 12)
+    with_teacher = distill_loss(logits[:2], alone.distill_ids, alone.distill_logprobs, alone.mask)
+    both = distill_loss(logits, mixed.distill_ids, mixed.distill_logprobs, mixed.mask)
+    assert float(with_teacher) > 1.0 and float(both) == pytest.approx(float(with_teacher))
 
 
 def test_micro_batches_by_count_and_by_token_budget():

@@ -56,6 +56,15 @@ def test_bad_values_name_the_field():
         parse_config(["--model-name", "m", "--api-url", "localhost:8000"])
 
 
+def test_a_tis_cap_that_would_do_nothing_is_refused():
+    """CISPO clips its importance weight with eps_low/eps_high; --tis-cap used to be accepted and
+    silently ignored."""
+    with pytest.raises(ConfigError, match="tis_cap has no effect with loss_type cispo"):
+        parse_config(["--model-name", "m", "--loss-type", "cispo", "--tis-cap", "3"])
+    assert parse_config(["--model-name", "m", "--loss-type", "cispo"]).tis_cap == 2.0  # default
+    assert parse_config(["--model-name", "m", "--loss-type", "gspo", "--tis-cap", "3"]).tis_cap == 3
+
+
 def test_yaml_is_layered_under_flags(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("model_name: from-yaml\nlr: 0.001\nbatch_size: 8\n")

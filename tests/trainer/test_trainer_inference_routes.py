@@ -38,6 +38,7 @@ def test_reload_and_lora_use_sglangs_routes(sglang_like, tmp_path, tiny_model):
     assert reload._kinds == {url: "sglang"}
     assert calls[0][0] == "update_weights_from_disk"
     assert calls[0][1]["model_path"].endswith("step_0000001")
+    assert calls[0][1]["weight_version"] == "1"  # the server labels its weights with the step
 
     calls.clear()
     lora = LoraRefresh(_cfg(tmp_path, url, "lora"))
@@ -46,6 +47,9 @@ def test_reload_and_lora_use_sglangs_routes(sglang_like, tmp_path, tiny_model):
     lora.refresh(2, model, None)
     lora.refresh(3, model, None)
     lora.close()
+    labels = [c[1]["new_version"] for c in calls if c[0] == "update_weight_version"]
+    assert labels == ["0", "2", "3"]  # each adapter labelled with its step once it is loaded
+    calls = [c for c in calls if c[0] != "update_weight_version"]
     assert [c[0] for c in calls] == [
         "load_lora_adapter",  # published before the first rollout
         "unload_lora_adapter",  # SGLang cannot load in place

@@ -1,13 +1,16 @@
-"""Weight management: POST /update_weights_from_disk (SGLang's name) and vLLM's
-/v1/load_lora_adapter, /v1/unload_lora_adapter.
+"""Weight management: POST /update_weights_from_disk (SGLang's name), vLLM's
+/v1/load_lora_adapter, /v1/unload_lora_adapter, and vLLM's dev-mode weight labels
+(GET /weight_info, POST /update_weight_version).
 
-The load itself runs in a worker thread; the engine swaps weights between batches and bumps the
-``weights_version`` that ``/health`` and every response report.
+The load itself runs in a worker thread; the engine swaps weights between batches and sets the
+``weights_version`` that ``/health`` reports and every choice is stamped with (``weight_versions``):
+the ``weight_version`` the load names (the trainer's step), else one more than before.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
@@ -15,7 +18,12 @@ from fastapi.responses import JSONResponse, Response
 from atroposlib.errors import ModelLoadError
 from atroposlib.inference.deps import get_served
 from atroposlib.inference.http import BadRequest
-from atroposlib.inference.protocol import LoadLoraRequest, UnloadLoraRequest, UpdateWeightsRequest
+from atroposlib.inference.protocol import (
+    LoadLoraRequest,
+    UnloadLoraRequest,
+    UpdateWeightsRequest,
+    UpdateWeightVersionRequest,
+)
 from atroposlib.inference.served import ServedModel
 
 router = APIRouter()
@@ -27,8 +35,9 @@ async def update_weights(
 ) -> JSONResponse:
     eng = served.engine
     loop = asyncio.get_running_loop()
+    label = int(req.weight_version) if req.weight_version is not None else None
     try:
-        version = await loop.run_in_executor(None, eng.reload_weights, req.model_path)
+        version = await loop.run_in_executor(None, eng.reload_weights, req.model_path, label)
     except ModelLoadError as e:
         return JSONResponse(
             status_code=400,
@@ -41,6 +50,21 @@ async def update_weights(
             "weights_version": version,
         }
     )
+
+
+@router.get("/weight_info")
+async def weight_info(served: ServedModel = Depends(get_served)) -> dict[str, Any]:
+    """vLLM's dev-mode route: the label of the weights being served."""
+    return {"weight_version": str(served.engine.weights_version)}
+
+
+@router.post("/update_weight_version")
+async def update_weight_version(
+    req: UpdateWeightVersionRequest, served: ServedModel = Depends(get_served)
+) -> dict[str, Any]:
+    """vLLM's dev-mode route: label the weights being served (after a LoRA load, say)."""
+    served.engine.set_weights_version(int(req.new_version))
+    return {"success": True, "new_version": req.new_version}
 
 
 @router.post("/v1/load_lora_adapter")
@@ -59,7 +83,8 @@ async def load_lora(req: LoadLoraRequest, served: ServedModel = Depends(get_serv
         )
     loop = asyncio.get_running_loop()
     try:
-        await loop.run_in_executor(None, eng.load_lora, req.lora_name, req.lora_path)
+        label = int(req.weight_version) if req.weight_version is not None else None
+        await loop.run_in_executor(None, eng.load_lora, req.lora_name, req.lora_path, label)
     except ModelLoadError as e:
         raise BadRequest(str(e), "lora_path") from e
     return Response(

@@ -9,7 +9,7 @@ which reports ``weights_version``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import httpx
 
@@ -28,11 +28,21 @@ class EngineRoutes(WeightRoutes):
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         return health.status_code == 200 and "weights_version" in json_body(health)
 
-    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
-        return update_weights_from_disk(http, base, path)
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
+        return update_weights_from_disk(http, base, path, version)
 
-    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
-        load_lora_in_place(http, base, name, path)
+    def load_lora(
+        self,
+        http: httpx.Client,
+        base: str,
+        name: str,
+        path: str,
+        replace: bool,
+        version: Optional[int] = None,
+    ) -> None:
+        load_lora_in_place(http, base, name, path, version)  # labelled as it is swapped in
 
 
 class EngineServer(VLLMServer):

@@ -7,6 +7,7 @@ token-exact training data); its servers take no new weights from the trainer.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Optional
 
 import openai
@@ -18,6 +19,8 @@ from atroposlib.inference_clients.answers import merge_choices, rejected
 from atroposlib.inference_clients.backend import APIServer, ServerDown
 from atroposlib.inference_clients.config import APIServerConfig
 
+logger = logging.getLogger(__name__)
+
 
 class OpenAIServer(APIServer):
     """Any OpenAI-compatible API through the ``openai`` client. Text only."""
@@ -25,6 +28,7 @@ class OpenAIServer(APIServer):
     def __init__(self, config: APIServerConfig, **kw: Any) -> None:
         super().__init__(config, **kw)
         self._client: Optional[openai.AsyncOpenAI] = None
+        self._said_budget = False
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -68,6 +72,12 @@ class OpenAIServer(APIServer):
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
         if self.reasoning.get("reasoning_effort") and "reasoning_effort" not in kwargs:
             kwargs["reasoning_effort"] = self.reasoning["reasoning_effort"]
+        if self.reasoning.get("max_reasoning_tokens") and not self._said_budget:
+            self._said_budget = True
+            logger.warning(
+                "max_reasoning_tokens is not sent to server_type openai (its API takes "
+                "reasoning_effort, not a token budget)"
+            )
 
     async def _request_chat(self, kwargs: dict[str, Any]) -> ChatCompletion:
         return await self._call(self.client.chat.completions.create, kwargs)

@@ -8,20 +8,23 @@ server is recognised by ``GET /get_server_info``.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import httpx
 
-from atroposlib.inference_clients.backend import TokensAndLogprobs, api_root
+from atroposlib.inference_clients.backend import TokensAndLogprobs, api_root, read_version_route
 from atroposlib.inference_clients.backends.vllm import VLLMServer
-from atroposlib.inference_clients.logprobs import PromptLogprobsMixin
+from atroposlib.inference_clients.generation_log import note_missing_logprobs
+from atroposlib.inference_clients.logprobs import PromptLogprobsMixin, token_logprobs
 from atroposlib.inference_clients.weight_routes import (
     WeightRoutes,
     check_lora_answer,
     get,
+    label_weights,
     post,
     update_weights_from_disk,
 )
+from atroposlib.inference_clients.weights_version import TokenResult, span_of_labels
 
 _SGLANG_SAMPLING = {
     "max_tokens": "max_new_tokens",
@@ -43,10 +46,20 @@ class SGLangRoutes(WeightRoutes):
         info = get(http, base + "/get_server_info")
         return info is not None and info.status_code == 200
 
-    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
-        return update_weights_from_disk(http, base, path)
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
+        return update_weights_from_disk(http, base, path, version)
 
-    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
+    def load_lora(
+        self,
+        http: httpx.Client,
+        base: str,
+        name: str,
+        path: str,
+        replace: bool,
+        version: Optional[int] = None,
+    ) -> None:
         if replace:  # SGLang cannot load in place: unload first (a short window without the name)
             post(http, base + "/unload_lora_adapter", "lora", json={"lora_name": name})
         r = post(
@@ -56,6 +69,8 @@ class SGLangRoutes(WeightRoutes):
             json={"lora_name": name, "lora_path": path},
         )
         check_lora_answer(r, base, name)
+        if version is not None:
+            label_weights(http, base, version)
 
 
 class SGLangServer(VLLMServer):
@@ -79,19 +94,31 @@ class SGLangServer(VLLMServer):
         data = await self._post(f"{api_root(self.config.base_url or '')}/generate", body)
         results = data if isinstance(data, list) else [data]
         prompt_tokens: list[int] = list(prompt) if isinstance(prompt, list) else []
-        outs, lps, reasons = [], [], []
+        outs, lps, reasons, spans = [], [], [], []
+        missing = 0
         for res in results:
             meta = res.get("meta_info", {})
             triples = meta.get("output_token_logprobs") or []
             ids = res.get("output_ids") or [int(t[1]) for t in triples]
             outs.append(list(ids))
-            lp = [float(t[0]) if t[0] is not None else 0.0 for t in triples][: len(ids)]
-            lps.append(lp + [0.0] * (len(ids) - len(lp)))
+            lp, complete = token_logprobs([t[0] for t in triples], len(ids))
+            missing += not complete
+            lps.append(lp)
             fr = meta.get("finish_reason")
             reasons.append((fr.get("type") if isinstance(fr, dict) else fr) or "stop")
+            # SGLang's update waits for requests in flight: one version made each answer
+            spans.append(span_of_labels([meta.get("weight_version")]))
             if not prompt_tokens and meta.get("input_token_logprobs"):
                 prompt_tokens = [int(t[1]) for t in meta["input_token_logprobs"]]
-        return prompt_tokens, outs, lps, reasons
+        note_missing_logprobs(missing)
+        return TokenResult(prompt_tokens, outs, lps, reasons, spans)
+
+    async def _read_weights_version(self) -> Optional[int]:
+        """SGLang's ``GET /model_info`` (newer) or ``GET /get_weight_version`` (older)."""
+        try:
+            return await read_version_route(self, "/model_info", "weight_version")
+        except LookupError:
+            return await read_version_route(self, "/get_weight_version", "weight_version")
 
 
 __all__ = ["SGLangRoutes", "SGLangServer"]

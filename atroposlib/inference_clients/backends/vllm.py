@@ -4,11 +4,16 @@ Clients: ``/v1/chat/completions`` and ``/v1/completions`` for text, ``/v1/comple
 ``return_token_ids`` and ``logprobs`` for tokens, ``prompt_logprobs`` for ``get_logprobs``.
 
 Weight refresh (``VLLMRoutes``): full weights in place through vLLM's development routes
-(``VLLM_SERVER_DEV_MODE=1``): ``/pause?mode=wait`` (requests in flight finish on the old weights, new
-ones queue), ``/collective_rpc`` calling atroposlib's worker extension (``atropos_reload_weights``,
-which also repacks the CPU build's tied LM head that vLLM's own ``reload_weights`` leaves stale),
-``/reset_prefix_cache`` (cached KV came from the old weights) and ``/resume``. LoRA:
-``/v1/load_lora_adapter`` with ``load_inplace: true``. A vLLM server is recognised by ``GET /version``.
+(``VLLM_SERVER_DEV_MODE=1``): ``/pause?mode=keep`` (requests in flight are frozen where they are, not
+waited for: generation does not drain at a refresh), ``/collective_rpc`` calling atroposlib's worker
+extension (``atropos_reload_weights``, which also repacks the CPU build's tied LM head that vLLM's own
+``reload_weights`` leaves stale), ``/reset_prefix_cache?reset_running_requests=true`` (cached KV came
+from the old weights: the frozen requests give theirs up and are resumed from the tokens they already
+generated, recomputed with the new weights), ``/update_weight_version`` (the trainer's step: vLLM
+then reports it at ``/weight_info``, which the client reads around its requests, so a sequence
+generated across the refresh says both versions) and ``/resume``. ``PAUSE_MODE = "wait"`` restores
+the draining refresh (requests in flight finish on the old weights first). LoRA: ``/v1/load_lora_adapter`` with ``load_inplace: true``, then
+``/update_weight_version``. A vLLM server is recognised by ``GET /version``.
 """
 
 from __future__ import annotations
@@ -23,19 +28,24 @@ from openai.types.completion import Completion
 from atroposlib.errors import InferenceError
 from atroposlib.inference.vllm_plugin import EXTENSION_CLASS, RELOAD_METHOD
 from atroposlib.inference_clients.answers import to_openai
-from atroposlib.inference_clients.backend import APIServer, TokensAndLogprobs
-from atroposlib.inference_clients.logprobs import vllm_prompt_logprobs
+from atroposlib.inference_clients.backend import APIServer, TokensAndLogprobs, read_version_route
+from atroposlib.inference_clients.generation_log import note_missing_logprobs
+from atroposlib.inference_clients.logprobs import token_logprobs, vllm_prompt_logprobs
 from atroposlib.inference_clients.weight_routes import (
     WeightRoutes,
     get,
     json_body,
+    label_weights,
     load_lora_in_place,
     post,
 )
+from atroposlib.inference_clients.weights_version import TokenResult, span_from_stamps
 
 
 class VLLMRoutes(WeightRoutes):
     """vLLM's dev-mode reload routes and its in-place LoRA route (see the module docstring)."""
+
+    PAUSE_MODE = "keep"  # "wait": requests in flight finish on the old weights (generation drains)
 
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         version = get(http, base + "/version")
@@ -43,8 +53,10 @@ class VLLMRoutes(WeightRoutes):
             version is not None and version.status_code == 200 and "version" in json_body(version)
         )
 
-    def reload_from_disk(self, http: httpx.Client, base: str, path: str) -> Any:
-        r = post(http, base + "/pause", "reload", params={"mode": "wait"})
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
+        r = post(http, base + "/pause", "reload", params={"mode": self.PAUSE_MODE})
         if r.status_code == 404:
             raise InferenceError(
                 f"reload: vLLM at {base} has no /pause route: start it with VLLM_SERVER_DEV_MODE=1 and "
@@ -71,17 +83,36 @@ class VLLMRoutes(WeightRoutes):
                 raise InferenceError(
                     f"reload: vLLM at {base} failed to load {path}: {r.status_code} {r.text[:300]}{hint}"
                 )
-            cache = post(http, base + "/reset_prefix_cache", "reload")
-            if cache.status_code >= 400:
+            keep = self.PAUSE_MODE == "keep"  # frozen requests hold KV of the old weights
+            cache = post(
+                http,
+                base + "/reset_prefix_cache",
+                "reload",
+                params={"reset_running_requests": "true" if keep else "false"},
+            )
+            if cache.status_code >= 400 or json_body(cache).get("success") is False:
                 raise InferenceError(
-                    f"reload: vLLM at {base} could not reset its prefix cache: {cache.status_code}"
+                    f"reload: vLLM at {base} could not reset its prefix cache: {cache.status_code} "
+                    f"{cache.text[:200]}"
                 )
+            if version is not None:  # labelled while paused: no token of the new weights unlabelled
+                label_weights(http, base, version)
         finally:
             post(http, base + "/resume", "reload")
-        return None  # vLLM keeps no weights version; the trainer's policy version says which step
+        return version
 
-    def load_lora(self, http: httpx.Client, base: str, name: str, path: str, replace: bool) -> None:
+    def load_lora(
+        self,
+        http: httpx.Client,
+        base: str,
+        name: str,
+        path: str,
+        replace: bool,
+        version: Optional[int] = None,
+    ) -> None:
         load_lora_in_place(http, base, name, path)
+        if version is not None:
+            label_weights(http, base, version)
 
 
 class VLLMServer(APIServer):
@@ -113,7 +144,8 @@ class VLLMServer(APIServer):
         body["return_token_ids"] = True
         data = await self._post(self._url("/completions"), body)
         prompt_tokens = data.get("prompt_token_ids")
-        outs, lps, reasons = [], [], []
+        outs, lps, reasons, spans = [], [], [], []
+        missing = 0
         for ch in sorted(data.get("choices", []), key=lambda c: c.get("index", 0)):
             if prompt_tokens is None:
                 prompt_tokens = ch.get("prompt_token_ids")
@@ -123,15 +155,22 @@ class VLLMServer(APIServer):
                     f"{self.config.base_url} returned no token_ids; it does not support return_token_ids "
                     "(vLLM >= 0.10.2 does); use server_type openai for text-only servers"
                 )
-            token_lps = (ch.get("logprobs") or {}).get("token_logprobs") or []
-            lp = [float(x) if x is not None else 0.0 for x in token_lps][: len(ids)]
-            lp += [0.0] * (len(ids) - len(lp))
+            lp, complete = token_logprobs(
+                (ch.get("logprobs") or {}).get("token_logprobs"), len(ids)
+            )
+            missing += not complete
             outs.append(list(ids))
             lps.append(lp)
             reasons.append(ch.get("finish_reason") or "stop")
+            spans.append(span_from_stamps(ch.get("weight_versions")))
         if prompt_tokens is None:
             raise InferenceError(f"{self.config.base_url} returned no prompt_token_ids")
-        return list(prompt_tokens), outs, lps, reasons
+        note_missing_logprobs(missing)
+        return TokenResult(list(prompt_tokens), outs, lps, reasons, spans)
+
+    async def _read_weights_version(self) -> Optional[int]:
+        """vLLM's dev-mode ``GET /weight_info`` (our engine answers it too)."""
+        return await read_version_route(self, "/weight_info", "weight_version")
 
 
 __all__ = ["VLLMRoutes", "VLLMServer"]
