@@ -41,6 +41,8 @@ Aggregation = Literal["token", "sequence", "constant"]
 AdvantageMode = Literal["grpo", "mean_only"]
 RefreshMode = Literal["restart", "reload", "lora", "none"]
 ControlMode = Literal["none", "shuffled"]
+# time budgeted, beyond the configured timeouts, for saving weights, an API call and stopping a server
+WAIT_MARGIN_S = 600.0
 
 
 class TrainingConfig(BaseModel):
@@ -161,6 +163,13 @@ class TrainingConfig(BaseModel):
         "reload (load in place: /update_weights_from_disk on our engine and SGLang, dev-mode routes on "
         "vLLM), lora (hot-load a peft adapter), none.",
     )
+    publish_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="dtype of the weights published to inference servers (restart and reload "
+        "folders, nccl transfers): auto = the compute dtype (bfloat16 when training in bf16 over "
+        "fp32 masters: half the bytes, and the values the trainer computes with); float32 for a "
+        "server that must get the fp32 masters. Checkpoints always keep the masters.",
+    )
     vllm_restart_interval: int = Field(
         3, gt=0, description="Refresh the inference weights every N steps (all refresh modes)."
     )
@@ -212,6 +221,14 @@ class TrainingConfig(BaseModel):
     # --- distributed ---------------------------------------------------------------------
     parallel: Literal["ddp", "fsdp"] = Field(
         "ddp", description="Under torchrun: DDP or FSDP2 (gloo on CPU, NCCL on GPU)."
+    )
+    distributed_timeout: Optional[float] = Field(
+        None,
+        gt=0,
+        description="Under torchrun: seconds a collective may wait for another rank before the run "
+        "fails (the process group's timeout). Unset = the longest wait the loop plans: "
+        "inference_startup_timeout + batch_wait_timeout + 600 s for a save, an API call and a server "
+        "stop (NCCL's own default, 10 minutes, is shorter than a vLLM start-up plus a batch wait).",
     )
 
     # --- memory, precision and logits (GPU) -------------------------------------------------
@@ -285,6 +302,16 @@ class TrainingConfig(BaseModel):
         if self.gradient_accumulation_steps > 1:
             return 0
         return self.seq_len * max(1, 16384 // self.seq_len)
+
+    def planned_wait_s(self) -> float:
+        """The longest time one rank can wait in a collective for rank 0 by design: rank 0 (re)starting
+        the inference server, then waiting for a batch, plus ``WAIT_MARGIN_S`` for saving the weights,
+        a slow API call and stopping the old server."""
+        return self.inference_startup_timeout + self.batch_wait_timeout + WAIT_MARGIN_S
+
+    def resolved_distributed_timeout(self) -> float:
+        """``distributed_timeout``, or ``planned_wait_s()`` when unset."""
+        return self.distributed_timeout or self.planned_wait_s()
 
     def resolved_inference_urls(self) -> list[str]:
         return list(self.inference_urls) or [f"http://127.0.0.1:{self.vllm_port}"]

@@ -81,7 +81,12 @@ from example_trainer.model_setup import (
     resolve_device,
     use_gradient_checkpointing,
 )
-from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
+from example_trainer.precision import (
+    fsdp_mp_policy,
+    publish_dtype,
+    resolve_precision,
+    warn_if_pure,
+)
 from example_trainer.resume import restore_training_state
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
@@ -153,7 +158,20 @@ def train(cfg: TrainingConfig) -> int:
 
     device = resolve_device(cfg.device)
     check_device(device)
-    info = init_distributed(device)
+    info = init_distributed(device, cfg.resolved_distributed_timeout())
+    if info.enabled and info.is_main:
+        log.info(
+            "distributed: %d ranks, collective timeout %.0f s",
+            info.world_size,
+            cfg.resolved_distributed_timeout(),
+        )
+        if cfg.resolved_distributed_timeout() < cfg.planned_wait_s():
+            log.warning(
+                "distributed_timeout %.0f s is shorter than the longest planned wait (%.0f s: "
+                "inference start-up + batch wait + 600 s); a rank may time out while rank 0 waits",
+                cfg.resolved_distributed_timeout(),
+                cfg.planned_wait_s(),
+            )
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     random.seed(cfg.seed + info.rank)
@@ -183,7 +201,7 @@ def train(cfg: TrainingConfig) -> int:
     if cfg.kl_coef > 0:
         ref_path = cfg.ref_model_name or cfg.model_name
         ref_model = load_reference(ref_path, precision, device, info, cfg.parallel)
-    refresher: WeightRefresh = make_weight_refresh(cfg)
+    refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision))
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))

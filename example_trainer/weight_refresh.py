@@ -47,7 +47,7 @@ from atroposlib.inference_clients.registry import probe_server_type, weight_rout
 from atroposlib.inference_clients.weight_routes import WeightRoutes
 from atroposlib.utils.net import wait_for_http
 
-from .checkpoint import save_model_folder
+from .checkpoint import save_model_folder, weights_bytes
 from .config import TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,14 @@ class WeightRefresh:
 
     mode = "none"
 
-    def __init__(self, cfg: TrainingConfig) -> None:
+    def __init__(self, cfg: TrainingConfig, publish_dtype: Any = None) -> None:
         self.cfg = cfg
         self.urls = cfg.resolved_inference_urls()
         self.weights_root = Path(cfg.save_path) / "weights"
         self._kinds: dict[str, str] = {}
+        # the dtype full weights are published in (None: as the model holds them); see publish_dtype
+        self.publish_dtype = publish_dtype
+        self.last_saved_bytes: Optional[int] = None
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
@@ -97,11 +100,27 @@ class WeightRefresh:
         return weight_routes(self._kind(http, url))
 
     def _save(
-        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None, name: str = ""
+        self,
+        step: int,
+        model: Any,
+        tokenizer: Any,
+        state_dict: Any = None,
+        name: str = "",
+        dtype: Any = None,
     ) -> Path:
+        """Save the weights to publish (``dtype``: cast to it, e.g. the publish dtype) and log their
+        size: ``last_saved_bytes``, the refresh metrics' ``refresh_mib``."""
         self.weights_root.mkdir(parents=True, exist_ok=True)
         out = save_model_folder(
-            model, tokenizer, self.weights_root / (name or f"step_{step:07d}"), state_dict
+            model, tokenizer, self.weights_root / (name or f"step_{step:07d}"), state_dict, dtype
+        )
+        self.last_saved_bytes = weights_bytes(out)
+        log.info(
+            "%s: step %d's weights saved, %.1f MiB%s",
+            self.mode,
+            step,
+            self.last_saved_bytes / 2**20,
+            f" in {_dtype_name(dtype)}" if dtype is not None else "",
         )
         # keep this one and the previous (a server may still be reading it)
         for old in sorted(p for p in self.weights_root.glob("step_*") if p.is_dir())[:-2]:
@@ -203,7 +222,9 @@ class ReloadRefresh(WeightRefresh):
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
         self._wait_pending()
-        path = str(self._save(step, model, tokenizer, state_dict).resolve())
+        path = str(
+            self._save(step, model, tokenizer, state_dict, dtype=self.publish_dtype).resolve()
+        )
         if self._pool is not None:
             self._pending = self._pool.submit(self._push, path, step)
         else:
@@ -216,6 +237,7 @@ class ReloadRefresh(WeightRefresh):
             "weights_version_step": done_step,
             "refresh_s": time.perf_counter() - t0,
             "reload_push_s": push_s,
+            "refresh_mib": _mib(self.last_saved_bytes),
         }
 
     def close(self) -> None:
@@ -312,10 +334,14 @@ class RestartRefresh(WeightRefresh):
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
-        path = self._save(step, model, tokenizer, state_dict)
+        path = self._save(step, model, tokenizer, state_dict, dtype=self.publish_dtype)
         self._stop()
         self._launch(str(path.resolve()))
-        return {"policy_version": step, "refresh_s": time.perf_counter() - t0}
+        return {
+            "policy_version": step,
+            "refresh_s": time.perf_counter() - t0,
+            "refresh_mib": _mib(self.last_saved_bytes),
+        }
 
     def close(self) -> None:
         self._stop()
@@ -392,10 +418,23 @@ class LoraRefresh(WeightRefresh):
         self._http.close()
 
 
-def make_weight_refresh(cfg: TrainingConfig) -> WeightRefresh:
-    return {
+def _mib(n: Optional[int]) -> Optional[float]:
+    return None if n is None else round(n / 2**20, 3)
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def make_weight_refresh(cfg: TrainingConfig, publish_dtype: Any = None) -> WeightRefresh:
+    """The strategy of ``cfg.weight_refresh``; ``publish_dtype``: the dtype full weights are
+    published in (``precision.publish_dtype``), None = as the model holds them."""
+    cls: type[WeightRefresh] = {
         "none": NoRefresh,
         "reload": ReloadRefresh,
         "restart": RestartRefresh,
         "lora": LoraRefresh,
-    }[cfg.weight_refresh](cfg)
+    }[cfg.weight_refresh]
+    refresher = cls(cfg)
+    refresher.publish_dtype = publish_dtype
+    return refresher
