@@ -192,6 +192,13 @@ class TrainingConfig(BaseModel):
         gt=0,
         description="Seconds to wait for a (re)started inference server to answer /health.",
     )
+    inference_memory_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="restart mode on a GPU shared with the trainer: seconds to wait, before each "
+        "launch, for the server's claim (--gpu-memory-utilization x the GPU's memory) to be free "
+        "while the old server releases it; then the run ends with one line.",
+    )
     lora_adapter_name: str = Field(
         "policy",
         min_length=1,

@@ -201,7 +201,7 @@ def train(cfg: TrainingConfig) -> int:
     if cfg.kl_coef > 0:
         ref_path = cfg.ref_model_name or cfg.model_name
         ref_model = load_reference(ref_path, precision, device, info, cfg.parallel)
-    refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision))
+    refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision), device)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import shlex
 import shutil
 import signal
@@ -45,10 +44,12 @@ from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
 from atroposlib.inference_clients.registry import probe_server_type, weight_routes
 from atroposlib.inference_clients.weight_routes import WeightRoutes
+from atroposlib.launch.procs import group_members, signal_group
 from atroposlib.utils.net import wait_for_http
 
 from .checkpoint import save_model_folder, weights_bytes
 from .config import TrainingConfig
+from .device_memory import GIB, CudaMemory, DeviceMemory, utilization_in, wait_until_it_fits
 
 log = logging.getLogger(__name__)
 # how long a server that took a push may stay unreachable (a supervised restart) before a push fails
@@ -276,6 +277,38 @@ class RestartRefresh(WeightRefresh):
                 raise ConfigError(f"inference_command must contain {needed} (got {self.command!r})")
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log_path = Path(cfg.save_path) / "inference_server.log"
+        # the GPU the server shares with the trainer (None: nothing to check, e.g. a CPU run)
+        self.memory: Optional[DeviceMemory] = None
+        self.memory_wait_s: Optional[float] = None  # the last launch's wait for room
+
+    def _make_room(self, cmd: str) -> None:
+        """Before a launch on a GPU shared with the trainer: wait until the server's claim
+        (``--gpu-memory-utilization`` x total) is free, or end the run with one line."""
+        _release_accelerator_memory()
+        if self.memory is None:
+            return
+        utilization = utilization_in(cmd)
+        if utilization is None:
+            log.info(
+                "restart: the inference command names no --gpu-memory-utilization; free memory on "
+                "%s is not checked before the launch",
+                self.memory.name,
+            )
+            return
+        free, self.memory_wait_s = wait_until_it_fits(
+            self.memory,
+            utilization,
+            self.cfg.inference_memory_wait_s,
+            release=_release_accelerator_memory,
+            log=log,
+        )
+        log.info(
+            "restart: %.1f GiB free on %s for a server claiming %g of it (waited %.1f s)",
+            free / GIB,
+            self.memory.name,
+            utilization,
+            self.memory_wait_s,
+        )
 
     def _launch(self, model_path: str) -> None:
         cmd = self.command.format(
@@ -286,7 +319,7 @@ class RestartRefresh(WeightRefresh):
             python=shlex.quote(self.python),
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        _release_accelerator_memory()
+        self._make_room(cmd)
         logf = open(self.log_path, "ab")
         log.info("starting inference server: %s", cmd)
         try:
@@ -312,19 +345,36 @@ class RestartRefresh(WeightRefresh):
             ) from e
 
     def _stop(self, grace: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL to the server's process group after ``grace`` seconds: vLLM stops its
-        engine at once but its HTTP server then waits for clients' open connections (an env's pending
-        request) to close, which can take as long as the client's timeout."""
-        if self.proc is None or self.proc.poll() is not None:
+        """SIGTERM the server, then SIGKILL its whole process group if anything of it is left after
+        ``grace`` seconds: vLLM stops its engine at once but its HTTP server then waits for clients'
+        open connections (an env's pending request) to close, which can take as long as the client's
+        timeout; and its engine process can outlive the API process, still holding the GPU's
+        memory. Returns when no process of the group is left (the next server's memory is free)."""
+        if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
+        pgid = self.proc.pid  # start_new_session: the server leads its own process group
+        deadline = time.monotonic() + grace
+        if self.proc.poll() is None:
+            self.proc.terminate()
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
                 pass
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = group_members(pgid)
+        if left:
+            log.warning(
+                "restart: %d process(es) of the old inference server still running after %.0f s; "
+                "killing them",
+                len(left),
+                grace,
+            )
+            signal_group(pgid, signal.SIGKILL)
+            end = time.monotonic() + 10
+            while group_members(pgid) and time.monotonic() < end:
+                time.sleep(0.05)
+        if self.proc.poll() is None:
             self.proc.wait(10)
 
     def start(self, model_path: str, step: int = 0) -> None:
@@ -341,6 +391,7 @@ class RestartRefresh(WeightRefresh):
             "policy_version": step,
             "refresh_s": time.perf_counter() - t0,
             "refresh_mib": _mib(self.last_saved_bytes),
+            "restart_memory_wait_s": self.memory_wait_s,
         }
 
     def close(self) -> None:
@@ -426,9 +477,12 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def make_weight_refresh(cfg: TrainingConfig, publish_dtype: Any = None) -> WeightRefresh:
+def make_weight_refresh(
+    cfg: TrainingConfig, publish_dtype: Any = None, device: Any = None
+) -> WeightRefresh:
     """The strategy of ``cfg.weight_refresh``; ``publish_dtype``: the dtype full weights are
-    published in (``precision.publish_dtype``), None = as the model holds them."""
+    published in (``precision.publish_dtype``), None = as the model holds them; ``device``: the
+    trainer's (restart mode checks a CUDA device's free memory before each launch)."""
     cls: type[WeightRefresh] = {
         "none": NoRefresh,
         "reload": ReloadRefresh,
@@ -437,4 +491,6 @@ def make_weight_refresh(cfg: TrainingConfig, publish_dtype: Any = None) -> Weigh
     }[cfg.weight_refresh]
     refresher = cls(cfg)
     refresher.publish_dtype = publish_dtype
+    if isinstance(refresher, RestartRefresh) and getattr(device, "type", None) == "cuda":
+        refresher.memory = CudaMemory(device)
     return refresher

@@ -116,7 +116,9 @@ def test_the_default_timeout_covers_the_longest_planned_wait():
     assert cfg.resolved_distributed_timeout() > 600
     longer = TrainingConfig(model_name="m", inference_startup_timeout=900, batch_wait_timeout=1800)
     assert longer.resolved_distributed_timeout() == 900 + 1800 + WAIT_MARGIN_S
-    assert TrainingConfig(model_name="m", distributed_timeout=42).resolved_distributed_timeout() == 42
+    assert (
+        TrainingConfig(model_name="m", distributed_timeout=42).resolved_distributed_timeout() == 42
+    )
 
 
 def test_helpers_values_on_gloo():
