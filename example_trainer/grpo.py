@@ -71,12 +71,11 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
-from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
     check_device,
     enable_gradient_checkpointing,
-    load_policy,
+    load_policy_for_training,
     load_reference,
     resolve_device,
     use_gradient_checkpointing,
@@ -187,9 +186,15 @@ def train(cfg: TrainingConfig) -> int:
     fsdp = info.enabled and cfg.parallel == "fsdp"
     precision = resolve_precision(cfg, device, fsdp=fsdp)
     warn_if_pure(precision)
-    model, tokenizer = load_policy(cfg.model_name if lora else start_from, precision.master, device)
-    if cfg.logprob_chunk_tokens > 0:  # before DDP/FSDP: its probe forward must be no collective
-        inspect_output_head(model)
+    # under FSDP (not LoRA) built on the meta device; rank 0 reads the weights, shared out below
+    model, tokenizer, pending = load_policy_for_training(
+        cfg.model_name if lora else start_from,
+        precision.master,
+        device,
+        info,
+        sharded=fsdp and not lora,
+        probe_head=cfg.logprob_chunk_tokens > 0,
+    )
     checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)
     if checkpointing:
         enable_gradient_checkpointing(model)
@@ -205,6 +210,7 @@ def train(cfg: TrainingConfig) -> int:
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
+    pending.load_into(model, device)
     optimizer, scheduler = make_optimizer(model, cfg)
     step = 0
     if ckpt is not None:
