@@ -42,24 +42,27 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def cast_state_dict(
-    model: Any, state_dict: Optional[dict[str, Any]], dtype: torch.dtype
-) -> dict[str, Any]:
-    """The weights of ``model`` (or the given full ``state_dict``) with every floating tensor in
-    ``dtype``, one tensor at a time; aliases of tied weights (``lm_head`` = ``embed_tokens``) are
-    dropped, as ``save_pretrained`` does for the model's own (an explicit dict would write both)."""
+def publishable(model: Any, state_dict: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The tensors a published model holds, by checkpoint name: the model's state dict (or the given
+    full ``state_dict``) without the aliases of tied weights (``lm_head`` = ``embed_tokens``), which
+    ``save_pretrained`` leaves out of the model's own and an explicit dict would write twice."""
     source = state_dict if state_dict is not None else model.state_dict()
     first: dict[int, str] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         first.setdefault(id(param), name)
-    keep = set(first.values()) | {n for n, _ in model.named_buffers()}
     params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
-    out: dict[str, Any] = {}
-    for name, tensor in source.items():
-        if name in params and name not in keep:
-            continue  # an alias of a tied weight
-        out[name] = tensor.to(dtype) if tensor.is_floating_point() else tensor
-    return out
+    keep = set(first.values())
+    return {n: t for n, t in source.items() if n not in params or n in keep}
+
+
+def cast_state_dict(
+    model: Any, state_dict: Optional[dict[str, Any]], dtype: torch.dtype
+) -> dict[str, Any]:
+    """``publishable`` with every floating tensor in ``dtype`` (cast one tensor at a time)."""
+    return {
+        name: tensor.to(dtype) if tensor.is_floating_point() else tensor
+        for name, tensor in publishable(model, state_dict).items()
+    }
 
 
 def weights_bytes(folder: Path) -> int:

@@ -39,7 +39,7 @@ from example_trainer.losses.registry import OBJECTIVES
 
 Aggregation = Literal["token", "sequence", "constant"]
 AdvantageMode = Literal["grpo", "mean_only"]
-RefreshMode = Literal["restart", "reload", "lora", "none"]
+RefreshMode = Literal["restart", "reload", "lora", "nccl", "none"]
 ControlMode = Literal["none", "shuffled"]
 # time budgeted, beyond the configured timeouts, for saving weights, an API call and stopping a server
 WAIT_MARGIN_S = 600.0
@@ -161,7 +161,8 @@ class TrainingConfig(BaseModel):
         "restart",
         description="How inference servers get new weights: restart (relaunch the server process), "
         "reload (load in place: /update_weights_from_disk on our engine and SGLang, dev-mode routes on "
-        "vLLM), lora (hot-load a peft adapter), none.",
+        "vLLM), lora (hot-load a peft adapter), nccl (broadcast to vLLM's workers through its "
+        "weight-transfer API, no disk), none.",
     )
     publish_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
@@ -191,6 +192,29 @@ class TrainingConfig(BaseModel):
         300.0,
         gt=0,
         description="Seconds to wait for a (re)started inference server to answer /health.",
+    )
+    transfer_backend: Literal["nccl", "atropos_gloo"] = Field(
+        "nccl",
+        description="nccl mode: the servers' --weight-transfer-config backend. nccl: vLLM's own, on "
+        "GPUs (the trainer and the servers on different GPUs: NCCL refuses two ranks on one); "
+        "atropos_gloo: atroposlib's, for vLLM's CPU build (its worker extension registers it).",
+    )
+    transfer_master_address: str = Field(
+        "127.0.0.1",
+        description="nccl mode with atropos_gloo: the address of this trainer that the servers' "
+        "workers connect to (the group's TCP store); NCCL finds its own.",
+    )
+    transfer_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="nccl mode: the longest any step of a transfer may take (an HTTP call, the "
+        "workers joining, one tensor's broadcast) before the transfer fails.",
+    )
+    transfer_fallback: Literal["reload", "fail"] = Field(
+        "reload",
+        description="nccl mode: what a failed or refused transfer does: reload = say so once and "
+        "publish through disk (reload mode) for the rest of the run, counted in every step's "
+        "transfer_fallback; fail = end the run with that line.",
     )
     inference_memory_wait_s: float = Field(
         120.0,

@@ -86,9 +86,10 @@ from example_trainer.precision import (
     resolve_precision,
     warn_if_pure,
 )
+from example_trainer.refresh_modes import make_weight_refresh
 from example_trainer.resume import restore_training_state
 from example_trainer.train_step import train_step
-from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
+from example_trainer.weight_refresh import WeightRefresh
 
 if TYPE_CHECKING:
     from atroposlib.api.client import TrajectoryClient

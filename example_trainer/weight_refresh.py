@@ -49,7 +49,7 @@ from atroposlib.utils.net import wait_for_http
 
 from .checkpoint import save_model_folder, weights_bytes
 from .config import TrainingConfig
-from .device_memory import GIB, CudaMemory, DeviceMemory, utilization_in, wait_until_it_fits
+from .device_memory import GIB, DeviceMemory, utilization_in, wait_until_it_fits
 
 log = logging.getLogger(__name__)
 # how long a server that took a push may stay unreachable (a supervised restart) before a push fails
@@ -475,22 +475,3 @@ def _mib(n: Optional[int]) -> Optional[float]:
 
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def make_weight_refresh(
-    cfg: TrainingConfig, publish_dtype: Any = None, device: Any = None
-) -> WeightRefresh:
-    """The strategy of ``cfg.weight_refresh``; ``publish_dtype``: the dtype full weights are
-    published in (``precision.publish_dtype``), None = as the model holds them; ``device``: the
-    trainer's (restart mode checks a CUDA device's free memory before each launch)."""
-    cls: type[WeightRefresh] = {
-        "none": NoRefresh,
-        "reload": ReloadRefresh,
-        "restart": RestartRefresh,
-        "lora": LoraRefresh,
-    }[cfg.weight_refresh]
-    refresher = cls(cfg)
-    refresher.publish_dtype = publish_dtype
-    if isinstance(refresher, RestartRefresh) and getattr(device, "type", None) == "cuda":
-        refresher.memory = CudaMemory(device)
-    return refresher

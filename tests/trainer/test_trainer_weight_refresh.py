@@ -7,12 +7,8 @@ import pytest
 
 from atroposlib.errors import ConfigError, InferenceError
 from example_trainer.config import TrainingConfig
-from example_trainer.weight_refresh import (
-    LoraRefresh,
-    ReloadRefresh,
-    RestartRefresh,
-    make_weight_refresh,
-)
+from example_trainer.refresh_modes import make_weight_refresh
+from example_trainer.weight_refresh import LoraRefresh, ReloadRefresh, RestartRefresh
 
 
 def _cfg(tmp_path, **kw) -> TrainingConfig:
