@@ -15,7 +15,15 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-from _trainer_helpers import REPO, child_env
+from _trainer_helpers import (
+    REPO,
+    TRAINER_RUN_TIMEOUT_S,
+    child_env,
+    post_groups,
+    scripted_groups,
+    start,
+    trainer_cmd,
+)
 
 from atroposlib.errors import WeightTransferError
 from atroposlib.utils.net import free_port, wait_for_http
@@ -24,6 +32,7 @@ from example_trainer.config import TrainingConfig
 from example_trainer.refresh_modes import make_weight_refresh
 from example_trainer.transfer_group import GlooGroup, _join
 from example_trainer.transfer_refresh import TransferRefresh
+from tests.jsonl import read_jsonl
 
 
 class FakeServer:
@@ -219,3 +228,55 @@ def test_a_join_is_abandoned_as_soon_as_a_server_says_no():
     with pytest.raises(WeightTransferError, match="abandoned: the server said no"):
         _join("joining", lambda: time.sleep(30), 60, lambda: "the server said no")
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.slow  # a torchrun trainer run (~60-200 s on a loaded 2-core machine)
+@pytest.mark.timeout(2 * TRAINER_RUN_TIMEOUT_S)
+def test_fsdp_ranks_gather_and_rank_0_broadcasts_each_step(
+    run_api, tiny_model, tmp_path, fake_server
+):
+    """The trainer as a user runs it: 2 FSDP ranks (gloo), ``--weight-refresh nccl`` after every step.
+    The worker ends with exactly the weights of the step-2 checkpoint, and each step's row carries the
+    transfer and the version the server reports."""
+    from safetensors.torch import load_file
+
+    server = fake_server("ok")
+    api = run_api("--store", "memory")
+    post_groups(api.url, scripted_groups(4, seed=2))
+    save = tmp_path / "trainer"
+    cmd = trainer_cmd(
+        tiny_model,
+        api.url,
+        save,
+        2,
+        "--parallel",
+        "fsdp",
+        "--weight-refresh",
+        "nccl",
+        "--transfer-backend",
+        "atropos_gloo",
+        "--inference-urls",
+        server.url,
+        "--vllm-restart-interval",
+        "1",
+        "--checkpoint-interval",
+        "1",
+    )
+    cmd = [cmd[0], "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *cmd[1:]]
+    log = tmp_path / "trainer.log"
+    proc = start(cmd, log)
+    try:
+        assert proc.wait(TRAINER_RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+    rows = read_jsonl(save / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert [(r["transfer_fallback"], r["weights_version"]) for r in rows] == [(0, "1"), (0, "2")]
+    assert all(r["transfer_mib"] > 0 and r["transfer_s"] > 0 for r in rows)
+    got = server.received()
+    want = load_file(str(save / "checkpoints" / "step_0000002" / "model.safetensors"))
+    assert got["version"] == "2" and sorted(got["weights"]) == sorted(want)
+    for name, t in want.items():
+        assert torch.equal(got["weights"][name], t), name
