@@ -2,7 +2,7 @@
 broadcasts the weights to them, one tensor at a time, every step bounded by a deadline.
 
 * ``NcclGroup`` (``--transfer-backend nccl``, GPUs): vLLM's ``nccl`` backend. The trainer mints an
-  NCCL unique id, sends it as ``nccl_unique_id_b64`` and joins from it (``nccl_lib``); tensors must be
+  NCCL unique id, sends it as ``nccl_unique_id_b64`` and joins from it (``atroposlib.utils.nccl``); tensors must be
   on the trainer's CUDA device. NCCL refuses two ranks on one GPU, so the servers must run on other
   GPUs than the trainer's.
 * ``GlooGroup`` (``--transfer-backend atropos_gloo``): atroposlib's ``atropos_gloo`` backend for vLLM
@@ -27,8 +27,7 @@ from typing import Any, Optional
 import torch
 
 from atroposlib.errors import WeightTransferError
-
-from .nccl_lib import NcclComm, NcclLibrary, encode_unique_id
+from atroposlib.utils.nccl import NcclComm, NcclLibrary, encode_unique_id
 
 Abandon = Callable[[], Optional[str]]  # a reason to stop waiting (a server's error), or None
 

@@ -15,6 +15,11 @@ Out of order calls get vLLM's errors (500 with its message). ``--mode``:
 * ``not-configured``: every weight-transfer route answers vLLM's "Weight transfer not configured";
 * ``never-join``: ``/init_weight_transfer_engine`` accepts and then never joins (nor answers);
 * ``fail-update``: ``/update_weights`` fails (500) after receiving two tensors, as a worker would.
+
+``--device cuda:N`` makes it vLLM's ``nccl`` backend instead (``nccl_unique_id_b64`` rendezvous, the
+warm-up all-reduce, unpacked broadcasts into that GPU; ``atroposlib.utils.nccl``), keeping a checksum of
+what it received (``GET /state``) rather than the tensors: ``bench/gpu_check.py``'s transfer part, on a
+machine with two GPUs and no vLLM.
 """
 
 from __future__ import annotations
@@ -32,13 +37,26 @@ NOT_CONFIGURED = (
     "Weight transfer not configured. Please set weight_transfer_config to enable weight transfer."
 )
 INIT_FIELDS = {"master_address", "master_port", "rank_offset", "world_size", "session", "timeout_s"}
+# vLLM's NCCLWeightTransferInitInfo (its nccl backend), for --device cuda:N
+NCCL_INIT_FIELDS = {
+    "master_address",
+    "master_port",
+    "rank_offset",
+    "world_size",
+    "nccl_unique_id_b64",
+    "packed",
+    "packed_buffer_size_bytes",
+    "packed_num_buffers",
+}
 
 
 class FakeWorker:
     """The worker side: vLLM's state rules and the gloo receiving end."""
 
-    def __init__(self, mode: str, out: str) -> None:
-        self.mode, self.out = mode, out
+    def __init__(self, mode: str, out: str, device: str = "cpu") -> None:
+        self.mode, self.out, self.device = mode, out, device
+        self.nccl: Any = None  # the NCCL communicator (--device cuda:N)
+        self.checksum = 0.0
         self.group: Any = None
         self.store: Any = None
         self.active = False
@@ -51,6 +69,9 @@ class FakeWorker:
     def init(self, info: dict[str, Any]) -> None:
         import torch.distributed as dist
 
+        if self.device != "cpu":
+            self._init_nccl(info)
+            return
         unknown = set(info) - INIT_FIELDS
         if unknown:
             raise ValueError(
@@ -67,6 +88,29 @@ class FakeWorker:
         self.group = dist.ProcessGroupGloo(
             prefixed, int(info["rank_offset"]), int(info["world_size"]), timeout
         )
+
+    def _init_nccl(self, info: dict[str, Any]) -> None:
+        """Join as vLLM's nccl backend does from a unique id: rank ``rank_offset`` on this device,
+        then the one-element warm-up all-reduce."""
+        import base64
+
+        import torch
+
+        from atroposlib.utils.nccl import NcclComm, NcclLibrary
+
+        unknown = set(info) - NCCL_INIT_FIELDS
+        if unknown or "nccl_unique_id_b64" not in info:
+            raise ValueError(f"Invalid init_info for NCCLWeightTransferEngine: {sorted(info)}")
+        if info.get("packed"):
+            raise ValueError("this stand-in receives unpacked broadcasts only")
+        device = torch.device(self.device)
+        torch.cuda.set_device(device)
+        lib = NcclLibrary()
+        uid = base64.b64decode(info["nccl_unique_id_b64"], validate=True)
+        handle = lib.init_rank(uid, int(info["world_size"]), int(info["rank_offset"]))
+        self.nccl = NcclComm(lib, handle, device)
+        self.nccl.all_reduce_warmup().synchronize()
+        self.group = self.nccl
 
     def start(self) -> None:
         if self.group is None:
@@ -90,13 +134,19 @@ class FakeWorker:
             raise ValueError("`dtype_names` and `shapes` should be of the same size as `names`")
         options = dist.BroadcastOptions()
         options.rootRank = 0
+        if self.nccl is not None:
+            torch.cuda.set_device(self.nccl.device)  # this request's thread: the comm's device
         try:
             for i, (name, dtype, shape) in enumerate(zip(names, dtypes, shapes, strict=True)):
                 if self.mode == "fail-update" and i == 2:
                     raise RuntimeError("simulated worker failure while loading " + name)
-                t = torch.empty(shape, dtype=getattr(torch, dtype))
-                self.group.broadcast([t], options).wait()
-                self.received[name] = t
+                t = torch.empty(shape, dtype=getattr(torch, dtype), device=self.device)
+                if self.nccl is not None:
+                    self.nccl.broadcast(t).synchronize()
+                    self.checksum += float(t.double().sum())  # GPU runs keep only a checksum
+                else:
+                    self.group.broadcast([t], options).wait()
+                    self.received[name] = t
         except BaseException:
             self.active = False
             raise
@@ -110,7 +160,8 @@ class FakeWorker:
             )
         self.active = False
         self.version = version
-        torch.save({"weights": self.received, "version": version}, self.out)
+        if self.nccl is None:
+            torch.save({"weights": self.received, "version": version}, self.out)
 
 
 def _handler(worker: FakeWorker) -> type[BaseHTTPRequestHandler]:
@@ -136,7 +187,10 @@ def _handler(worker: FakeWorker) -> type[BaseHTTPRequestHandler]:
             elif path == "/health":
                 self._answer(200, {})
             elif path == "/state":  # for tests: what the worker is doing
-                self._answer(200, {"paused": worker.paused, "active": worker.active})
+                self._answer(
+                    200,
+                    {"paused": worker.paused, "active": worker.active, "checksum": worker.checksum},
+                )
             else:
                 self._answer(404, {"detail": "Not Found"})
 
@@ -191,8 +245,15 @@ def main() -> None:
     ap.add_argument(
         "--mode", choices=["ok", "not-configured", "never-join", "fail-update"], default="ok"
     )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu: the atropos_gloo backend; cuda:N: vLLM's nccl backend on that GPU (the trainer "
+        "on another one), receiving into GPU memory and keeping only a checksum",
+    )
     a = ap.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", a.port), _handler(FakeWorker(a.mode, a.out)))
+    worker = FakeWorker(a.mode, a.out, a.device)
+    server = ThreadingHTTPServer(("127.0.0.1", a.port), _handler(worker))
     server.daemon_threads = True
     server.serve_forever()
 

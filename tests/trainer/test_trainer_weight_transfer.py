@@ -61,7 +61,8 @@ class FakeServer:
         return torch.load(self.out, weights_only=False)
 
     def state(self) -> dict:
-        return httpx.get(self.url + "/state", timeout=10).json()
+        state = httpx.get(self.url + "/state", timeout=10).json()
+        return {k: state[k] for k in ("paused", "active")}
 
     def stop(self) -> None:
         self.proc.kill()

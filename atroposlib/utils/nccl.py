@@ -1,5 +1,5 @@
-"""The few NCCL calls the trainer makes itself, through ctypes: the trainer's end of vLLM's NCCL weight
-transfer.
+"""The few NCCL calls atroposlib makes itself, through ctypes: the trainer's end of vLLM's NCCL weight
+transfer (and the stand-in worker's end in ``atroposlib.testing.fake_weight_transfer``).
 
 vLLM's workers join an NCCL communicator with the trainer from a unique id the trainer mints
 (``nccl_unique_id_b64`` in ``/init_weight_transfer_engine``: vLLM's rendezvous for trainers that are not
@@ -167,8 +167,8 @@ class NcclComm:
         return self._done()
 
     def broadcast(self, tensor: Any) -> Any:
-        """Enqueue sending ``tensor`` (a contiguous CUDA tensor on this device) from rank 0 to every
-        rank; returns the event that completes with it."""
+        """Enqueue the broadcast of ``tensor`` (a contiguous CUDA tensor on this device) from rank 0:
+        sent by rank 0, received into it by the others; returns the event that completes with it."""
         import torch
 
         if tensor.device != self.device:
