@@ -41,6 +41,7 @@ Aggregation = Literal["token", "sequence", "constant"]
 AdvantageMode = Literal["grpo", "mean_only"]
 RefreshMode = Literal["restart", "reload", "lora", "nccl", "none"]
 ControlMode = Literal["none", "shuffled"]
+OverlongMode = Literal["keep", "mask", "penalize"]
 # time budgeted, beyond the configured timeouts, for saving weights, an API call and stopping a server
 WAIT_MARGIN_S = 600.0
 
@@ -130,6 +131,17 @@ class TrainingConfig(BaseModel):
         0.0,
         ge=0,
         description="Weight of the top-k distillation term when batches carry distill_token_ids/logprobs.",
+    )
+    overlong: OverlongMode = Field(
+        "mask",
+        description="Sequences whose last reply was cut at max_tokens (the groups' overlong flags): "
+        "mask leaves them out of the loss while they still count in their group's baseline "
+        "(DAPO's overlong filtering); keep trains them like finished ones; penalize takes "
+        "overlong_penalty off their reward before advantages. Counted per step "
+        "(overlong_sequences, overlong_masked, overlong_penalized).",
+    )
+    overlong_penalty: float = Field(
+        1.0, ge=0, description="penalize mode: reward taken off an overlong sequence."
     )
     control: ControlMode = Field(
         "none",

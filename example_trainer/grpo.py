@@ -262,6 +262,8 @@ def train(cfg: TrainingConfig) -> int:
                 shuffle_generator=shuffle_gen,
                 temperature=cfg.temperature,
                 temperature_from_groups=cfg.temperature_from_groups,
+                overlong=cfg.overlong,
+                overlong_penalty=cfg.overlong_penalty,
             )
             optimizer.zero_grad(set_to_none=True)
             stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)

@@ -149,6 +149,10 @@ def step_metrics(
         "sequences": len(flat.sequences),
         "groups": len(flat.group_scores),
         "masked_groups": flat.masked_groups,
+        "unscored_sequences": flat.unscored,
+        "overlong_sequences": flat.overlong,
+        "overlong_masked": flat.overlong_masked,
+        "overlong_penalized": flat.overlong_penalized,
         "policy_lag": lag,
         "time": time.time(),
     }

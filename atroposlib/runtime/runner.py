@@ -400,7 +400,15 @@ class ServeRunner:
         self.progress.maybe_log(self._progress_text, force=True)
         self.failures.maybe_summarise(force=True)
         logger.info("serve finished: %s", " ".join(f"{k}={v}" for k, v in self.counts.items()))
+        scorer = self.ctx.scorer
+        for counted in (
+            scorer.summary() if scorer else "",
+            self.env.server.managed_stats.summary(),
+        ):
+            if counted:
+                logger.info("counted: %s", counted)
         self.spool.close()
+        self.ctx.close_scorer()
         await self.env.server.close()
         self.ctx.metrics_logger.finish()
         if self.ctx.jsonl_writer is not None:
