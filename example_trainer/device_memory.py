@@ -32,7 +32,8 @@ GIB = 2**30
 class DeviceMemory(Protocol):
     """Free and total bytes of the device the inference server will run on."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def free_and_total(self) -> tuple[int, int]: ...
 

@@ -76,7 +76,7 @@ class NcclLibrary:
             _UniqueId,
             ctypes.c_int,
         ]
-        collective = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        collective: list[Any] = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         lib.ncclAllReduce.argtypes = [*collective, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         lib.ncclBroadcast.argtypes = [*collective, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         lib.ncclCommAbort.argtypes = [ctypes.c_void_p]

@@ -79,7 +79,9 @@ def test_weights_broadcast_through_vllms_weight_transfer_routes(dev_vllm, tiny_m
         assert ids != base_ids
         out = refresher.refresh(4, _model(tiny_model_dir), None)  # the start weights, back
         ids, lps = greedy(url, PROMPT)
-        assert ids == base_ids and max(abs(a - b) for a, b in zip(lps, base_lps, strict=True)) < 1e-4
+        assert (
+            ids == base_ids and max(abs(a - b) for a, b in zip(lps, base_lps, strict=True)) < 1e-4
+        )
     finally:
         refresher.close()
 
