@@ -63,10 +63,6 @@ def _join(what: str, work: Callable[[], Any], timeout_s: float, abandon: Abandon
     return box.get("value")
 
 
-# groups left with an operation in flight (see GlooGroup._abandon)
-_ABANDONED: list[Any] = []
-
-
 def _wait_for(
     done: Callable[[], bool],
     what: str,
@@ -114,8 +110,12 @@ class TransferGroup(ABC):
         reason (a server's update failed: its workers will not receive) or after ``timeout_s``."""
 
     @abstractmethod
+    def abandon(self) -> None:
+        """Leave the group at once after a failure, without waiting for it."""
+
+    @abstractmethod
     def close(self) -> None:
-        """Leave the group (after a failure: abort it)."""
+        """Leave the group, waiting (boundedly) for anything still running to end."""
 
 
 class GlooGroup(TransferGroup):
@@ -130,6 +130,9 @@ class GlooGroup(TransferGroup):
         )
         self.session = session or f"atropos-transfer-{time.time_ns()}"
         self.group: Any = None
+        self.gloo: Any = None  # the gloo backend behind ``group`` (the same object on CPU)
+        self._teardowns: list[threading.Thread] = []
+        self.timeout_s = 0.0
 
     def init_info(self, rank_offset: int, world_size: int, timeout_s: float) -> dict[str, Any]:
         return {
@@ -145,19 +148,20 @@ class GlooGroup(TransferGroup):
         import torch.distributed as dist
 
         # gloo's own limit a little later than ours, so the deadline below is the one that speaks
+        self.timeout_s = timeout_s
         timeout = timedelta(seconds=timeout_s + 5)
         prefixed = dist.PrefixStore(self.session, self.store)
 
-        def join() -> Any:
+        def join() -> tuple[Any, Any]:
             gloo = dist.ProcessGroupGloo(prefixed, 0, world_size, timeout)
             if self.device.type == "cpu":
-                return gloo
+                return gloo, gloo
             # NCCL's device rule: a group that has a backend for CUDA tensors only
             group = dist.ProcessGroup(prefixed, 0, world_size)
             group._register_backend(self.device, dist.ProcessGroup.BackendType.GLOO, gloo)
-            return group
+            return group, gloo
 
-        self.group = _join("joining the gloo group", join, timeout_s, abandon)
+        self.group, self.gloo = _join("joining the gloo group", join, timeout_s, abandon)
 
     def broadcast(self, tensor: torch.Tensor, timeout_s: float, abandon: Abandon) -> None:
         import torch.distributed as dist
@@ -172,24 +176,49 @@ class GlooGroup(TransferGroup):
             raise WeightTransferError(
                 f"transfer: broadcast failed: {str(e).strip().splitlines()[0]}"
             ) from e
-        _wait_for(work.is_completed, "a broadcast", timeout_s, abandon, self._abandon)
+        _wait_for(work.is_completed, "a broadcast", timeout_s, abandon, self.abandon)
         try:
             work.wait()  # completed: raises what the operation failed with, if it failed
         except RuntimeError as e:
-            self._abandon()
+            self.abandon()
             raise WeightTransferError(
                 f"transfer: broadcast failed: {str(e).strip().splitlines()[0]}"
             ) from e
 
-    def _abandon(self) -> None:
-        # an operation may still be pending on the group: destroying it would wait for that
-        # operation's own timeout, so it is set aside (its sockets close with the process)
-        if self.group is not None:
-            _ABANDONED.append(self.group)
-            self.group = None
+    def abandon(self) -> None:
+        """Leave the group without waiting. Aborting or destroying a gloo group with an operation
+        still in flight waits for that operation (until the peer leaves or its own timeout,
+        ``timeout_s`` + 5 s), so both happen in a background thread that holds the last
+        references."""
+        group, gloo = self.group, self.gloo
+        self.group = self.gloo = None
+        if gloo is None:
+            return
+
+        held = [group, gloo]
+        del group, gloo
+
+        def teardown() -> None:
+            try:
+                held[1].abort()
+            except RuntimeError:
+                pass
+            held.clear()  # the last references go here, in this thread
+
+        thread = threading.Thread(target=teardown, name="transfer-group-teardown", daemon=True)
+        thread.start()
+        self._teardowns.append(thread)
+
+    def wait_for_teardown(self, timeout_s: float) -> None:
+        """Before the process exits: a gloo group still being torn down when the interpreter ends
+        aborts the process (``terminate called without an active exception``)."""
+        deadline = time.monotonic() + timeout_s
+        for thread in self._teardowns:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
-        self.group = None
+        self.abandon()
+        self.wait_for_teardown(self.timeout_s + 10)
 
 
 class NcclGroup(TransferGroup):
@@ -231,6 +260,11 @@ class NcclGroup(TransferGroup):
         comm = self.comm
         done = comm.broadcast(tensor)
         _wait_for(done.query, "a broadcast", timeout_s, abandon, comm.abort)
+
+    def abandon(self) -> None:
+        if self.comm is not None:
+            self.comm.abort()  # ncclCommAbort: ends what is in flight at once
+            self.comm = None
 
     def close(self) -> None:
         if self.comm is not None:

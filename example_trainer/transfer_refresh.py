@@ -75,6 +75,7 @@ class TransferRefresh(WeightRefresh):
         self.servers = [WeightTransferClient(self._http, url) for url in self.urls]
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.servers)))
         self.group: Optional[TransferGroup] = None
+        self._left: list[TransferGroup] = []  # groups left after a failure, closed at the end
         self.fallback: Optional[WeightRefresh] = None
         self.last_version: Optional[str] = None
 
@@ -122,8 +123,10 @@ class TransferRefresh(WeightRefresh):
         )
 
     def _drop_group(self) -> None:
+        """Leave the group at once (a gloo group still busy is torn down in the background)."""
         if self.group is not None:
-            self.group.close()
+            self._left.append(self.group)
+            self.group.abandon()
             self.group = None
 
     def _fall_back(self, error: WeightTransferError) -> None:
@@ -240,7 +243,11 @@ class TransferRefresh(WeightRefresh):
                     except WeightTransferError:
                         pass
         finally:
-            self._drop_group()
+            if self.group is not None:
+                self.group.close()
+                self.group = None
+            for group in self._left:  # waits for a torn-down group's last operation to end
+                group.close()
             self._pool.shutdown(wait=False)
             self._http.close()
 

@@ -14,7 +14,8 @@ Out of order calls get vLLM's errors (500 with its message). ``--mode``:
 * ``ok``: as above;
 * ``not-configured``: every weight-transfer route answers vLLM's "Weight transfer not configured";
 * ``never-join``: ``/init_weight_transfer_engine`` accepts and then never joins (nor answers);
-* ``fail-update``: ``/update_weights`` fails (500) after receiving two tensors, as a worker would.
+* ``fail-update``: ``/update_weights`` fails (500) after receiving two tensors, as a worker would;
+* ``stall-update``: ``/update_weights`` never receives anything and never answers.
 
 ``--device cuda:N`` makes it vLLM's ``nccl`` backend instead (``nccl_unique_id_b64`` rendezvous, the
 warm-up all-reduce, unpacked broadcasts into that GPU; ``atroposlib.utils.nccl``), keeping a checksum of
@@ -136,6 +137,8 @@ class FakeWorker:
         options.rootRank = 0
         if self.nccl is not None:
             torch.cuda.set_device(self.nccl.device)  # this request's thread: the comm's device
+        if self.mode == "stall-update":
+            time.sleep(3600)  # a worker stuck before receiving anything, its call never returning
         try:
             for i, (name, dtype, shape) in enumerate(zip(names, dtypes, shapes, strict=True)):
                 if self.mode == "fail-update" and i == 2:
@@ -243,7 +246,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument(
-        "--mode", choices=["ok", "not-configured", "never-join", "fail-update"], default="ok"
+        "--mode",
+        choices=["ok", "not-configured", "never-join", "fail-update", "stall-update"],
+        default="ok",
     )
     ap.add_argument(
         "--device",

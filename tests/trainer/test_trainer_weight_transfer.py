@@ -182,15 +182,30 @@ def test_a_worker_failing_mid_update_stops_the_broadcast(tmp_path, tiny_model, f
     """The worker fails after two tensors: the trainer stops broadcasting at once (it does not wait
     for the deadline on a peer that left), resumes the server and says what failed."""
     server = fake_server("fail-update")
-    refresher = _refresher(tmp_path, server.url, transfer_fallback="fail", transfer_timeout_s=60)
+    refresher = _refresher(tmp_path, server.url, transfer_fallback="fail", transfer_timeout_s=20)
     try:
         refresher.start(str(tiny_model))
         t0 = time.monotonic()
         with pytest.raises(WeightTransferError, match="simulated worker failure") as err:
             refresher.refresh(1, _trained(tiny_model), None)
-        assert time.monotonic() - t0 < 30 and "\n" not in str(err.value)
+        assert time.monotonic() - t0 < 15 and "\n" not in str(err.value)
         assert server.state() == {"paused": False, "active": False}
         assert refresher.group is None  # a cut-short stream is not reused
+    finally:
+        refresher.close()
+
+
+def test_a_stalled_worker_ends_the_transfer_at_the_deadline(tmp_path, tiny_model, fake_server):
+    """The worker joined, then takes no tensor and never answers: the trainer gives up after
+    ``transfer_timeout_s`` with one line, falls back to disk and says so in the row."""
+    server = fake_server("stall-update")
+    refresher = _refresher(tmp_path, server.url, transfer_timeout_s=3)
+    try:
+        refresher.start(str(tiny_model))
+        t0 = time.monotonic()
+        out = refresher.refresh(1, _trained(tiny_model), None)
+        assert time.monotonic() - t0 < 40
+        assert out["transfer_fallback"] == 1 and refresher.group is None
     finally:
         refresher.close()
 
