@@ -151,7 +151,9 @@ class TrainingConfig(BaseModel):
 
     # --- API ------------------------------------------------------------------------------
     api_url: str = Field("http://localhost:8000", description="Trajectory API base URL.")
-    api_token: Optional[str] = Field(None, description="Bearer token for the trajectory API.")
+    api_token: Optional[str] = Field(
+        None, description="Bearer token for the trajectory API (default: $ATROPOS_API_TOKEN)."
+    )
     wandb_project: str = Field("atropos-grpo", description="wandb project (when use_wandb).")
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
     use_wandb: bool = Field(False, description="Log to wandb as well as to metrics.jsonl.")

@@ -69,6 +69,7 @@ class WeightRefresh:
         # the dtype full weights are published in (None: as the model holds them); see publish_dtype
         self.publish_dtype = publish_dtype
         self.last_saved_bytes: Optional[int] = None
+        self._written: list[str] = []  # weight folders this trainer wrote, oldest first
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
@@ -123,9 +124,13 @@ class WeightRefresh:
             self.last_saved_bytes / 2**20,
             f" in {_dtype_name(dtype)}" if dtype is not None else "",
         )
-        # keep this one and the previous (a server may still be reading it)
-        for old in sorted(p for p in self.weights_root.glob("step_*") if p.is_dir())[:-2]:
-            shutil.rmtree(old, ignore_errors=True)
+        # keep this one and the one this trainer wrote before it (a server may still be reading
+        # it); any other is older or an earlier life's (a resumed run writes lower steps again)
+        keep = {out.name, *self._written[-1:]}
+        self._written = [*self._written[-1:], out.name]
+        for old in self.weights_root.glob("step_*"):
+            if old.is_dir() and old.name not in keep:
+                shutil.rmtree(old, ignore_errors=True)
         return out
 
 

@@ -167,6 +167,7 @@ def create_app(
             )
         else:
             managed = DummyManagedServer(server, tokenizer, stats=server_manager.managed_stats)
+        server_manager.managed_stats.sessions += 1
         sid = str(uuid_lib.uuid4())
         state = SessionState(
             sid,

@@ -34,6 +34,7 @@ _DRIFT_HINT = {
 class ManagedStats:
     """Counts of one env's managed sessions (see the module docstring)."""
 
+    sessions: int = 0
     drifts: Counter[str] = field(default_factory=Counter)
     dropped_episodes: int = 0
     tool_parse_errors: Counter[str] = field(default_factory=Counter)
@@ -111,6 +112,7 @@ class ManagedStats:
     def metrics(self) -> dict[str, float]:
         """Step metrics: totals always, one entry per kind seen."""
         out: dict[str, float] = {
+            "managed/sessions": float(self.sessions),
             "managed/token_drifts": float(self.drift_total),
             "managed/dropped_episodes": float(self.dropped_episodes),
             "managed/tool_call_parse_errors": float(sum(self.tool_parse_errors.values())),
@@ -124,11 +126,13 @@ class ManagedStats:
         return out
 
     def summary(self) -> str:
-        """One line for a run's summary (empty when nothing was counted)."""
-        parts = []
-        if self.drifts:
-            kinds = ", ".join(f"{k}: {n}" for k, n in self.drifts.most_common())
-            parts.append(f"{self.drift_total} token drift(s) ({kinds})")
+        """One line for a run's summary: sessions and token drifts (also when 0, so a run can show
+        it was token-exact), and whatever else was counted; empty when no session was opened."""
+        if not self.sessions and not self.drifts and not self.tool_parse_errors:
+            return ""
+        parts = [f"{self.sessions} managed session(s)"]
+        kinds = ", ".join(f"{k}: {n}" for k, n in self.drifts.most_common())
+        parts.append(f"{self.drift_total} token drift(s)" + (f" ({kinds})" if kinds else ""))
         if self.dropped_episodes:
             parts.append(f"{self.dropped_episodes} episode(s) dropped for drift")
         if self.tool_parse_errors:

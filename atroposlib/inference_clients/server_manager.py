@@ -271,6 +271,7 @@ class ServerManager:
                     "--openai.server_type vllm (or sglang), or set ATROPOS_ALLOW_DUMMY_MANAGED_SERVER=1 "
                     "to tokenize the text locally with placeholder logprobs"
                 )
+            self.managed_stats.sessions += 1
             yield DummyManagedServer(target, tokenizer, stats=self.managed_stats)
             return
         managed = ManagedServer(
@@ -283,6 +284,7 @@ class ServerManager:
             on_token_drift=on_token_drift or self.on_token_drift,
             stats=self.managed_stats,
         )
+        self.managed_stats.sessions += 1
         try:
             yield managed
         finally:

@@ -400,13 +400,10 @@ class ServeRunner:
         self.progress.maybe_log(self._progress_text, force=True)
         self.failures.maybe_summarise(force=True)
         logger.info("serve finished: %s", " ".join(f"{k}={v}" for k, v in self.counts.items()))
-        scorer = self.ctx.scorer
-        for counted in (
-            scorer.summary() if scorer else "",
-            self.env.server.managed_stats.summary(),
-        ):
-            if counted:
-                logger.info("counted: %s", counted)
+        if managed := self.env.server.managed_stats.summary():
+            logger.info("managed sessions: %s", managed)
+        if self.ctx.scorer is not None and (unscored := self.ctx.scorer.summary()):
+            logger.info("scoring: %s", unscored)
         self.spool.close()
         self.ctx.close_scorer()
         await self.env.server.close()

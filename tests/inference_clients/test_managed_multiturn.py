@@ -92,6 +92,7 @@ def test_a_well_behaved_template_gives_one_exact_node_and_no_drift(tok_dir):
     with _scripted(tok, ["It is 5", "Yes, 5", "8"]) as fake:
         [node], answers, stats = asyncio.run(_episode(fake.base_url, tok))
     assert stats.drift_total == 0 and stats.metrics()["managed/token_drifts"] == 0
+    assert stats.summary() == "1 managed session(s), 0 token drift(s)"  # said, also when 0
     msgs = [*TURN1, {"role": "assistant", "content": "It is 5"}]
     msgs += [{"role": "tool", "content": '{"sum": 5}'}, {"role": "assistant", "content": "Yes, 5"}]
     msgs += [{"role": "user", "content": "Sure? And 4+4?"}]
