@@ -72,6 +72,11 @@ class InferenceRejected(InferenceError):
         return self.status_code in self.PERMANENT_STATUSES
 
 
+class WeightTransferError(InferenceError):
+    """Weights could not be pushed through an inference server's weight-transfer API: a server refused
+    the set-up, or a step (an HTTP call, the rendezvous, a broadcast) failed or missed its deadline."""
+
+
 class PromptTooLong(AtroposError, ValueError):
     """A prompt leaves no room for an answer within ``max_token_length``: that item cannot be asked
     as it is (an evaluation skips and counts it; see ``atroposlib.runtime.eval_items``)."""

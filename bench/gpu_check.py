@@ -13,6 +13,11 @@
    (``environments/arithmetic_server.py serve``) and the GRPO trainer on the same GPU, the trainer
    reloading the engine's weights in place after every step (the demo's processes, with a tiny model
    built on the spot): steps/s and refresh times.
+3. **the NCCL weight transfer** (``--weight-refresh nccl``, ``bench/gpu_transfer_check.py``): the
+   trainer's own transfer code publishes a Qwen2.5-0.5B-shaped model in bf16 from ``cuda:0`` to a
+   stand-in of vLLM's worker on ``cuda:1`` (its weight-transfer routes and NCCL receiving end:
+   vLLM itself cannot be carried to that machine): set-up and per-transfer seconds, GB/s, checksum.
+   Needs two GPUs (NCCL allows one rank per GPU); on one it says so and is skipped.
 
 Each part has a time box (``--budget-s`` in all, default 450 s, so that one 10-minute command also holds
 the install, the imports and the teardown); a part that runs out is reported as cut, never hangs.
@@ -237,6 +242,71 @@ def run_loop_part(device: str, steps: int, seconds: float, work: Path) -> dict[s
     return result
 
 
+# ----------------------------------------------------------------------------------------------
+# 3. the weight transfer (--weight-refresh nccl) between two GPUs
+# ----------------------------------------------------------------------------------------------
+TRANSFER_SCRIPT = REPO / "bench" / "gpu_transfer_check.py"
+
+
+def run_transfer_part(device: str, seconds: float, work: Path) -> dict[str, Any]:
+    """The trainer's NCCL transfer of a Qwen2.5-0.5B-shaped model (bf16) from cuda:0 to a stand-in
+    vLLM worker on cuda:1 (``bench/gpu_transfer_check.py``); skipped, saying why, with fewer GPUs."""
+    if device != "cuda":
+        return {"status": "skipped: needs CUDA (--device cpu)"}
+    import torch
+
+    n = torch.cuda.device_count()
+    if n < 2:
+        return {
+            "status": f"skipped: needs 2 GPUs, {n} here (NCCL allows one rank per GPU: the trainer "
+            "and vLLM's workers each need their own)"
+        }
+    from atroposlib.utils.net import free_port, wait_for_http
+
+    print(f"[gpu_check] nccl transfer cuda:0 -> cuda:1 ({seconds:.0f} s at most)", flush=True)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(work / "transfer-worker.log", "wb")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "atroposlib.testing.fake_weight_transfer",
+            "--port",
+            str(port),
+            "--out",
+            str(work / "transfer.pt"),
+            "--device",
+            "cuda:1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
+    try:
+        wait_for_http(url + "/health", timeout=60, proc=worker)
+        proc = subprocess.run(
+            [sys.executable, str(TRANSFER_SCRIPT), "--url", url],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=max(seconds - 10, 30),
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": "cut (time)"}
+    except (TimeoutError, RuntimeError) as e:
+        return {"status": f"error: the stand-in worker did not start: {e}"}
+    finally:
+        worker.kill()
+        worker.wait(10)
+        log.close()
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        return {"status": f"error (exit {proc.returncode}): {tail[-1][-200:] if tail else ''}"}
+    return {"status": "ok", **json.loads(lines[-1])}
+
+
 def _get_json(url: str) -> dict[str, Any]:
     import httpx
 
@@ -319,6 +389,16 @@ def table(report: dict[str, Any]) -> str:
         )
     else:
         lines.append("loop: not run")
+    tr = report.get("transfer")
+    if tr and tr.get("status") == "ok":
+        lines.append(
+            f"nccl transfer ({tr['shape']}, {tr['mib']:.0f} MiB bf16, cuda:0 -> cuda:1 stand-in "
+            f"worker): set-up {tr['setup_s']:.2f} s, per transfer "
+            f"{', '.join(f'{t:.3f}' for t in tr['transfer_s'])} s ({tr['gb_per_s']:.1f} GB/s), "
+            f"checksum {'ok' if tr['checksum_ok'] else 'MISMATCH'}"
+        )
+    else:
+        lines.append(f"nccl transfer: {tr['status'] if tr else 'not run'}")
     return "\n".join(lines)
 
 
@@ -331,7 +411,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--paths", default="chunked,full-vocab")
     p.add_argument("--train-steps", type=int, default=2, help="timed steps per configuration")
     p.add_argument("--loop-steps", type=int, default=8)
-    p.add_argument("--parts", default="train,loop")
+    p.add_argument("--parts", default="train,loop,transfer")
     p.add_argument("--budget-s", type=float, default=450.0, help="for everything after preflight")
     p.add_argument(
         "--bundle-line", default="", help="(from gpu_check.sh) what the bundle install did"
@@ -358,6 +438,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "peak_bf16_tflops": None,
         "train": [],
         "loop": None,
+        "transfer": None,
     }
     from bench.gpu_train_check import PEAK_BF16_TFLOPS
 
@@ -365,8 +446,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as tmp:
         work = Path(tmp)
         loop_share = 0.4 if "loop" in parts else 0.0
+        # reserved only where it can run (it needs CUDA, then skips at once with fewer than 2 GPUs)
+        transfer_s = 75.0 if "transfer" in parts and args.device == "cuda" else 0.0
         if "train" in parts:
-            train_s = args.budget_s * (1 - loop_share)
+            train_s = (args.budget_s - transfer_s) * (1 - loop_share)
             report["train"] = run_train_part(
                 [s for s in args.shapes.split(",") if s],
                 args.tokens,
@@ -377,8 +460,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                 work,
             )
         if "loop" in parts:
-            left = args.budget_s - (time.monotonic() - t_start)
+            left = args.budget_s - transfer_s - (time.monotonic() - t_start)
             report["loop"] = run_loop_part(args.device, args.loop_steps, max(left - 15, 30), work)
+        if "transfer" in parts:
+            left = args.budget_s - (time.monotonic() - t_start)
+            report["transfer"] = run_transfer_part(args.device, max(left - 5, 30), work)
     report["seconds"] = time.monotonic() - t_start
     text = table(report)
     print("\n" + text, flush=True)

@@ -7,6 +7,7 @@ Layout under ``<save_path>/checkpoints/``: one ``step_NNNNNNN/`` folder per chec
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -41,17 +42,72 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def publishable(model: Any, state_dict: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The tensors a published model holds, by checkpoint name: the model's state dict (or the given
+    full ``state_dict``) without the aliases of tied weights (``lm_head`` = ``embed_tokens``), which
+    ``save_pretrained`` leaves out of the model's own and an explicit dict would write twice."""
+    source = state_dict if state_dict is not None else model.state_dict()
+    first: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        first.setdefault(id(param), name)
+    params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    keep = set(first.values())
+    return {n: t for n, t in source.items() if n not in params or n in keep}
+
+
+def cast_state_dict(
+    model: Any, state_dict: Optional[dict[str, Any]], dtype: torch.dtype
+) -> dict[str, Any]:
+    """``publishable`` with every floating tensor in ``dtype`` (cast one tensor at a time)."""
+    return {
+        name: tensor.to(dtype) if tensor.is_floating_point() else tensor
+        for name, tensor in publishable(model, state_dict).items()
+    }
+
+
+def weights_bytes(folder: Path) -> int:
+    """Bytes of the weight files (``*.safetensors``) in a saved model folder."""
+    return sum(p.stat().st_size for p in Path(folder).glob("*.safetensors"))
+
+
+def _set_saved_dtype(folder: Path, dtype: torch.dtype) -> None:
+    """Record ``dtype`` in the saved ``config.json`` (``save_pretrained`` writes the dtype of the
+    model's parameters, the fp32 masters, not of the tensors it was handed)."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    name = str(dtype).replace("torch.", "")
+    for key in ("dtype", "torch_dtype"):
+        if key in config:
+            config[key] = name
+    if "dtype" not in config and "torch_dtype" not in config:
+        config["torch_dtype"] = name
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def save_model_folder(
-    model: Any, tokenizer: Any, out: Path, state_dict: Optional[dict[str, Any]] = None
+    model: Any,
+    tokenizer: Any,
+    out: Path,
+    state_dict: Optional[dict[str, Any]] = None,
+    dtype: Optional[torch.dtype] = None,
 ) -> Path:
     """``save_pretrained`` of model (+ tokenizer) into ``out`` via a temporary folder and a rename.
 
-    ``state_dict``: a gathered full state dict (FSDP); by default the model's own."""
+    ``state_dict``: a gathered full state dict (FSDP); by default the model's own. ``dtype``: write
+    the floating weights in this dtype (published weights: the compute dtype, e.g. bf16 from fp32
+    masters, half the bytes); None = as they are (checkpoints keep the masters for an exact resume)."""
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    if state_dict is not None:
+    if dtype is not None and any(
+        p.is_floating_point() and p.dtype != dtype for p in model.parameters()
+    ):
+        model.save_pretrained(
+            tmp, safe_serialization=True, state_dict=cast_state_dict(model, state_dict, dtype)
+        )
+        _set_saved_dtype(tmp, dtype)
+    elif state_dict is not None:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
     else:
         model.save_pretrained(tmp, safe_serialization=True)

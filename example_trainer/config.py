@@ -39,9 +39,11 @@ from example_trainer.losses.registry import OBJECTIVES
 
 Aggregation = Literal["token", "sequence", "constant"]
 AdvantageMode = Literal["grpo", "mean_only"]
-RefreshMode = Literal["restart", "reload", "lora", "none"]
+RefreshMode = Literal["restart", "reload", "lora", "nccl", "none"]
 ControlMode = Literal["none", "shuffled"]
 OverlongMode = Literal["keep", "mask", "penalize"]
+# time budgeted, beyond the configured timeouts, for saving weights, an API call and stopping a server
+WAIT_MARGIN_S = 600.0
 
 
 class TrainingConfig(BaseModel):
@@ -180,7 +182,15 @@ class TrainingConfig(BaseModel):
         "restart",
         description="How inference servers get new weights: restart (relaunch the server process), "
         "reload (load in place: /update_weights_from_disk on our engine and SGLang, dev-mode routes on "
-        "vLLM), lora (hot-load a peft adapter), none.",
+        "vLLM), lora (hot-load a peft adapter), nccl (broadcast to vLLM's workers through its "
+        "weight-transfer API, no disk), none.",
+    )
+    publish_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="dtype of the weights published to inference servers (restart and reload "
+        "folders, nccl transfers): auto = the compute dtype (bfloat16 when training in bf16 over "
+        "fp32 masters: half the bytes, and the values the trainer computes with); float32 for a "
+        "server that must get the fp32 masters. Checkpoints always keep the masters.",
     )
     vllm_restart_interval: int = Field(
         3, gt=0, description="Refresh the inference weights every N steps (all refresh modes)."
@@ -203,6 +213,36 @@ class TrainingConfig(BaseModel):
         300.0,
         gt=0,
         description="Seconds to wait for a (re)started inference server to answer /health.",
+    )
+    transfer_backend: Literal["nccl", "atropos_gloo"] = Field(
+        "nccl",
+        description="nccl mode: the servers' --weight-transfer-config backend. nccl: vLLM's own, on "
+        "GPUs (the trainer and the servers on different GPUs: NCCL refuses two ranks on one); "
+        "atropos_gloo: atroposlib's, for vLLM's CPU build (its worker extension registers it).",
+    )
+    transfer_master_address: str = Field(
+        "127.0.0.1",
+        description="nccl mode with atropos_gloo: the address of this trainer that the servers' "
+        "workers connect to (the group's TCP store); NCCL finds its own.",
+    )
+    transfer_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="nccl mode: the longest any step of a transfer may take (an HTTP call, the "
+        "workers joining, one tensor's broadcast) before the transfer fails.",
+    )
+    transfer_fallback: Literal["reload", "fail"] = Field(
+        "reload",
+        description="nccl mode: what a failed or refused transfer does: reload = say so once and "
+        "publish through disk (reload mode) for the rest of the run, counted in every step's "
+        "transfer_fallback; fail = end the run with that line.",
+    )
+    inference_memory_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="restart mode on a GPU shared with the trainer: seconds to wait, before each "
+        "launch, for the server's claim (--gpu-memory-utilization x the GPU's memory) to be free "
+        "while the old server releases it; then the run ends with one line.",
     )
     lora_adapter_name: str = Field(
         "policy",
@@ -233,6 +273,14 @@ class TrainingConfig(BaseModel):
     # --- distributed ---------------------------------------------------------------------
     parallel: Literal["ddp", "fsdp"] = Field(
         "ddp", description="Under torchrun: DDP or FSDP2 (gloo on CPU, NCCL on GPU)."
+    )
+    distributed_timeout: Optional[float] = Field(
+        None,
+        gt=0,
+        description="Under torchrun: seconds a collective may wait for another rank before the run "
+        "fails (the process group's timeout). Unset = the longest wait the loop plans: "
+        "inference_startup_timeout + batch_wait_timeout + 600 s for a save, an API call and a server "
+        "stop (NCCL's own default, 10 minutes, is shorter than a vLLM start-up plus a batch wait).",
     )
 
     # --- memory, precision and logits (GPU) -------------------------------------------------
@@ -311,6 +359,16 @@ class TrainingConfig(BaseModel):
         if self.gradient_accumulation_steps > 1:
             return 0
         return self.seq_len * max(1, 16384 // self.seq_len)
+
+    def planned_wait_s(self) -> float:
+        """The longest time one rank can wait in a collective for rank 0 by design: rank 0 (re)starting
+        the inference server, then waiting for a batch, plus ``WAIT_MARGIN_S`` for saving the weights,
+        a slow API call and stopping the old server."""
+        return self.inference_startup_timeout + self.batch_wait_timeout + WAIT_MARGIN_S
+
+    def resolved_distributed_timeout(self) -> float:
+        """``distributed_timeout``, or ``planned_wait_s()`` when unset."""
+        return self.distributed_timeout or self.planned_wait_s()
 
     def resolved_inference_urls(self) -> list[str]:
         return list(self.inference_urls) or [f"http://127.0.0.1:{self.vllm_port}"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Optional
 
 import torch
@@ -43,7 +44,13 @@ class DistInfo:
         return self.rank == 0
 
 
-def init_distributed(device: torch.device) -> DistInfo:
+def init_distributed(device: torch.device, timeout_s: Optional[float] = None) -> DistInfo:
+    """The process group of a ``torchrun`` rank (a no-op ``DistInfo`` on one process).
+
+    ``timeout_s``: how long a collective may wait for the other ranks (``TrainingConfig
+    .resolved_distributed_timeout``: by default the loop's longest planned wait). Left to torch, it
+    is 10 minutes for NCCL (30 for gloo), shorter than rank 0 starting vLLM and then waiting for a
+    batch while the other ranks sit in the batch broadcast."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo(device=device)
@@ -51,7 +58,10 @@ def init_distributed(device: torch.device) -> DistInfo:
         "nccl" if device.type == "cuda" else "gloo"
     )
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend)
+        kwargs: dict[str, Any] = {}
+        if timeout_s is not None:
+            kwargs["timeout"] = timedelta(seconds=timeout_s)
+        dist.init_process_group(backend=backend, **kwargs)
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":  # resolve_device gave this rank cuda:LOCAL_RANK
         torch.cuda.set_device(device)

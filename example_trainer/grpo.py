@@ -75,21 +75,26 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
-from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, note_batch, step_metrics
 from example_trainer.model_setup import (
     check_device,
     enable_gradient_checkpointing,
-    load_policy,
+    load_policy_for_training,
     load_reference,
     resolve_device,
     use_gradient_checkpointing,
 )
-from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
+from example_trainer.precision import (
+    fsdp_mp_policy,
+    publish_dtype,
+    resolve_precision,
+    warn_if_pure,
+)
+from example_trainer.refresh_modes import make_weight_refresh
 from example_trainer.resume import restore_training_state, settle_resume
 from example_trainer.staleness import StalenessReport, weights_lag
 from example_trainer.train_step import train_step
-from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
+from example_trainer.weight_refresh import WeightRefresh
 
 if TYPE_CHECKING:
     from atroposlib.api.client import TrajectoryClient
@@ -159,7 +164,20 @@ def train(cfg: TrainingConfig) -> int:
 
     device = resolve_device(cfg.device)
     check_device(device)
-    info = init_distributed(device)
+    info = init_distributed(device, cfg.resolved_distributed_timeout())
+    if info.enabled and info.is_main:
+        log.info(
+            "distributed: %d ranks, collective timeout %.0f s",
+            info.world_size,
+            cfg.resolved_distributed_timeout(),
+        )
+        if cfg.resolved_distributed_timeout() < cfg.planned_wait_s():
+            log.warning(
+                "distributed_timeout %.0f s is shorter than the longest planned wait (%.0f s: "
+                "inference start-up + batch wait + 600 s); a rank may time out while rank 0 waits",
+                cfg.resolved_distributed_timeout(),
+                cfg.planned_wait_s(),
+            )
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     random.seed(cfg.seed + info.rank)
@@ -175,9 +193,15 @@ def train(cfg: TrainingConfig) -> int:
     fsdp = info.enabled and cfg.parallel == "fsdp"
     precision = resolve_precision(cfg, device, fsdp=fsdp)
     warn_if_pure(precision)
-    model, tokenizer = load_policy(cfg.model_name if lora else start_from, precision.master, device)
-    if cfg.logprob_chunk_tokens > 0:  # before DDP/FSDP: its probe forward must be no collective
-        inspect_output_head(model)
+    # under FSDP (not LoRA) built on the meta device; rank 0 reads the weights, shared out below
+    model, tokenizer, pending = load_policy_for_training(
+        cfg.model_name if lora else start_from,
+        precision.master,
+        device,
+        info,
+        sharded=fsdp and not lora,
+        probe_head=cfg.logprob_chunk_tokens > 0,
+    )
     checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)
     if checkpointing:
         enable_gradient_checkpointing(model)
@@ -189,10 +213,11 @@ def train(cfg: TrainingConfig) -> int:
     if cfg.kl_coef > 0:
         ref_path = cfg.ref_model_name or cfg.model_name
         ref_model = load_reference(ref_path, precision, device, info, cfg.parallel)
-    refresher: WeightRefresh = make_weight_refresh(cfg)
+    refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision), device)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
+    pending.load_into(model, device)
     optimizer, scheduler = make_optimizer(model, cfg)
     step = 0
     if ckpt is not None:

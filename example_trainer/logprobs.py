@@ -321,6 +321,22 @@ def inspect_output_head(model: torch.nn.Module) -> Optional[LogitTransform]:
     return None if verdict is _UNSUPPORTED else verdict
 
 
+def head_verdict(model: torch.nn.Module) -> Any:
+    """The inspection's verdict for ``model`` (runs the probe once): a picklable value that
+    ``adopt_head_verdict`` gives to another copy of the same model (FSDP's ranks build theirs on the
+    meta device and cannot run the probe; rank 0 runs it on its copy and broadcasts this)."""
+    inspect_output_head(model)
+    head = _linear_head(model)
+    return None if head is None else _VERDICTS[head]
+
+
+def adopt_head_verdict(model: torch.nn.Module, verdict: Any) -> None:
+    """Record ``verdict`` (from ``head_verdict`` on an identical model) for ``model``'s head."""
+    head = _linear_head(model)
+    if head is not None and verdict is not None:
+        _VERDICTS[head] = verdict
+
+
 def output_head(model: torch.nn.Module) -> Optional[tuple[torch.nn.Linear, LogitTransform]]:
     """The model's output embedding and its logit transform when the chunked path is exact for it,
     else None (see ``inspect_output_head``)."""

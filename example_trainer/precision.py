@@ -93,3 +93,10 @@ def fsdp_mp_policy(precision: Precision) -> Optional[Any]:
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     return MixedPrecisionPolicy(param_dtype=precision.compute, reduce_dtype=torch.float32)
+
+
+def publish_dtype(cfg: Any, precision: Precision) -> torch.dtype:
+    """The dtype weights are published in (``publish_dtype``; ``auto`` = the compute dtype)."""
+    if cfg.publish_dtype == "auto":
+        return precision.compute
+    return getattr(torch, cfg.publish_dtype)

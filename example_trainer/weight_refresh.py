@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import shlex
 import shutil
 import signal
@@ -45,10 +44,12 @@ from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
 from atroposlib.inference_clients.registry import probe_server_type, weight_routes
 from atroposlib.inference_clients.weight_routes import WeightRoutes
+from atroposlib.launch.procs import group_members, signal_group
 from atroposlib.utils.net import wait_for_http
 
-from .checkpoint import save_model_folder
+from .checkpoint import save_model_folder, weights_bytes
 from .config import TrainingConfig
+from .device_memory import GIB, DeviceMemory, utilization_in, wait_until_it_fits
 
 log = logging.getLogger(__name__)
 # how long a server that took a push may stay unreachable (a supervised restart) before a push fails
@@ -60,11 +61,14 @@ class WeightRefresh:
 
     mode = "none"
 
-    def __init__(self, cfg: TrainingConfig) -> None:
+    def __init__(self, cfg: TrainingConfig, publish_dtype: Any = None) -> None:
         self.cfg = cfg
         self.urls = cfg.resolved_inference_urls()
         self.weights_root = Path(cfg.save_path) / "weights"
         self._kinds: dict[str, str] = {}
+        # the dtype full weights are published in (None: as the model holds them); see publish_dtype
+        self.publish_dtype = publish_dtype
+        self.last_saved_bytes: Optional[int] = None
         self._written: list[str] = []  # weight folders this trainer wrote, oldest first
         self._unlabelled: set[str] = set()  # servers that cannot label their weights
 
@@ -105,6 +109,8 @@ class WeightRefresh:
         for url in self.urls:
             try:
                 ok = self._routes(http, url).label(http, url.rstrip("/"), step)
+            except ConfigError:  # a server none of our backends knows: it cannot be labelled
+                ok = False
             except InferenceError as e:
                 log.warning(
                     "%s: could not label %s's weights as step %d: %s", self.mode, url, step, e
@@ -113,18 +119,34 @@ class WeightRefresh:
             if not ok and url not in self._unlabelled:
                 self._unlabelled.add(url)
                 log.warning(
-                    "%s: %s cannot label its weights (vLLM needs VLLM_SERVER_DEV_MODE=1): the policy "
+                    "%s: %s cannot label its weights (vLLM needs VLLM_SERVER_DEV_MODE=1; an unknown server cannot): the policy "
                     "versions of its completions are the envs' estimates",
                     self.mode,
                     url,
                 )
 
     def _save(
-        self, step: int, model: Any, tokenizer: Any, state_dict: Any = None, name: str = ""
+        self,
+        step: int,
+        model: Any,
+        tokenizer: Any,
+        state_dict: Any = None,
+        name: str = "",
+        dtype: Any = None,
     ) -> Path:
+        """Save the weights to publish (``dtype``: cast to it, e.g. the publish dtype) and log their
+        size: ``last_saved_bytes``, the refresh metrics' ``refresh_mib``."""
         self.weights_root.mkdir(parents=True, exist_ok=True)
         out = save_model_folder(
-            model, tokenizer, self.weights_root / (name or f"step_{step:07d}"), state_dict
+            model, tokenizer, self.weights_root / (name or f"step_{step:07d}"), state_dict, dtype
+        )
+        self.last_saved_bytes = weights_bytes(out)
+        log.info(
+            "%s: step %d's weights saved, %.1f MiB%s",
+            self.mode,
+            step,
+            self.last_saved_bytes / 2**20,
+            f" in {_dtype_name(dtype)}" if dtype is not None else "",
         )
         # keep this one and the one this trainer wrote before it (a server may still be reading
         # it); any other is older or an earlier life's (a resumed run writes lower steps again)
@@ -232,7 +254,9 @@ class ReloadRefresh(WeightRefresh):
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
         self._wait_pending()
-        path = str(self._save(step, model, tokenizer, state_dict).resolve())
+        path = str(
+            self._save(step, model, tokenizer, state_dict, dtype=self.publish_dtype).resolve()
+        )
         if self._pool is not None:
             self._pending = self._pool.submit(self._push, path, step)
         else:
@@ -245,6 +269,7 @@ class ReloadRefresh(WeightRefresh):
             "weights_version_step": done_step,
             "refresh_s": time.perf_counter() - t0,
             "reload_push_s": push_s,
+            "refresh_mib": _mib(self.last_saved_bytes),
         }
 
     def close(self) -> None:
@@ -284,6 +309,38 @@ class RestartRefresh(WeightRefresh):
                 raise ConfigError(f"inference_command must contain {needed} (got {self.command!r})")
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log_path = Path(cfg.save_path) / "inference_server.log"
+        # the GPU the server shares with the trainer (None: nothing to check, e.g. a CPU run)
+        self.memory: Optional[DeviceMemory] = None
+        self.memory_wait_s: Optional[float] = None  # the last launch's wait for room
+
+    def _make_room(self, cmd: str) -> None:
+        """Before a launch on a GPU shared with the trainer: wait until the server's claim
+        (``--gpu-memory-utilization`` x total) is free, or end the run with one line."""
+        _release_accelerator_memory()
+        if self.memory is None:
+            return
+        utilization = utilization_in(cmd)
+        if utilization is None:
+            log.info(
+                "restart: the inference command names no --gpu-memory-utilization; free memory on "
+                "%s is not checked before the launch",
+                self.memory.name,
+            )
+            return
+        free, self.memory_wait_s = wait_until_it_fits(
+            self.memory,
+            utilization,
+            self.cfg.inference_memory_wait_s,
+            release=_release_accelerator_memory,
+            log=log,
+        )
+        log.info(
+            "restart: %.1f GiB free on %s for a server claiming %g of it (waited %.1f s)",
+            free / GIB,
+            self.memory.name,
+            utilization,
+            self.memory_wait_s,
+        )
 
     def _launch(self, model_path: str, step: int) -> None:
         """Start the server on ``model_path`` (trainer step ``step``'s weights) and label them."""
@@ -295,7 +352,7 @@ class RestartRefresh(WeightRefresh):
             python=shlex.quote(self.python),
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        _release_accelerator_memory()
+        self._make_room(cmd)
         logf = open(self.log_path, "ab")
         log.info("starting inference server: %s", cmd)
         try:
@@ -323,19 +380,36 @@ class RestartRefresh(WeightRefresh):
             self._label(http, step)
 
     def _stop(self, grace: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL to the server's process group after ``grace`` seconds: vLLM stops its
-        engine at once but its HTTP server then waits for clients' open connections (an env's pending
-        request) to close, which can take as long as the client's timeout."""
-        if self.proc is None or self.proc.poll() is not None:
+        """SIGTERM the server, then SIGKILL its whole process group if anything of it is left after
+        ``grace`` seconds: vLLM stops its engine at once but its HTTP server then waits for clients'
+        open connections (an env's pending request) to close, which can take as long as the client's
+        timeout; and its engine process can outlive the API process, still holding the GPU's
+        memory. Returns when no process of the group is left (the next server's memory is free)."""
+        if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
+        pgid = self.proc.pid  # start_new_session: the server leads its own process group
+        deadline = time.monotonic() + grace
+        if self.proc.poll() is None:
+            self.proc.terminate()
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
                 pass
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = group_members(pgid)
+        if left:
+            log.warning(
+                "restart: %d process(es) of the old inference server still running after %.0f s; "
+                "killing them",
+                len(left),
+                grace,
+            )
+            signal_group(pgid, signal.SIGKILL)
+            end = time.monotonic() + 10
+            while group_members(pgid) and time.monotonic() < end:
+                time.sleep(0.05)
+        if self.proc.poll() is None:
             self.proc.wait(10)
 
     def start(self, model_path: str, step: int = 0) -> None:
@@ -345,10 +419,15 @@ class RestartRefresh(WeightRefresh):
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
-        path = self._save(step, model, tokenizer, state_dict)
+        path = self._save(step, model, tokenizer, state_dict, dtype=self.publish_dtype)
         self._stop()
         self._launch(str(path.resolve()), step)
-        return {"policy_version": step, "refresh_s": time.perf_counter() - t0}
+        return {
+            "policy_version": step,
+            "refresh_s": time.perf_counter() - t0,
+            "refresh_mib": _mib(self.last_saved_bytes),
+            "restart_memory_wait_s": self.memory_wait_s,
+        }
 
     def close(self) -> None:
         self._stop()
@@ -425,10 +504,9 @@ class LoraRefresh(WeightRefresh):
         self._http.close()
 
 
-def make_weight_refresh(cfg: TrainingConfig) -> WeightRefresh:
-    return {
-        "none": NoRefresh,
-        "reload": ReloadRefresh,
-        "restart": RestartRefresh,
-        "lora": LoraRefresh,
-    }[cfg.weight_refresh](cfg)
+def _mib(n: Optional[int]) -> Optional[float]:
+    return None if n is None else round(n / 2**20, 3)
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")

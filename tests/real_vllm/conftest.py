@@ -8,6 +8,7 @@ user's own). Where there is none, every test here is skipped with the one reason
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import threading
 import time
@@ -199,10 +200,14 @@ def dev_vllm(vllm_python, tiny_model_dir, tmp_path_factory) -> Iterator[dict[str
     """A plain and a LoRA (rank 4) vLLM server on the tiny model, in dev mode (the reload routes),
     started together once: the refresh tests change their weights; the streaming tests compare only
     the structure of streams, so they use the plain one too (a vLLM start-up is ~30 s of the suite).
+    The plain one also takes weights by broadcast (``--weight-transfer-config``, atroposlib's
+    ``atropos_gloo`` backend: vLLM's NCCL weight transfer on its CPU build); the LoRA one has no
+    weight-transfer backend (it refuses that set-up, as an unconfigured vLLM does).
     Idle, each holds ~3 GB and no CPU."""
+    transfer = ("--weight-transfer-config", json.dumps({"backend": "atropos_gloo"}))
     plain, lora = start_servers(
         [
-            (tiny_model_dir, {"dev_mode": True}),
+            (tiny_model_dir, {"dev_mode": True, "extra_args": transfer}),
             (tiny_model_dir, {"dev_mode": True, "lora_rank": 4}),
         ],
         vllm_python,

@@ -2,6 +2,7 @@
 (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); prints one JSON line of what it saw.
 
 ``gloo``: ``init_distributed`` as the trainer calls it, then every collective helper, with their values.
+``timeout``: a group made with a short timeout, and a rank left waiting past it.
 ``cuda-only``: the group made from ``ATROPOS_DIST_BACKEND=cuda:gloo`` (serves only CUDA tensors, like
 NCCL): what the trainer's start-up says, what the old CPU-tensor all-reduce did, and where each helper
 sends its tensors when given the group's device (CUDA) or, for contrast, CPU.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -85,11 +87,35 @@ def cuda_only() -> dict:
     out["helpers_on_group_device"] = {k: _error(f) for k, f in _helpers(cuda).items()}
     out["helpers_on_cpu"] = {k: _error(f) for k, f in _helpers(cpu).items()}
     out["cuda_available"] = torch.cuda.is_available()
+    # what this torch build says when a tensor is put on CUDA it cannot reach: "Torch not compiled
+    # with CUDA enabled" (a CPU build) or "Found no NVIDIA driver on your system" (a CUDA build on a
+    # machine without a GPU)
+    out["no_cuda_error"] = _error(lambda: torch.zeros(1, device="cuda"))
     dist.destroy_process_group()
     return out
 
 
+def timeout() -> dict:
+    """The process group's timeout is the one ``init_distributed`` is given: rank 0 sleeps past it
+    before the broadcast rank 1 waits in, and rank 1 reports how long it waited and what it got."""
+    limit = float(os.environ["TIMEOUT_S"])
+    info = init_distributed(torch.device("cpu"), timeout_s=limit)
+    out: dict = {"limit": limit}
+    if info.is_main:
+        time.sleep(limit * 3)
+        out["error"] = _error(lambda: broadcast_object({"late": True}, info))
+    else:
+        t0 = time.monotonic()
+        out["error"] = _error(lambda: broadcast_object(None, info))
+        out["waited_s"] = time.monotonic() - t0
+    return out
+
+
 if __name__ == "__main__":
-    result = {"gloo": gloo, "cuda-only": cuda_only}[sys.argv[1]]()
+    result = {"gloo": gloo, "cuda-only": cuda_only, "timeout": timeout}[sys.argv[1]]()
     result["rank"] = int(os.environ["RANK"])
     print(json.dumps(result), flush=True)
+    if sys.argv[1] == "timeout":
+        # a group whose operation timed out may abort in its destructor at exit ("terminate called
+        # without an active exception"): what this rank saw is printed, leave without it
+        os._exit(0)

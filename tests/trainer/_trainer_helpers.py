@@ -12,6 +12,12 @@ from atroposlib.api.client import TrajectoryClient
 from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
+# How long one trainer run may take in a test. A run here is mostly process start-up: on a 2-core
+# machine shared with other jobs (load 7-20) importing torch and transformers alone took 30 s (45 s
+# with torch 2.11's CUDA build, the GPU machine's), and a torchrun run starts three such processes.
+# The FSDP resume test (three runs, two under torchrun) measured 89-311 s, against the suite's 300 s
+# per test and the 180 s per run it allowed: it failed on time, not on an assertion, on a busy machine.
+TRAINER_RUN_TIMEOUT_S = 420
 
 
 def scripted_groups(

@@ -264,6 +264,8 @@ def test_whole_check_runs_on_cpu_in_the_stand_in(cputorch_machine, tmp_path):
     assert "MFU = 6 x params x tokens/s / 790 TFLOP/s" in table
     assert re.search(r"^tiny +10M +64 chunked +[\d,]+ +[\d.]+% +-$", table, re.M), table
     assert re.search(r"^loop \(.*engine on cpu\): 3/3 steps, [\d.]+ steps/s", table, re.M), table
+    assert report["transfer"]["status"].startswith("skipped: needs CUDA")
+    assert "\nnccl transfer: skipped: needs CUDA" in table
     assert report["table"] in proc.stdout
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _trainer_helpers import metrics_steps, post_groups, scripted_groups, start, trainer_cmd
+from _trainer_helpers import (
+    TRAINER_RUN_TIMEOUT_S,
+    metrics_steps,
+    post_groups,
+    scripted_groups,
+    start,
+    trainer_cmd,
+)
 
 from tests.jsonl import read_jsonl
 
@@ -39,7 +46,7 @@ def _run(run_api, tiny_model, tmp_path, name, groups, *extra, launcher=()):
     log = tmp_path / f"{name}.log"
     proc = start(cmd, log)
     try:
-        assert proc.wait(240) == 0, log.read_text()[-3000:]
+        assert proc.wait(TRAINER_RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -52,7 +59,8 @@ def _rows(save):
     return {r["step"]: r for r in rows}
 
 
-@pytest.mark.slow  # four trainer runs, two of them under torchrun (~60 s on a loaded 2-core machine)
+@pytest.mark.slow  # four trainer runs, two under torchrun: 60 s quiet, 250-300+ s on a loaded machine
+@pytest.mark.timeout(3 * TRAINER_RUN_TIMEOUT_S)
 def test_fsdp_with_checkpointing_sharded_reference_and_bf16_policy_matches_one_process(
     run_api, tiny_model, tmp_path
 ):

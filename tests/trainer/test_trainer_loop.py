@@ -7,7 +7,14 @@ import time
 
 import pytest
 import torch
-from _trainer_helpers import metrics_steps, post_groups, scripted_groups, start, trainer_cmd
+from _trainer_helpers import (
+    TRAINER_RUN_TIMEOUT_S,
+    metrics_steps,
+    post_groups,
+    scripted_groups,
+    start,
+    trainer_cmd,
+)
 
 from atroposlib.api.client import TrajectoryClient
 
@@ -31,6 +38,10 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
     api = run_api()
     save = tmp_path / "trainer"
     groups = scripted_groups(12)  # 6 batches of 2 groups x 4 sequences
+    for g in groups[
+        6:
+    ]:  # generated after step 3's weights were out: within run-api's default bound
+        g["policy_version"] = 3
     post_groups(api.url, groups[:6])
 
     # run 1: three steps, checkpoint every step
@@ -164,9 +175,13 @@ def test_resume_says_how_many_acknowledged_batches_the_model_lacks(
 _TORCHRUN_2 = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
-def _train_on(run_api, tiny_model, tmp_path, name, groups, steps, *extra, launcher=()):
-    """Post ``groups`` to a fresh API and train ``steps`` steps on them; returns the save folder."""
-    api = run_api("--store", "memory")
+RUN_TIMEOUT_S = TRAINER_RUN_TIMEOUT_S
+
+
+def _train_on(run_api, tiny_model, tmp_path, name, groups, steps, *extra, launcher=(), api=None):
+    """Post ``groups`` to an API (a fresh one unless ``api`` is given) and train ``steps`` steps on
+    them; returns the save folder."""
+    api = api or run_api("--store", "memory")
     post_groups(api.url, groups)
     save = tmp_path / name
     cmd = trainer_cmd(tiny_model, api.url, save, steps, "--weight-refresh", "none", *extra)
@@ -175,7 +190,7 @@ def _train_on(run_api, tiny_model, tmp_path, name, groups, steps, *extra, launch
     log = tmp_path / f"{name}.log"
     proc = start(cmd, log)
     try:
-        assert proc.wait(180) == 0, log.read_text()[-3000:]
+        assert proc.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:  # torchrun forwards SIGTERM to its workers
             proc.terminate()
@@ -205,10 +220,13 @@ def test_two_ranks_with_gloo_match_one_process(run_api, tiny_model, tmp_path):
     _assert_same_trained_weights(tiny_model, results["single"], results["ddp"], atol=1e-5)
 
 
+@pytest.mark.slow  # three trainer runs, two under torchrun: 90-310 s measured on a loaded 2-core machine
+@pytest.mark.timeout(3 * RUN_TIMEOUT_S)
 def test_two_fsdp_ranks_with_gloo_match_one_process_and_resume(run_api, tiny_model, tmp_path):
     """torchrun with 2 CPU processes (gloo, FSDP2 ``fully_shard``): the full weights rank 0 gathers and
     writes as an HF folder equal a single process's on the same batches, and an FSDP resume restores
-    the optimizer state (gathered in full at save), so 2+1 steps with a restart equal 3 straight steps."""
+    the optimizer state (gathered in full at save), so 2+1 steps with a restart equal 3 straight steps.
+    The resumed run meets the same run-api again, as a restarted trainer does."""
     from transformers import AutoModelForCausalLM
 
     groups = scripted_groups(6, seed=5)
@@ -216,6 +234,7 @@ def test_two_fsdp_ranks_with_gloo_match_one_process_and_resume(run_api, tiny_mod
         run_api, tiny_model, tmp_path, "single", groups, 3, "--checkpoint-interval", "1"
     )
     assert metrics_steps(single) == [1, 2, 3]
+    fsdp_api = run_api("--store", "memory")
     fsdp = _train_on(
         run_api,
         tiny_model,
@@ -226,6 +245,7 @@ def test_two_fsdp_ranks_with_gloo_match_one_process_and_resume(run_api, tiny_mod
         "--parallel",
         "fsdp",
         launcher=_TORCHRUN_2,
+        api=fsdp_api,
     )
     assert metrics_steps(fsdp) == [1, 2]
     step2 = fsdp / "checkpoints" / "step_0000002"
@@ -252,6 +272,7 @@ def test_two_fsdp_ranks_with_gloo_match_one_process_and_resume(run_api, tiny_mod
         "--gradient-accumulation-steps",
         "4",
         launcher=_TORCHRUN_2,
+        api=fsdp_api,
     )
     log = (tmp_path / "fsdp.log").read_text()
     assert "resumed from" in log and "optimizer moments are not restored" not in log

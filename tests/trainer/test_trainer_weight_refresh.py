@@ -7,12 +7,8 @@ import pytest
 
 from atroposlib.errors import ConfigError, InferenceError
 from example_trainer.config import TrainingConfig
-from example_trainer.weight_refresh import (
-    LoraRefresh,
-    ReloadRefresh,
-    RestartRefresh,
-    make_weight_refresh,
-)
+from example_trainer.refresh_modes import make_weight_refresh
+from example_trainer.weight_refresh import LoraRefresh, ReloadRefresh, RestartRefresh
 
 
 def _cfg(tmp_path, **kw) -> TrainingConfig:
@@ -248,3 +244,63 @@ def test_restart_custom_command_gets_the_python_placeholder(tmp_path, monkeypatc
     refresh.python = "/no/such/python"
     with pytest.raises(InferenceError, match="/no/such/python"):
         refresh.start(str(tmp_path))
+
+
+def test_weights_are_published_in_the_compute_dtype_and_their_size_is_logged(
+    tmp_path, tiny_model, caplog
+):
+    """bf16 compute over fp32 masters publishes bf16 (half the bytes; the values the trainer computes
+    with), the server's loader takes it in its own dtype, the tied LM head is written once, and the
+    size is in the log line and the refresh metrics. Checkpoints keep the fp32 masters."""
+    import json
+    import logging
+
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from atroposlib.inference.loading import load_causal_lm
+    from example_trainer.checkpoint import save_model_folder, weights_bytes
+    from example_trainer.precision import Precision, publish_dtype
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    with torch.no_grad():  # "trained": values that bf16 rounds
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 1e-3)
+    mixed = Precision(compute=torch.bfloat16, master=torch.float32)
+    assert publish_dtype(_cfg(tmp_path), mixed) == torch.bfloat16
+    assert publish_dtype(_cfg(tmp_path, publish_dtype="float32"), mixed) == torch.float32
+    fp32 = Precision(compute=torch.float32, master=torch.float32)
+    assert publish_dtype(_cfg(tmp_path), fp32) == torch.float32  # CPU runs publish as before
+
+    # a server that has no reload route: the save and its log line come first, then the push fails
+    strategy = make_weight_refresh(
+        _cfg(
+            tmp_path,
+            weight_refresh="reload",
+            async_refresh=False,
+            inference_server="atropos",
+            inference_urls=["http://127.0.0.1:9"],
+        ),
+        publish_dtype=torch.bfloat16,
+    )
+    with caplog.at_level(logging.INFO, logger="example_trainer.weight_refresh"):
+        with pytest.raises(InferenceError):
+            strategy.refresh(1, model, None)
+    folder = strategy.weights_root / "step_0000001"
+    published = load_file(str(folder / "model.safetensors"))
+    assert {t.dtype for t in published.values()} == {torch.bfloat16}
+    assert "lm_head.weight" not in published  # tied to embed_tokens: written once
+    assert json.loads((folder / "config.json").read_text())["dtype"] == "bfloat16"
+    masters = save_model_folder(model, None, tmp_path / "fp32")
+    assert {t.dtype for t in load_file(str(masters / "model.safetensors")).values()} == {
+        torch.float32
+    }
+    size, full = weights_bytes(folder), weights_bytes(masters)
+    assert size == strategy.last_saved_bytes and 0.45 < size / full < 0.55
+    assert f"reload: step 1's weights saved, {size / 2**20:.1f} MiB in bfloat16" in caplog.text
+
+    served = load_causal_lm(folder, "float32")  # what the CPU engine's reload does with it
+    want = {n: p.detach().to(torch.bfloat16).float() for n, p in model.named_parameters()}
+    for n, p in served.named_parameters():
+        assert torch.equal(p, want[n]), n

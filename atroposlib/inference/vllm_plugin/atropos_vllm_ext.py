@@ -13,6 +13,10 @@ on ``PYTHONPATH``; call it with ``POST /collective_rpc {"method": "atropos_reloa
 {"weights_path": DIR}}`` (needs ``VLLM_SERVER_DEV_MODE=1``), between ``/pause?mode=wait`` and
 ``/resume``, followed by ``/reset_prefix_cache`` (cached KV blocks were computed with the old weights).
 
+Loading this module (vLLM does, for ``--worker-extension-cls``) also registers the ``atropos_gloo``
+weight-transfer backend (``atropos_vllm_transfer``): vLLM's NCCL weight-transfer routes with a gloo
+data plane, for a server without a GPU (``--weight-transfer-config '{"backend": "atropos_gloo"}'``).
+
 This module runs inside vLLM's process and imports only vLLM and torch.
 """
 
@@ -28,11 +32,11 @@ class AtroposWorkerExtension:
         """Load the checkpoint at ``weights_path`` into the running model; return what was repacked."""
         runner = self.model_runner  # type: ignore[attr-defined]
         runner.reload_weights(weights_path=weights_path)
-        repacked = _repack_cpu_gemms(runner.get_model())
+        repacked = repack_cpu_gemms(runner.get_model())
         return {"weights_path": weights_path, "repacked_layers": repacked}
 
 
-def _repack_cpu_gemms(model: Any) -> list[str]:
+def repack_cpu_gemms(model: Any) -> list[str]:
     """Re-run the CPU GEMM dispatch of layers that pre-packed a weight they still hold."""
     from vllm.platforms import current_platform
 
@@ -50,3 +54,21 @@ def _repack_cpu_gemms(model: Any) -> list[str]:
         dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
         done.append(name)
     return done
+
+
+def _register_transfer_backend() -> None:
+    """Make ``atropos_gloo`` a weight-transfer backend of this vLLM (a no-op on a vLLM without the
+    weight-transfer API, or when already registered)."""
+    try:
+        from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
+    except ImportError:
+        return
+    try:
+        WeightTransferEngineFactory.register_engine(
+            "atropos_gloo", "atropos_vllm_transfer", "GlooWeightTransferEngine"
+        )
+    except ValueError:  # registered already (the module was imported twice)
+        pass
+
+
+_register_transfer_backend()
