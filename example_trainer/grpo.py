@@ -71,6 +71,7 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
+from example_trainer.flops import model_cost, step_flops
 from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
@@ -83,6 +84,7 @@ from example_trainer.model_setup import (
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
 from example_trainer.resume import restore_training_state
+from example_trainer.step_timing import StepTimer, device_sync
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
@@ -186,6 +188,7 @@ def train(cfg: TrainingConfig) -> int:
     refresher: WeightRefresh = make_weight_refresh(cfg)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
+    cost = model_cost(model)  # matmul weights, for each step's FLOPs estimate
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
     optimizer, scheduler = make_optimizer(model, cfg)
     step = 0
@@ -211,13 +214,15 @@ def train(cfg: TrainingConfig) -> int:
             wandb_group=cfg.wandb_group,
             config=cfg.model_dump(),
         )
+    timer = StepTimer(sync=device_sync(device.type))  # where each step's time goes
     try:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
             batch = batch_id = batch_step = None
-            if client is not None:
-                batch, batch_id, batch_step = wait_for_batch(client, cfg)
-            batch, batch_id, batch_step = broadcast_object((batch, batch_id, batch_step), info)
+            with timer.phase("wait"):
+                if client is not None:
+                    batch, batch_id, batch_step = wait_for_batch(client, cfg)
+                batch, batch_id, batch_step = broadcast_object((batch, batch_id, batch_step), info)
             if batch_step is not None and batch_step <= step:
                 # redelivered after a crash between checkpoint and ack: its update is already in the
                 # weights we resumed from, so acknowledge it without training it twice
@@ -230,27 +235,33 @@ def train(cfg: TrainingConfig) -> int:
                     client.ack_batch(batch_id)
                 continue
             t0 = time.perf_counter()
-            flat = flatten_batch(
-                batch,
-                seq_len=cfg.seq_len,
-                advantage_mode=cfg.advantage_mode,
-                shuffle_generator=shuffle_gen,
-                temperature=cfg.temperature,
-                temperature_from_groups=cfg.temperature_from_groups,
-            )
-            optimizer.zero_grad(set_to_none=True)
-            stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-            if math.isfinite(grad_norm):
-                optimizer.step()
-            else:
-                log.error("step %d: non-finite gradient norm; update skipped", step + 1)
-            scheduler.step()
+            with timer.phase("prepare"):
+                flat = flatten_batch(
+                    batch,
+                    seq_len=cfg.seq_len,
+                    advantage_mode=cfg.advantage_mode,
+                    shuffle_generator=shuffle_gen,
+                    temperature=cfg.temperature,
+                    temperature_from_groups=cfg.temperature_from_groups,
+                )
+            with timer.phase("optimizer"):
+                optimizer.zero_grad(set_to_none=True)
+            stats = train_step(model, ref_model, flat, cfg, info, device, pad_id, timer)
+            with timer.phase("optimizer"):
+                grad_norm = float(
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                )
+                if math.isfinite(grad_norm):
+                    optimizer.step()
+                else:
+                    log.error("step %d: non-finite gradient norm; update skipped", step + 1)
+                scheduler.step()
             step += 1
             step_time = time.perf_counter() - t0
             extra: dict[str, Any] = {}
             if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
-                extra = publish(refresher, model, tokenizer, step, cfg, info)
+                with timer.phase("publish"):
+                    extra = publish(refresher, model, tokenizer, step, cfg, info)
             if (
                 metrics is not None
             ):  # logged before the checkpoint and ack: a kill after them loses no row
@@ -258,14 +269,17 @@ def train(cfg: TrainingConfig) -> int:
                     step, flat, stats, grad_norm, scheduler.get_last_lr()[0], step_time, t0 - t_wait
                 )
                 m.update(extra)
+                m.update(_timing_fields(timer, cost, stats))
                 metrics.log(m)
                 print(format_step_line(m, cfg.training_steps), flush=True)
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
-                checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
+                with timer.phase("checkpoint"):
+                    checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
             if (
                 client is not None and batch_id
             ):  # after the update and its checkpoint: never redelivered
-                client.ack_batch(batch_id)
+                with timer.phase("ack"):
+                    client.ack_batch(batch_id)
         if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
             checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
         # ranks leave together: one tearing down its process group while rank 0 still writes aborts (gloo)
@@ -279,6 +293,17 @@ def train(cfg: TrainingConfig) -> int:
                 client.close()
         shutdown(info)
     return step
+
+
+def _timing_fields(timer: StepTimer, cost: Any, stats: dict[str, float]) -> dict[str, float]:
+    """The step's time breakdown (``step_timing.py``) and its estimated arithmetic (``flops.py``):
+    ``train_tflop`` for forward + backward of the whole batch, ``train_tflop_per_s`` over their time."""
+    row = timer.row()
+    flop = step_flops(cost, stats.get("padded_tokens", 0.0), stats.get("padded_square_sum", 0.0))
+    compute_s = row["time_forward_s"] + row["time_backward_s"]
+    row["train_tflop"] = flop / 1e12
+    row["train_tflop_per_s"] = flop / compute_s / 1e12 if compute_s > 0 else 0.0
+    return row
 
 
 def _full_state_dict(
