@@ -98,7 +98,28 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "own Python: ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh; smollm2's only choice); tiny "
         "reloads full weights in place every step, smollm2 hot-loads a LoRA adapter.",
     )
+    p.add_argument(
+        "--on-policy",
+        action="store_true",
+        help="The env samples each batch only after the trainer published the previous step's "
+        "weights (no policy lag; generation and training take turns). Default: the env generates the "
+        "next batch while the trainer trains (at most one batch ahead, up to one step of lag).",
+    )
+    p.add_argument(
+        "--operands",
+        type=non_negative_int,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="smollm2: operand range of the questions 'What is a + b?' (default 1 9; e.g. 10 99 for "
+        "two-digit sums).",
+    )
     args = p.parse_args(argv)
+    if args.operands is not None:
+        if args.model != "smollm2":
+            p.error("--operands applies to --model smollm2 (the tiny model's task is fixed)")
+        if args.operands[1] < args.operands[0]:
+            p.error(f"--operands: HIGH ({args.operands[1]}) is below LOW ({args.operands[0]})")
     if args.model == "smollm2":
         from example_trainer.demo_smollm2 import DEFAULTS
 
@@ -349,11 +370,13 @@ def write_report(
         )
         held = "greedy accuracy on all 100 problems"
         runtime = "BaseEnv runtime, `serve`"
+    where = step_breakdown_line(rows, args)
     summary = (
         f"{model} ({runtime}) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first {k} steps was {first:.3f} and over the last {k} "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); {held} went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
+        f" Where a trainer step went: {where}."
     )
     (out / "summary.txt").write_text(summary + "\n")
     print(
@@ -366,11 +389,37 @@ def write_report(
         flush=True,
     )
     print(f"[demo] {refresh_times(rows)}", flush=True)
+    print(f"[demo] step time: {where}", flush=True)
     print(
         f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html",
         flush=True,
     )
     return 0
+
+
+def trainer_dtype(args: argparse.Namespace) -> str:
+    """The trainer's compute dtype in this demo (what the matmul peak is measured at)."""
+    if args.model == "smollm2":
+        from example_trainer.demo_smollm2 import TRAINER_DTYPE
+
+        return TRAINER_DTYPE
+    return "float32"
+
+
+def step_breakdown_line(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Where the trainer's steps went (``step_timing.breakdown``, start-up step left out), against this
+    machine's matmul peak measured now, at the trainer's thread count and compute dtype."""
+    from example_trainer.flops import matmul_peak
+    from example_trainer.step_timing import breakdown, format_breakdown
+
+    b = breakdown(rows)
+    if not b:
+        return format_breakdown(b)
+    dtype = trainer_dtype(args)
+    peak = matmul_peak(dtype, threads=args.threads, seconds=1.0)
+    return format_breakdown(
+        b, peak, f" ({dtype}, {args.threads} thread(s), measured after the run)"
+    )
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -29,7 +29,14 @@ LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 MAX_REPLY_TOKENS = 16
 OPERANDS = (1, 9)
 HELD_OUT = 30
+TRAINER_DTYPE = "float32"  # the trainer's compute dtype (--dtype)
 DEFAULTS = {"steps": 40, "prompts_per_step": 4, "group_size": 8, "lr": 5e-4, "warmup_sft_steps": 0}
+
+
+def operands(args: argparse.Namespace) -> tuple[int, int]:
+    """The operand range of this run's questions (``--operands``, default ``OPERANDS``)."""
+    chosen = getattr(args, "operands", None)
+    return (chosen[0], chosen[1]) if chosen else OPERANDS
 
 
 def smollm2_missing() -> str | None:
@@ -67,7 +74,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         print(f"[demo] importing SmolLM2-135M-Instruct into {MODEL_CACHE} (once) ...", flush=True)
         import_smollm2(MODEL_CACHE)
     t0 = time.perf_counter()
-    _, held_out = split_problems(*OPERANDS, HELD_OUT, args.seed)
+    _, held_out = split_problems(*operands(args), HELD_OUT, args.seed)
     acc, rows = chat_greedy_accuracy(MODEL_CACHE, held_out, MAX_REPLY_TOKENS)
     n_params = checkpoint_params(MODEL_CACHE)
     return {
@@ -109,10 +116,11 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                         "tokenizer_name": model,
                         "group_size": args.group_size,
                         "max_batches_offpolicy": 1,
+                        "on_policy": bool(getattr(args, "on_policy", False)),
                         "total_steps": args.steps,
                         "seed": args.seed,
-                        "min_operand": OPERANDS[0],
-                        "max_operand": OPERANDS[1],
+                        "min_operand": operands(args)[0],
+                        "max_operand": operands(args)[1],
                         "held_out": HELD_OUT,
                         "max_completion_tokens": MAX_REPLY_TOKENS,
                         "max_token_length": 128,
@@ -145,6 +153,7 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 "control": args.control,
                 "seed": args.seed,
                 "device": "cpu",
+                "dtype": TRAINER_DTYPE,
             }
         },
     }

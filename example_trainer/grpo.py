@@ -71,7 +71,7 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
-from example_trainer.flops import model_cost, step_flops
+from example_trainer.flops import ModelCost, model_cost, step_flops
 from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
@@ -295,11 +295,16 @@ def train(cfg: TrainingConfig) -> int:
     return step
 
 
-def _timing_fields(timer: StepTimer, cost: Any, stats: dict[str, float]) -> dict[str, float]:
+def _timing_fields(timer: StepTimer, cost: ModelCost, stats: dict[str, float]) -> dict[str, float]:
     """The step's time breakdown (``step_timing.py``) and its estimated arithmetic (``flops.py``):
     ``train_tflop`` for forward + backward of the whole batch, ``train_tflop_per_s`` over their time."""
     row = timer.row()
-    flop = step_flops(cost, stats.get("padded_tokens", 0.0), stats.get("padded_square_sum", 0.0))
+    flop = step_flops(
+        cost,
+        stats.get("padded_tokens", 0.0),
+        stats.get("padded_square_sum", 0.0),
+        head_tokens=stats.get("head_tokens"),
+    )
     compute_s = row["time_forward_s"] + row["time_backward_s"]
     row["train_tflop"] = flop / 1e12
     row["train_tflop_per_s"] = flop / compute_s / 1e12 if compute_s > 0 else 0.0

@@ -102,15 +102,17 @@ def breakdown(rows: list[dict], skip_first: int = 1) -> dict[str, float]:
         return {}
     keys = [f"time_{k}_s" for k in PHASES] + ["time_other_s", "time_step_s"]
     out = {k: sum(float(r.get(k) or 0.0) for r in timed) / len(timed) for k in keys}
-    loads = [float(r["server_load_s"]) for r in timed if r.get("server_load_s") is not None]
-    if loads:
-        out["server_load_s"] = sum(loads) / len(loads)
+    for key in ("server_load_s", "train_tflop"):
+        values = [float(r[key]) for r in timed if r.get(key) is not None]
+        if values:
+            out[key] = sum(values) / len(values)
     out["steps"] = float(len(timed))
     return out
 
 
-def format_breakdown(b: dict[str, float]) -> str:
-    """One line: mean step time and its phases with their shares (phases under 0.5% left out)."""
+def format_breakdown(b: dict[str, float], peak_flops: float = 0.0, peak_label: str = "") -> str:
+    """One line: mean step time and its phases with their shares (phases under 0.5% left out); with a
+    measured matmul peak (FLOP/s), how far forward + backward ran from it."""
     if not b:
         return "no step-time breakdown recorded"
     total = b["time_step_s"]
@@ -122,4 +124,12 @@ def format_breakdown(b: dict[str, float]) -> str:
     text = f"step {total:.2f} s mean over {int(b['steps'])} steps: " + ", ".join(parts)
     if "server_load_s" in b:
         text += f"; the server's load of new weights {b['server_load_s']:.2f} s"
+    compute_s = b.get("time_forward_s", 0.0) + b.get("time_backward_s", 0.0)
+    if peak_flops > 0 and b.get("train_tflop") and compute_s > 0:
+        limit_s = b["train_tflop"] * 1e12 / peak_flops
+        text += (
+            f". Forward + backward: {b['train_tflop'] * 1e3:.0f} GFLOP in {compute_s:.2f} s = "
+            f"{b['train_tflop'] * 1e3 / compute_s:.1f} GFLOP/s, {compute_s / limit_s:.1f}x the "
+            f"{limit_s:.2f} s a {peak_flops / 1e9:.0f} GFLOP/s matmul peak{peak_label} allows"
+        )
     return text

@@ -57,9 +57,12 @@ def forward_logprobs(
     model: torch.nn.Module, mb: MicroBatch, ids: torch.Tensor, chunk_tokens: int
 ) -> torch.Tensor:
     """``[B, T, K]`` fp32 log-probabilities of ``ids`` (chunked head when ``chunk_tokens`` > 0 and the
-    model allows it, else the full-vocabulary path)."""
+    model allows it, else the full-vocabulary path). The chunked head runs only at the trained
+    positions (``mb.mask``): every loss term and statistic reads the log-probabilities through that
+    mask, so the prompt's and the padding's are never computed (0 there)."""
     if chunk_tokens > 0:
-        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as head:
+        trained = mb.mask > 0
+        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens, trained) as head:
             if head is not None:
                 return head.result(model(**_inputs(mb)).logits)
     logits = model(**_inputs(mb)).logits
@@ -163,6 +166,7 @@ def train_step(
         on_policy_seqs=0.0,
         padded_tokens=0.0,  # rows x padded length: what the forward computes (step_flops)
         padded_square_sum=0.0,
+        head_tokens=0.0,  # positions the output head ran at
     )
     for i, global_mb in enumerate(micro):
         local = global_mb[info.rank :: info.world_size]
@@ -192,6 +196,8 @@ def train_step(
         rows, width = mb.input_ids.shape
         stats["padded_tokens"] += float(rows * width)
         stats["padded_square_sum"] += float(rows * width * width)
+        chunked = cfg.logprob_chunk_tokens > 0  # the chunked head runs at the trained tokens only
+        stats["head_tokens"] += parts_stats["tokens"] if chunked else float(rows * width)
         for k in (
             "tokens",
             "clipped",

@@ -69,6 +69,14 @@ def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
     assert _arg(trainer, "--weight-refresh") == "lora"
     assert _arg(trainer, "--lora-adapter-name") == ADAPTER_NAME
     assert _arg(trainer, "--training-steps") == "5" and _arg(trainer, "--batch-size") == "32"
+    assert _arg(env, "--env.on_policy") == "false" and _arg(env, "--env.min_operand") == "1"
+    on_policy = parse_args(["--model", "smollm2", "--on-policy", "--operands", "10", "99"])
+    plan = build_plan(
+        demo_topology(on_policy, MODEL_CACHE, tmp_path), tmp_path, "local", gpus_here=0
+    )
+    env = plan.by_role("env")[0].argv
+    assert _arg(env, "--env.on_policy") == "true"
+    assert (_arg(env, "--env.min_operand"), _arg(env, "--env.max_operand")) == ("10", "99")
 
 
 @pytest.mark.slow
@@ -99,6 +107,7 @@ def test_a_short_demo_runs_through_the_launcher(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[demo] step    3/3" in done.stdout and "[demo] report:" in done.stdout
     assert "[launch]" not in done.stdout  # the demo prints its own lines only
+    assert "[demo] step time: step " in done.stdout and "GFLOP/s matmul peak" in done.stdout
     state = json.loads((out / "launch-state.json").read_text())
     assert state["state"] == "finished" and state["topology"] == "atropos-demo"
     assert [row["step"] for row in read_jsonl(out / "metrics.jsonl")] == [

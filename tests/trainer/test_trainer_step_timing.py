@@ -81,10 +81,11 @@ def test_model_cost_counts_matmul_weights_once_and_lora_trains_few():
     untied, tied = _tiny_llama(False), _tiny_llama(True)
     # per layer: q, k, v, o (16x16 each) + gate, up, down (16x32 each); the head 100x16
     per_layer = 4 * 16 * 16 + 3 * 16 * 32
-    assert model_cost(untied).matmul_params == 2 * per_layer + 100 * 16
-    assert model_cost(tied).matmul_params == 2 * per_layer + 100 * 16  # the tied head counts once
-    assert model_cost(untied).trained_matmul_params == model_cost(untied).matmul_params
-    assert (model_cost(untied).layers, model_cost(untied).hidden) == (2, 16)
+    for model in (untied, tied):  # a tied head counts once, as the head
+        cost = model_cost(model)
+        assert (cost.body_params, cost.head_params) == (2 * per_layer, 100 * 16)
+        assert cost.trained_matmul_params == cost.matmul_params
+        assert (cost.layers, cost.hidden) == (2, 16)
 
     from peft import LoraConfig, get_peft_model
 
@@ -93,17 +94,22 @@ def test_model_cost_counts_matmul_weights_once_and_lora_trains_few():
     )
     cost = model_cost(lora)
     adapters = 2 * 2 * (16 * 2 + 2 * 16)  # 2 layers x (q, v) x (A: 2x16, B: 16x2)
-    assert cost.trained_matmul_params == adapters
-    assert cost.matmul_params == 2 * per_layer + 100 * 16 + adapters
+    assert (cost.trained_body_params, cost.trained_head_params) == (adapters, 0)
+    assert (cost.body_params, cost.head_params) == (2 * per_layer + adapters, 100 * 16)
 
 
 def test_step_flops_is_forward_plus_backward():
     cost = model_cost(_tiny_llama(False))
-    p = cost.matmul_params
-    # one micro-batch of 3 rows padded to 10 tokens: 30 tokens, 300 = 3 x 10^2
+    body, head = cost.body_params, cost.head_params
+    # one micro-batch of 3 rows padded to 10 tokens: 30 tokens, 300 = 3 x 10^2; the head at 12 of them
     attention = 4 * 2 * 16 * 300
-    forward = 2 * p * 30 + attention
-    assert step_flops(cost, 30, 300) == pytest.approx(forward + forward + 2 * p * 30)
+    body_fwd, head_fwd = 2 * body * 30 + attention, 2 * head * 12
+    backward = body_fwd + 2 * body * 30 + 2 * head_fwd + 2 * head * 12  # all trained here
+    assert step_flops(cost, 30, 300, head_tokens=12) == pytest.approx(
+        body_fwd + head_fwd + backward
+    )
+    # the head at every token by default
+    assert step_flops(cost, 30, 300) > step_flops(cost, 30, 300, head_tokens=12)
 
 
 def test_matmul_peak_is_a_measured_rate():
