@@ -6,7 +6,9 @@ trainer's own ``train_step``: chunked log-probs, the GRPO loss, AdamW) and one b
 chat-arithmetic task's (4 questions in the model's chat template x 8 replies of 16 tokens; the reply
 tokens are random, which costs the same arithmetic), then times ``--steps`` whole optimizer steps per
 configuration (``--dtypes`` x ``--threads``) with the trainer's phase timer (prepare, forward, backward,
-optimizer), after one warm-up step. Beside it, the dense matmul peak measured here at the same dtype and
+optimizer) on the process's CPU clock, after one warm-up step: CPU time hardly moves with other jobs on
+the machine (wall time, printed beside it, does), so configurations compare even on a shared machine;
+the compute limit is reached when CPU seconds / threads equal FLOPs / peak. Beside it, the dense matmul peak measured here at the same dtype and
 thread count (``example_trainer/flops.py``): the step's forward + backward FLOPs over that peak is the
 shortest the step could take; the table gives the measured time over it.
 
@@ -41,10 +43,10 @@ def synthetic_groups(tokenizer: Any, seed: int, reply_tokens: int = 16) -> list[
     vocab = len(tokenizer)
     groups = []
     for problem in rng.sample(train, 4):
-        prompt = tokenizer.apply_chat_template(
-            problem.messages(), tokenize=True, add_generation_prompt=True
+        text = tokenizer.apply_chat_template(
+            problem.messages(), tokenize=False, add_generation_prompt=True
         )
-        prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+        prompt = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         toks, masks, lps, scores = [], [], [], []
         for i in range(8):
             reply = [rng.randrange(100, vocab) for _ in range(reply_tokens)]
@@ -100,7 +102,10 @@ def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
     for i in range(steps + 1):  # the first one warms up (allocations, kernel choice)
-        timer = StepTimer()
+        # CPU time per phase (all threads of this process): unlike wall time, hardly moved by other
+        # jobs on the machine, so configurations compare even on a shared machine; wall time beside it
+        timer = StepTimer(clock=time.process_time)
+        wall0 = time.perf_counter()
         with timer.phase("prepare"):
             flat = flatten_batch(groups, seq_len=cfg.seq_len)
         with timer.phase("optimizer"):
@@ -111,17 +116,21 @@ def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
             optimizer.step()
             scheduler.step()
         row = timer.row()
-        row["flop"] = step_flops(cost, stats["padded_tokens"], stats["padded_square_sum"])
+        row["wall_s"] = time.perf_counter() - wall0
+        row["flop"] = step_flops(
+            cost, stats["padded_tokens"], stats["padded_square_sum"], stats["head_tokens"]
+        )
         if i:
             rows.append(row)
     t0 = time.perf_counter()
-    peak = matmul_peak(dtype, threads=threads, seconds=1.5)
+    peak = matmul_peak(dtype, threads=threads, seconds=1.5, cpu_clock=True)
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
     return {
         "dtype": dtype,
         "threads": threads,
         "phases": {p: mean[f"time_{p}_s"] for p in PHASES if mean[f"time_{p}_s"] > 0},
-        "step_s": mean["time_step_s"],
+        "step_s": mean["wall_s"],
+        "cpu_s": mean["time_step_s"],
         "flop": mean["flop"],
         "peak_flops": peak,
         "peak_measure_s": time.perf_counter() - t0,
@@ -166,18 +175,22 @@ def main() -> int:
         f"trained; {r0['flop'] / 1e9:.0f} GFLOP forward + backward"
     )
     print(
-        f"{'dtype':<9} {'thr':>3} {'step s':>7} {'prepare':>8} {'forward':>8} {'backward':>9} "
-        f"{'optim':>6} {'GFLOP/s':>8} {'peak':>6} {'fwd+bwd / limit':>16}"
+        "CPU seconds per phase (all threads; robust to other jobs), wall seconds per step, and the "
+        "step's forward + backward against the matmul peak (CPU time over thread count vs FLOPs / peak)"
+    )
+    print(
+        f"{'dtype':<9} {'thr':>3} {'wall s':>7} {'CPU s':>6} {'prepare':>8} {'forward':>8} "
+        f"{'backward':>9} {'optim':>6} {'peak GFLOP/s':>12} {'fwd+bwd / limit':>16}"
     )
     for r in results:
         ph = r["phases"]
-        compute = ph.get("forward", 0.0) + ph.get("backward", 0.0)
+        compute = (ph.get("forward", 0.0) + ph.get("backward", 0.0)) / r["threads"]
         limit = r["flop"] / r["peak_flops"]
         print(
-            f"{r['dtype']:<9} {r['threads']:>3} {r['step_s']:>7.2f} {ph.get('prepare', 0):>8.3f} "
-            f"{ph.get('forward', 0):>8.2f} {ph.get('backward', 0):>9.2f} "
-            f"{ph.get('optimizer', 0):>6.3f} {r['flop'] / compute / 1e9:>8.1f} "
-            f"{r['peak_flops'] / 1e9:>6.0f} {compute / limit:>15.1f}x"
+            f"{r['dtype']:<9} {r['threads']:>3} {r['step_s']:>7.2f} {r['cpu_s']:>6.2f} "
+            f"{ph.get('prepare', 0):>8.3f} {ph.get('forward', 0):>8.2f} "
+            f"{ph.get('backward', 0):>9.2f} {ph.get('optimizer', 0):>6.3f} "
+            f"{r['peak_flops'] / 1e9:>12.0f} {compute / limit:>15.1f}x"
         )
     return 0
 

@@ -11,7 +11,7 @@ it, TRL's experimental ``AsyncGRPOTrainer`` against the same vLLM server build. 
   reward of the last ``--window`` steps reaches ``--target`` (and that step);
 * held-out greedy accuracy before and after ``--steps`` steps (30 operand pairs never trained on,
   evaluated by the same code for every row: ``example_trainer/chat_eval.py``, transformers + peft);
-* peak memory: the largest sum of RSS over the run's processes during its training loop (ours: run-api,
+* peak memory: the largest sum of PSS over the run's processes during its training loop (ours: run-api,
   vLLM and its engine process, the env, the trainer; TRL: its one process, and the async trainer's
   vLLM server and rollout worker);
 * and TRL's figure over ours for the first two.
@@ -89,7 +89,7 @@ from example_trainer.metrics import read_metrics  # noqa: E402
 
 TRL_VERSION = "1.16.0"  # keep equal to VERSION in scripts/setup_trl_bench.sh
 TASKS = {"single": (1, 9), "two-digit": (10, 99)}
-ROWS = ("ours", "trl", "trl-async")
+ROWS = ("ours", "ours-on-policy", "trl", "trl-async")
 HELD_OUT = 30
 
 
@@ -126,7 +126,8 @@ class Run:
 # Memory of a process tree, sampled
 # ----------------------------------------------------------------------------------------------
 class TreeMemory:
-    """Samples the summed RSS of a process and its descendants every ``interval`` seconds."""
+    """Samples the summed PSS of a process and its descendants every ``interval`` seconds (PSS, not RSS:
+    pages shared between processes, e.g. a forked worker's, are counted once in all)."""
 
     def __init__(self, pid: int, interval: float = 0.5) -> None:
         self.pid, self.interval = pid, interval
@@ -147,7 +148,7 @@ class TreeMemory:
             try:
                 for p in [root, *root.children(recursive=True)]:
                     try:
-                        total += p.memory_info().rss
+                        total += p.memory_full_info().pss
                     except psutil.Error:
                         pass
             except psutil.Error:
@@ -187,17 +188,20 @@ def _tail(path: Path, n: int = 12) -> str:
 # ----------------------------------------------------------------------------------------------
 # The rows
 # ----------------------------------------------------------------------------------------------
-def run_ours(args: argparse.Namespace, task: str, out: Path) -> Run:
-    """Our loop: the SmolLM2 demo preset, its report folder read back."""
+def run_ours(args: argparse.Namespace, task: str, out: Path, on_policy: bool = False) -> Run:
+    """Our loop: the SmolLM2 demo preset, its report folder read back (``on_policy``: the env waits for
+    each step's weights before sampling the next batch: no overlap, no lag)."""
     lo, hi = TASKS[task]
     argv = [sys.executable, "-m", "example_trainer.demo", "--model", "smollm2"]
     argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--out", str(out)]
     argv += ["--operands", str(lo), str(hi)]
+    if on_policy:
+        argv.append("--on-policy")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}.log"
     code, mem, wall = _run_child(argv, log, env)
-    run = Run("ours", task, wall_s=wall)
+    run = Run("ours-on-policy" if on_policy else "ours", task, wall_s=wall)
     if code != 0:
         run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
         return run
@@ -360,32 +364,35 @@ def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[str, 
         f"\n{task}: 'What is a + b?', a, b in {lo}..{hi}; SmolLM2-135M-Instruct, LoRA r16, "
         f"{args.steps} steps of 4 prompts x 8; target: mean reward of {args.window} steps >= "
         f"{args.target}; base model: held-out greedy accuracy {_f(base.get('acc'), '.2f')}",
-        f"{'row':<10} {'s/step med':>10} {'mean':>6} {'to target':>14} {'held-out greedy':>16} "
-        f"{'peak MiB':>9} {'reward first/last 5':>20} {'wall':>7}",
+        f"{'row':<15} {'s/step med':>10} {'mean':>6} {'to target':>15} {'reward mean':>11} "
+        f"{'last 5':>6} {'held-out greedy':>15} {'peak MiB':>9} {'wall':>7}",
     ]
     for r in runs:
         if r.error:
-            lines.append(f"{r.row:<10} FAILED: {r.error.splitlines()[0]}")
+            lines.append(f"{r.row:<15} FAILED: {r.error.splitlines()[0]}")
             continue
         step, secs = r.to_target(args.target, args.window)
-        to = f"{secs:.0f} s @ {step}" if step else "not reached"
-        acc = f"{_f(base.get('acc') if r.acc_before is None else r.acc_before, '.2f')} -> {_f(r.acc_after, '.2f')}"
+        to = f"{secs:.0f} s @ step {step}" if step else "not reached"
+        before = base.get("acc") if r.acc_before is None else r.acc_before
+        acc = f"{_f(before, '.2f')} -> {_f(r.acc_after, '.2f')}"
         k = min(5, len(r.rewards))
-        rw = f"{sum(r.rewards[:k]) / k:.2f} / {sum(r.rewards[-k:]) / k:.2f}" if k else "-"
+        mean_reward = sum(r.rewards) / len(r.rewards) if r.rewards else None
+        last = sum(r.rewards[-k:]) / k if k else None
         mean = sum(r.step_s) / len(r.step_s) if r.step_s else None
         lines.append(
-            f"{r.row:<10} {_f(r.median_step(), '.1f'):>10} {_f(mean, '.1f'):>6} {to:>14} "
-            f"{acc:>16} {_f(r.peak_mib, '.0f'):>9} {rw:>20} {r.wall_s / 60:>6.1f}m"
+            f"{r.row:<15} {_f(r.median_step(), '.1f'):>10} {_f(mean, '.1f'):>6} {to:>15} "
+            f"{_f(mean_reward, '.3f'):>11} {_f(last, '.2f'):>6} {acc:>15} "
+            f"{_f(r.peak_mib, '.0f'):>9} {r.wall_s / 60:>6.1f}m"
         )
     lines.extend(_ratios(runs, args))
     return "\n".join(lines)
 
 
 def _ratios(runs: list[Run], args: argparse.Namespace) -> list[str]:
-    """TRL's figure over ours (medians over repeats): > 1 means we are faster."""
+    """Each other row's figure over ours (medians over repeats): > 1 means ours is faster."""
     ours = [r for r in runs if r.row == "ours" and not r.error]
     out = []
-    for label in ("trl", "trl-async"):
+    for label in ("ours-on-policy", "trl", "trl-async"):
         theirs = [r for r in runs if r.row == label and not r.error]
         if not ours or not theirs:
             continue
@@ -432,13 +439,13 @@ def main() -> int:
                 f"trl_comparison: TRL {TRL_VERSION} cannot be installed here ({why}); our row only"
             )
             rows = [r for r in rows if not r.startswith("trl")]
-    if "ours" in rows:
+    if any(r.startswith("ours") for r in rows):
         from example_trainer.demo_servers import vllm_missing
 
         missing = vllm_missing()
         if missing:
-            print(f"trl_comparison: our row needs vLLM ({missing}); TRL's rows only")
-            rows = [r for r in rows if r != "ours"]
+            print(f"trl_comparison: our rows need vLLM ({missing}); TRL's rows only")
+            rows = [r for r in rows if not r.startswith("ours")]
     if not rows:
         raise SystemExit("trl_comparison: nothing can run here")
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "tasks": {}}
@@ -451,8 +458,8 @@ def main() -> int:
             for row in rows:
                 out = args.out / task / f"{row}-{rep}"
                 print(f"[bench] {task} {row} run {rep + 1}/{args.repeats} ...", flush=True)
-                if row == "ours":
-                    run = run_ours(args, task, out)
+                if row.startswith("ours"):
+                    run = run_ours(args, task, out, on_policy=row == "ours-on-policy")
                 else:
                     assert trl_python is not None
                     kind = "sync" if row == "trl" else "async"

@@ -92,29 +92,36 @@ def step_flops(
     return body_fwd + head_fwd + backward
 
 
-def matmul_peak(dtype_name: str = "float32", threads: int = 0, seconds: float = 1.0) -> float:
+def matmul_peak(
+    dtype_name: str = "float32", threads: int = 0, seconds: float = 1.0, cpu_clock: bool = False
+) -> float:
     """FLOP/s of the best of three square matmul sizes (512, 1024, 2048) at ``dtype_name`` on
-    ``threads`` torch threads (0: torch's current setting), each timed for about ``seconds``."""
+    ``threads`` torch threads (0: torch's current setting), each timed for about ``seconds``.
+
+    ``cpu_clock``: timed on the process's CPU clock and scaled by the thread count, i.e. the rate the
+    threads reach while they have a core each; unlike wall time it hardly moves with other jobs."""
     import torch
 
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     dtype = getattr(torch, dtype_name)
+    clock = time.process_time if cpu_clock else time.perf_counter
+    scale = torch.get_num_threads() if cpu_clock else 1
     best = 0.0
     try:
         for n in (512, 1024, 2048):
             a = torch.randn(n, n).to(dtype)
             b = torch.randn(n, n).to(dtype)
             a @ b  # warm-up: kernel selection, page faults
-            runs, t0 = 0, time.perf_counter()
+            runs, t0 = 0, clock()
             while True:
                 a @ b
                 runs += 1
-                spent = time.perf_counter() - t0
-                if spent >= seconds / 3:
+                spent = clock() - t0
+                if spent >= seconds / 3 * scale:
                     break
-            best = max(best, 2.0 * n**3 * runs / spent)
+            best = max(best, 2.0 * n**3 * runs / spent * scale)
     finally:
         torch.set_num_threads(before)
     return best

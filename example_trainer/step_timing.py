@@ -18,6 +18,11 @@ row; the first row counts from the loop's start) and the phases add up to it, th
 ``time_ack_s``     the previous step's ``POST /batch/ack``
 =================  ===============================================================================
 
+Beside them ``trainer_cpu_s``: the trainer process's CPU seconds (all threads) over the same interval. On a
+CPU, compute phases that keep ``threads`` cores busy burn about threads x their wall time; much more
+means threads spin waiting for each other (too many threads for the cores left free), much less means
+they wait for cores other processes hold.
+
 On a CUDA device every phase boundary synchronises the device, so a phase owns the kernels it
 launched (that costs a little overlap; CPU phases are synchronous anyway).
 """
@@ -44,10 +49,16 @@ PHASES = (
 class StepTimer:
     """Accumulates wall time per phase between two ``row`` calls (one metrics row each)."""
 
-    def __init__(self, sync: Optional[Callable[[], None]] = None) -> None:
+    def __init__(
+        self,
+        sync: Optional[Callable[[], None]] = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._sync = sync
+        self._clock = clock  # wall time; time.process_time gives CPU time (bench/step_breakdown.py)
         self._spent = dict.fromkeys(PHASES, 0.0)
-        self._since = time.perf_counter()
+        self._since = clock()
+        self._cpu_since = time.process_time()
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -56,23 +67,27 @@ class StepTimer:
             raise KeyError(f"unknown step phase {name!r}; one of {', '.join(PHASES)}")
         if self._sync is not None:
             self._sync()
-        t0 = time.perf_counter()
+        t0 = self._clock()
         try:
             yield
         finally:
             if self._sync is not None:
                 self._sync()
-            self._spent[name] += time.perf_counter() - t0
+            self._spent[name] += self._clock() - t0
 
     def row(self) -> dict[str, float]:
         """The ``time_*_s`` fields since the previous row, then start the next interval."""
-        now = time.perf_counter()
+        now = self._clock()
         total = now - self._since
         out = {f"time_{k}_s": v for k, v in self._spent.items()}
         out["time_other_s"] = max(0.0, total - sum(self._spent.values()))
         out["time_step_s"] = total
+        cpu = time.process_time()
+        # CPU seconds of this process (all its threads) over the interval: above threads x the
+        # compute phases' wall time, threads wait for each other (spinning at barriers)
+        out["trainer_cpu_s"] = cpu - self._cpu_since
         self._spent = dict.fromkeys(PHASES, 0.0)
-        self._since = now
+        self._since, self._cpu_since = now, cpu
         return out
 
 
@@ -102,7 +117,7 @@ def breakdown(rows: list[dict], skip_first: int = 1) -> dict[str, float]:
         return {}
     keys = [f"time_{k}_s" for k in PHASES] + ["time_other_s", "time_step_s"]
     out = {k: sum(float(r.get(k) or 0.0) for r in timed) / len(timed) for k in keys}
-    for key in ("server_load_s", "train_tflop"):
+    for key in ("server_load_s", "train_tflop", "trainer_cpu_s"):
         values = [float(r[key]) for r in timed if r.get(key) is not None]
         if values:
             out[key] = sum(values) / len(values)
@@ -124,6 +139,8 @@ def format_breakdown(b: dict[str, float], peak_flops: float = 0.0, peak_label: s
     text = f"step {total:.2f} s mean over {int(b['steps'])} steps: " + ", ".join(parts)
     if "server_load_s" in b:
         text += f"; the server's load of new weights {b['server_load_s']:.2f} s"
+    if "trainer_cpu_s" in b:
+        text += f"; trainer CPU time {b['trainer_cpu_s']:.2f} s per step"
     compute_s = b.get("time_forward_s", 0.0) + b.get("time_backward_s", 0.0)
     if peak_flops > 0 and b.get("train_tflop") and compute_s > 0:
         limit_s = b["train_tflop"] * 1e12 / peak_flops

@@ -38,7 +38,7 @@ def _assert_step_breakdown(rows):
         assert sum(r[k] for k in phases) == pytest.approx(r["time_step_s"], rel=1e-6)
         assert r["time_forward_s"] > 0 and r["time_backward_s"] > 0 and r["time_optimizer_s"] > 0
         assert r["time_step_s"] >= r["step_time_s"]
-        assert r["train_tflop"] > 0 and r["train_tflop_per_s"] > 0
+        assert r["train_tflop"] > 0 and r["train_tflop_per_s"] > 0 and r["trainer_cpu_s"] > 0
     assert rows[0]["time_checkpoint_s"] == 0.0  # nothing before step 1
     assert all(r["time_checkpoint_s"] > 0 and r["time_ack_s"] > 0 for r in rows[1:])
 

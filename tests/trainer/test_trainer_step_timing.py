@@ -22,11 +22,12 @@ def test_phases_add_up_to_the_interval_between_rows():
         time.sleep(0.02)
     time.sleep(0.01)  # outside every phase: "other"
     row = timer.row()
-    assert set(row) == {f"time_{p}_s" for p in (*PHASES, "other", "step")}
+    assert set(row) == {f"time_{p}_s" for p in (*PHASES, "other", "step")} | {"trainer_cpu_s"}
+    assert 0 <= row["trainer_cpu_s"] < row["time_step_s"]  # it slept: little CPU
     assert row["time_wait_s"] >= 0.03 and row["time_forward_s"] >= 0.04
     assert row["time_backward_s"] == 0.0
     assert row["time_other_s"] >= 0.01
-    parts = sum(v for k, v in row.items() if k != "time_step_s")
+    parts = sum(v for k, v in row.items() if k.startswith("time_") and k != "time_step_s")
     assert parts == pytest.approx(row["time_step_s"], abs=1e-6)
     # the next row starts where this one ended: nothing is counted twice
     with timer.phase("ack"):
@@ -116,4 +117,6 @@ def test_matmul_peak_is_a_measured_rate():
     rate = matmul_peak("float32", threads=1, seconds=0.3)
     # a 2048^3 matmul is 17 GFLOP: any real CPU does it at >= 0.5 GFLOP/s and none at 10 TFLOP/s
     assert 5e8 < rate < 1e13
+    on_cpu_clock = matmul_peak("float32", threads=1, seconds=0.3, cpu_clock=True)
+    assert 5e8 < on_cpu_clock < 1e13
     assert torch.get_num_threads() >= 1
