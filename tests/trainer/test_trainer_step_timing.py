@@ -90,9 +90,7 @@ def test_model_cost_counts_matmul_weights_once_and_lora_trains_few():
 
     from peft import LoraConfig, get_peft_model
 
-    lora = get_peft_model(
-        tied, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])
-    )
+    lora = get_peft_model(tied, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
     cost = model_cost(lora)
     adapters = 2 * 2 * (16 * 2 + 2 * 16)  # 2 layers x (q, v) x (A: 2x16, B: 16x2)
     assert (cost.trained_body_params, cost.trained_head_params) == (adapters, 0)
