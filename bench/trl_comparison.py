@@ -89,7 +89,8 @@ from example_trainer.metrics import read_metrics  # noqa: E402
 
 TRL_VERSION = "1.16.0"  # keep equal to VERSION in scripts/setup_trl_bench.sh
 TASKS = {"single": (1, 9), "two-digit": (10, 99)}
-ROWS = ("ours", "ours-on-policy", "trl", "trl-async")
+# ours = the demo's --schedule overlap; ours-split / ours-turns its other schedules
+ROWS = ("ours", "ours-split", "ours-turns", "trl", "trl-async")
 HELD_OUT = 30
 
 
@@ -188,20 +189,19 @@ def _tail(path: Path, n: int = 12) -> str:
 # ----------------------------------------------------------------------------------------------
 # The rows
 # ----------------------------------------------------------------------------------------------
-def run_ours(args: argparse.Namespace, task: str, out: Path, on_policy: bool = False) -> Run:
-    """Our loop: the SmolLM2 demo preset, its report folder read back (``on_policy``: the env waits for
-    each step's weights before sampling the next batch: no overlap, no lag)."""
+def run_ours(args: argparse.Namespace, task: str, out: Path, schedule: str = "overlap") -> Run:
+    """Our loop: the SmolLM2 demo preset with ``--schedule`` (overlap, split or turns), its report
+    folder read back."""
     lo, hi = TASKS[task]
     argv = [sys.executable, "-m", "example_trainer.demo", "--model", "smollm2"]
     argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--out", str(out)]
     argv += ["--operands", str(lo), str(hi)]
-    if on_policy:
-        argv.append("--on-policy")
+    argv += ["--schedule", schedule]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}.log"
     code, mem, wall = _run_child(argv, log, env)
-    run = Run("ours-on-policy" if on_policy else "ours", task, wall_s=wall)
+    run = Run("ours" if schedule == "overlap" else f"ours-{schedule}", task, wall_s=wall)
     if code != 0:
         run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
         return run
@@ -392,7 +392,7 @@ def _ratios(runs: list[Run], args: argparse.Namespace) -> list[str]:
     """Each other row's figure over ours (medians over repeats): > 1 means ours is faster."""
     ours = [r for r in runs if r.row == "ours" and not r.error]
     out = []
-    for label in ("ours-on-policy", "trl", "trl-async"):
+    for label in ("ours-split", "ours-turns", "trl", "trl-async"):
         theirs = [r for r in runs if r.row == label and not r.error]
         if not ours or not theirs:
             continue
@@ -459,7 +459,8 @@ def main() -> int:
                 out = args.out / task / f"{row}-{rep}"
                 print(f"[bench] {task} {row} run {rep + 1}/{args.repeats} ...", flush=True)
                 if row.startswith("ours"):
-                    run = run_ours(args, task, out, on_policy=row == "ours-on-policy")
+                    schedule = row.split("-", 1)[1] if "-" in row else "overlap"
+                    run = run_ours(args, task, out, schedule)
                 else:
                     assert trl_python is not None
                     kind = "sync" if row == "trl" else "async"

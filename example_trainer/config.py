@@ -87,6 +87,11 @@ class TrainingConfig(BaseModel):
     torch_threads: int = Field(
         0, ge=0, description="torch.set_num_threads on CPU (0 = torch default)."
     )
+    cpu_cores: list[int] = Field(
+        [],
+        description="Pin the trainer process to these CPU cores (e.g. leave the others to an "
+        "inference server on the same machine); empty = no pinning.",
+    )
     seed: int = Field(0, description="Seed for torch, Python and NumPy RNGs.")
 
     # --- loss ------------------------------------------------------------------------------
@@ -264,6 +269,20 @@ class TrainingConfig(BaseModel):
         """A loss registered in example_trainer/losses/registry.py."""
         if v not in OBJECTIVES:
             raise ValueError(f"must be one of {', '.join(OBJECTIVES)}, not {v!r}")
+        return v
+
+    @field_validator("cpu_cores")
+    @classmethod
+    def _cores_here(cls, v: list[int]) -> list[int]:
+        import os
+
+        allowed = os.sched_getaffinity(0)
+        missing = sorted(set(v) - allowed)
+        if missing:
+            raise ValueError(
+                f"core(s) {', '.join(map(str, missing))} are not available here (this process may "
+                f"run on {', '.join(map(str, sorted(allowed)))})"
+            )
         return v
 
     @model_validator(mode="after")

@@ -99,11 +99,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "reloads full weights in place every step, smollm2 hot-loads a LoRA adapter.",
     )
     p.add_argument(
-        "--on-policy",
-        action="store_true",
-        help="The env samples each batch only after the trainer published the previous step's "
-        "weights (no policy lag; generation and training take turns). Default: the env generates the "
-        "next batch while the trainer trains (at most one batch ahead, up to one step of lag).",
+        "--schedule",
+        choices=["overlap", "split", "turns"],
+        default="overlap",
+        help="How generation and training share the machine. overlap (default): the env samples the "
+        "next batch while the trainer trains (at most one batch ahead: up to one step of policy lag). "
+        "split (smollm2): the same, with the cores divided: vLLM's workers on the first half, the "
+        "trainer pinned to the rest. turns: the env waits for each step's weights (--env.on_policy: "
+        "no lag), so generation and training alternate, each with every core.",
     )
     p.add_argument(
         "--operands",
@@ -115,6 +118,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "two-digit sums).",
     )
     args = p.parse_args(argv)
+    if args.schedule == "split" and args.model != "smollm2":
+        p.error("--schedule split applies to --model smollm2 (vLLM's worker threads are placed)")
+    if args.schedule == "split" and len(os.sched_getaffinity(0)) < 2:
+        p.error("--schedule split needs 2 CPU cores or more")
     if args.operands is not None:
         if args.model != "smollm2":
             p.error("--operands applies to --model smollm2 (the tiny model's task is fixed)")

@@ -87,9 +87,36 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def placement(
+    schedule: str, threads: int, cores: list[int]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """(vLLM's environment, the trainer's flags) that place their threads on ``cores`` for a schedule:
+
+    * overlap: vLLM binds its worker threads itself (on a CPU: one core, another kept for its
+      scheduler); the trainer runs ``threads`` threads wherever the OS puts them;
+    * split: vLLM's workers on the first half of the cores, the trainer pinned to the rest with one
+      thread per core, so the two never wait for each other's cores while they overlap;
+    * turns: they alternate, so each gets every core: vLLM's workers on all of them, the trainer
+      ``threads`` threads.
+    """
+    listed = ",".join(map(str, cores))
+    if schedule == "split":
+        if len(cores) < 2:
+            raise ValueError(f"--schedule split needs 2 cores or more (this process has {listed})")
+        half = len(cores) // 2
+        vllm_env = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores[:half]))}
+        return vllm_env, {"cpu_cores": cores[half:], "torch_threads": len(cores) - half}
+    if schedule == "turns":
+        return {"VLLM_CPU_OMP_THREADS_BIND": listed}, {"torch_threads": threads}
+    return {}, {"torch_threads": threads}
+
+
 def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """The inference, env and trainer sections of the SmolLM2 run (the demo adds the rest)."""
     model = str(MODEL_CACHE)
+    vllm_env, trainer_place = placement(
+        args.schedule, args.threads, sorted(os.sched_getaffinity(0))
+    )
     return {
         "inference": [
             {
@@ -106,7 +133,7 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 ],
             }
         ],
-        "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+        "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", **vllm_env},
         "envs": [
             {
                 "name": "chat-arithmetic",
@@ -116,7 +143,7 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                         "tokenizer_name": model,
                         "group_size": args.group_size,
                         "max_batches_offpolicy": 1,
-                        "on_policy": bool(getattr(args, "on_policy", False)),
+                        "on_policy": args.schedule == "turns",
                         "total_steps": args.steps,
                         "seed": args.seed,
                         "min_operand": operands(args)[0],
@@ -149,7 +176,7 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 "seq_len": 128,
                 "lr": args.lr,
                 "save_path": str(out / "trainer"),
-                "torch_threads": args.threads,
+                **trainer_place,
                 "control": args.control,
                 "seed": args.seed,
                 "device": "cpu",

@@ -79,6 +79,7 @@ from example_trainer.model_setup import (
     enable_gradient_checkpointing,
     load_policy,
     load_reference,
+    pin_cpu_cores,
     resolve_device,
     use_gradient_checkpointing,
 )
@@ -156,6 +157,7 @@ def train(cfg: TrainingConfig) -> int:
     device = resolve_device(cfg.device)
     check_device(device)
     info = init_distributed(device)
+    pin_cpu_cores(cfg.cpu_cores)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     random.seed(cfg.seed + info.rank)

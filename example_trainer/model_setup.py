@@ -8,6 +8,8 @@
 * ``use_gradient_checkpointing``/``enable_gradient_checkpointing``: on by default on CUDA; each decoder
   layer's activations are recomputed in backward (non-reentrant ``torch.utils.checkpoint``), so
   activation memory is one layer's plus each layer's input instead of every layer's.
+* ``pin_cpu_cores``: ``--cpu-cores`` keeps the trainer on some cores, e.g. beside an inference server pinned
+  to the others.
 * ``load_reference``: the frozen KL reference, stored in the compute dtype (it needs no master copy)
   and sharded with FSDP2 exactly like the policy under ``--parallel fsdp``.
 """
@@ -28,6 +30,15 @@ from example_trainer.logprobs import inspect_output_head
 from example_trainer.precision import Precision
 
 log = logging.getLogger("atropos-grpo")
+
+
+def pin_cpu_cores(cores: list[int]) -> None:
+    """Pin this process (and the threads it starts) to ``cores`` (checked against the cores this
+    process may run on when the config is parsed)."""
+    if not cores:
+        return
+    os.sched_setaffinity(0, set(cores))
+    log.info("pinned to CPU core(s) %s", ", ".join(map(str, sorted(set(cores)))))
 
 
 def resolve_device(name: str, env: Optional[Mapping[str, str]] = None) -> torch.device:
