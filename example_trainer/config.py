@@ -84,6 +84,13 @@ class TrainingConfig(BaseModel):
         description="Compute dtype: bfloat16 = bf16 autocast / FSDP mixed precision over fp32 master "
         "weights and optimizer state; auto = bfloat16 on a GPU that supports it, else float32.",
     )
+    attn_implementation: str = Field(
+        "auto",
+        min_length=1,
+        description="The attention kernel of the trainer's forward (a transformers attn_implementation: "
+        "eager, sdpa, ...); auto = eager on a CPU computing in bfloat16 (PyTorch's CPU SDPA backward is "
+        "several times slower in bf16 than eager's matmuls, measured on SmolLM2), else the model's own.",
+    )
     torch_threads: int = Field(
         0, ge=0, description="torch.set_num_threads on CPU (0 = torch default)."
     )

@@ -182,9 +182,13 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
     trainer."""
     from atroposlib.launch.topology import parse_topology
 
+    # smollm2: one OpenMP thread for every process but those whose threads are placed (the trainer's
+    # --torch-threads, vLLM's workers): vLLM's scheduler and the env otherwise spin-wait on cores the
+    # trainer and the workers need (vLLM warns about it)
+    side_threads = 1 if args.model == "smollm2" else args.threads
     env = {
         k: v
-        for k, v in _child_env(args.threads).items()
+        for k, v in _child_env(side_threads).items()
         if k not in os.environ or k == "PYTHONPATH" or os.environ[k] != v
     }
     env.pop("PYTHONPATH", None)  # the launcher puts this checkout first

@@ -75,12 +75,14 @@ from example_trainer.flops import ModelCost, model_cost, step_flops
 from example_trainer.logprobs import inspect_output_head
 from example_trainer.metrics import MetricsLogger, format_step_line, step_metrics
 from example_trainer.model_setup import (
+    attention_kernel,
     check_device,
     enable_gradient_checkpointing,
     load_policy,
     load_reference,
     pin_cpu_cores,
     resolve_device,
+    set_attention,
     use_gradient_checkpointing,
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
@@ -174,6 +176,7 @@ def train(cfg: TrainingConfig) -> int:
     precision = resolve_precision(cfg, device, fsdp=fsdp)
     warn_if_pure(precision)
     model, tokenizer = load_policy(cfg.model_name if lora else start_from, precision.master, device)
+    set_attention(model, attention_kernel(cfg.attn_implementation, device, precision.compute))
     if cfg.logprob_chunk_tokens > 0:  # before DDP/FSDP: its probe forward must be no collective
         inspect_output_head(model)
     checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)

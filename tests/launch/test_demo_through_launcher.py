@@ -71,7 +71,10 @@ def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
     assert _arg(trainer, "--training-steps") == "5" and _arg(trainer, "--batch-size") == "32"
     assert _arg(env, "--env.on_policy") == "false" and _arg(env, "--env.min_operand") == "1"
     assert "VLLM_CPU_OMP_THREADS_BIND" not in plan.topology.env  # overlap: vLLM binds itself
+    # one OpenMP thread for the processes whose threads are not placed (vLLM's scheduler, the env)
+    assert {**os.environ, **plan.topology.env}["OMP_NUM_THREADS"] == "1"
     assert _arg(trainer, "--torch-threads") == "2" and "--cpu-cores" not in trainer
+    assert _arg(trainer, "--dtype") == "bfloat16"
 
 
 def _smollm2_plan(tmp_path, *flags):
