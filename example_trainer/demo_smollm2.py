@@ -181,6 +181,8 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 "seed": args.seed,
                 "device": "cpu",
                 "dtype": TRAINER_DTYPE,
+                # the README's figures were measured training cut replies like finished ones
+                "overlong": "keep",
             }
         },
     }
