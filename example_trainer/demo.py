@@ -106,7 +106,35 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "own Python: ATROPOS_VLLM_PYTHON or scripts/setup_vllm.sh; smollm2's only choice); tiny "
         "reloads full weights in place every step, smollm2 hot-loads a LoRA adapter.",
     )
+    p.add_argument(
+        "--schedule",
+        choices=["overlap", "split", "turns"],
+        default="overlap",
+        help="How generation and training share the machine. overlap (default): the env samples the "
+        "next batch while the trainer trains (at most one batch ahead: up to one step of policy lag). "
+        "split (smollm2): the same, with the cores divided: vLLM's workers on the first half, the "
+        "trainer pinned to the rest. turns: the env waits for each step's weights (--env.on_policy: "
+        "no lag), so generation and training alternate, each with every core.",
+    )
+    p.add_argument(
+        "--operands",
+        type=non_negative_int,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="smollm2: operand range of the questions 'What is a + b?' (default 1 9; e.g. 10 99 for "
+        "two-digit sums).",
+    )
     args = p.parse_args(argv)
+    if args.schedule == "split" and args.model != "smollm2":
+        p.error("--schedule split applies to --model smollm2 (vLLM's worker threads are placed)")
+    if args.schedule == "split" and len(os.sched_getaffinity(0)) < 2:
+        p.error("--schedule split needs 2 CPU cores or more")
+    if args.operands is not None:
+        if args.model != "smollm2":
+            p.error("--operands applies to --model smollm2 (the tiny model's task is fixed)")
+        if args.operands[1] < args.operands[0]:
+            p.error(f"--operands: HIGH ({args.operands[1]}) is below LOW ({args.operands[0]})")
     if args.model == "smollm2":
         from example_trainer.demo_smollm2 import DEFAULTS
 
@@ -162,9 +190,13 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
     trainer."""
     from atroposlib.launch.topology import parse_topology
 
+    # smollm2: one OpenMP thread for every process but those whose threads are placed (the trainer's
+    # --torch-threads, vLLM's workers): vLLM's scheduler and the env otherwise spin-wait on cores the
+    # trainer and the workers need (vLLM warns about it)
+    side_threads = 1 if args.model == "smollm2" else args.threads
     env = {
         k: v
-        for k, v in _child_env(args.threads).items()
+        for k, v in _child_env(side_threads).items()
         if k not in os.environ or k == "PYTHONPATH" or os.environ[k] != v
     }
     env.pop("PYTHONPATH", None)  # the launcher puts this checkout first
@@ -357,11 +389,13 @@ def write_report(
         )
         held = "greedy accuracy on all 100 problems"
         runtime = "BaseEnv runtime, `serve`"
+    where = step_breakdown_line(rows, args)
     summary = (
         f"{model} ({runtime}) and the trainer as separate processes. "
         f"Control: {args.control}. Mean reward over the first {k} steps was {first:.3f} and over the last {k} "
         f"steps {last:.3f} (change {gain:+.3f}: {verdict}); {held} went from "
         f"{prep['warm_acc']:.2f} to {final_acc:.2f}. The RL loop took {loop_s:.0f} s; the whole demo {total_s:.0f} s."
+        f" Where a trainer step went: {where}."
     )
     (out / "summary.txt").write_text(summary + "\n")
     print(
@@ -374,11 +408,37 @@ def write_report(
         flush=True,
     )
     print(f"[demo] {refresh_times(rows)}", flush=True)
+    print(f"[demo] step time: {where}", flush=True)
     print(
         f"[demo] report: {out}/summary.txt, reward_curve.png, metrics.jsonl, rollouts.html",
         flush=True,
     )
     return 0
+
+
+def trainer_dtype(args: argparse.Namespace) -> str:
+    """The trainer's compute dtype in this demo (what the matmul peak is measured at)."""
+    if args.model == "smollm2":
+        from example_trainer.demo_smollm2 import TRAINER_DTYPE
+
+        return TRAINER_DTYPE
+    return "float32"
+
+
+def step_breakdown_line(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Where the trainer's steps went (``step_timing.breakdown``, start-up step left out), against this
+    machine's matmul peak measured now, at the trainer's thread count and compute dtype."""
+    from example_trainer.flops import matmul_peak
+    from example_trainer.step_timing import breakdown, format_breakdown
+
+    b = breakdown(rows)
+    if not b:
+        return format_breakdown(b)
+    dtype = trainer_dtype(args)
+    peak = matmul_peak(dtype, threads=args.threads, seconds=1.0)
+    return format_breakdown(
+        b, peak, f" ({dtype}, {args.threads} thread(s), measured after the run)"
+    )
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -83,6 +83,7 @@ def topology_parts(
                         "tokenizer_name": model,
                         "group_size": args.group_size,
                         "max_batches_offpolicy": 1,
+                        "on_policy": args.schedule == "turns",
                         "total_steps": args.steps,
                         "seed": args.seed,
                         "spool_dir": str(out / "spool"),

@@ -29,7 +29,14 @@ LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 MAX_REPLY_TOKENS = 16
 OPERANDS = (1, 9)
 HELD_OUT = 30
+TRAINER_DTYPE = "bfloat16"  # the trainer's compute dtype (--dtype): bf16 over fp32 masters
 DEFAULTS = {"steps": 40, "prompts_per_step": 4, "group_size": 8, "lr": 5e-4, "warmup_sft_steps": 0}
+
+
+def operands(args: argparse.Namespace) -> tuple[int, int]:
+    """The operand range of this run's questions (``--operands``, default ``OPERANDS``)."""
+    chosen = getattr(args, "operands", None)
+    return (chosen[0], chosen[1]) if chosen else OPERANDS
 
 
 def smollm2_missing() -> str | None:
@@ -67,7 +74,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         print(f"[demo] importing SmolLM2-135M-Instruct into {MODEL_CACHE} (once) ...", flush=True)
         import_smollm2(MODEL_CACHE)
     t0 = time.perf_counter()
-    _, held_out = split_problems(*OPERANDS, HELD_OUT, args.seed)
+    _, held_out = split_problems(*operands(args), HELD_OUT, args.seed)
     acc, rows = chat_greedy_accuracy(MODEL_CACHE, held_out, MAX_REPLY_TOKENS)
     n_params = checkpoint_params(MODEL_CACHE)
     return {
@@ -80,9 +87,36 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def placement(
+    schedule: str, threads: int, cores: list[int]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """(vLLM's environment, the trainer's flags) that place their threads on ``cores`` for a schedule:
+
+    * overlap: vLLM binds its worker threads itself (on a CPU: one core, another kept for its
+      scheduler); the trainer runs ``threads`` threads wherever the OS puts them;
+    * split: vLLM's workers on the first half of the cores, the trainer pinned to the rest with one
+      thread per core, so the two never wait for each other's cores while they overlap;
+    * turns: they alternate, so each gets every core: vLLM's workers on all of them, the trainer
+      ``threads`` threads.
+    """
+    listed = ",".join(map(str, cores))
+    if schedule == "split":
+        if len(cores) < 2:
+            raise ValueError(f"--schedule split needs 2 cores or more (this process has {listed})")
+        half = len(cores) // 2
+        vllm_env = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores[:half]))}
+        return vllm_env, {"cpu_cores": cores[half:], "torch_threads": len(cores) - half}
+    if schedule == "turns":
+        return {"VLLM_CPU_OMP_THREADS_BIND": listed}, {"torch_threads": threads}
+    return {}, {"torch_threads": threads}
+
+
 def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """The inference, env and trainer sections of the SmolLM2 run (the demo adds the rest)."""
     model = str(MODEL_CACHE)
+    vllm_env, trainer_place = placement(
+        args.schedule, args.threads, sorted(os.sched_getaffinity(0))
+    )
     return {
         "inference": [
             {
@@ -99,7 +133,7 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 ],
             }
         ],
-        "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+        "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", **vllm_env},
         "envs": [
             {
                 "name": "chat-arithmetic",
@@ -109,10 +143,11 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                         "tokenizer_name": model,
                         "group_size": args.group_size,
                         "max_batches_offpolicy": 1,
+                        "on_policy": args.schedule == "turns",
                         "total_steps": args.steps,
                         "seed": args.seed,
-                        "min_operand": OPERANDS[0],
-                        "max_operand": OPERANDS[1],
+                        "min_operand": operands(args)[0],
+                        "max_operand": operands(args)[1],
                         "held_out": HELD_OUT,
                         "max_completion_tokens": MAX_REPLY_TOKENS,
                         "max_token_length": 128,
@@ -141,10 +176,11 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 "seq_len": 128,
                 "lr": args.lr,
                 "save_path": str(out / "trainer"),
-                "torch_threads": args.threads,
+                **trainer_place,
                 "control": args.control,
                 "seed": args.seed,
                 "device": "cpu",
+                "dtype": TRAINER_DTYPE,
                 # the README's figures were measured training cut replies like finished ones
                 "overlong": "keep",
             }

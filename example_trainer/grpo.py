@@ -75,13 +75,17 @@ from example_trainer.distributed import (
     unwrap,
     wrap_model,
 )
+from example_trainer.flops import ModelCost, model_cost, step_flops
 from example_trainer.metrics import MetricsLogger, format_step_line, note_batch, step_metrics
 from example_trainer.model_setup import (
+    attention_kernel,
     check_device,
     enable_gradient_checkpointing,
     load_policy_for_training,
     load_reference,
+    pin_cpu_cores,
     resolve_device,
+    set_attention,
     use_gradient_checkpointing,
 )
 from example_trainer.precision import (
@@ -93,6 +97,7 @@ from example_trainer.precision import (
 from example_trainer.refresh_modes import make_weight_refresh
 from example_trainer.resume import restore_training_state, settle_resume
 from example_trainer.staleness import StalenessReport, weights_lag
+from example_trainer.step_timing import StepTimer, device_sync
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh
 
@@ -178,6 +183,7 @@ def train(cfg: TrainingConfig) -> int:
                 cfg.resolved_distributed_timeout(),
                 cfg.planned_wait_s(),
             )
+    pin_cpu_cores(cfg.cpu_cores)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     random.seed(cfg.seed + info.rank)
@@ -202,6 +208,7 @@ def train(cfg: TrainingConfig) -> int:
         sharded=fsdp and not lora,
         probe_head=cfg.logprob_chunk_tokens > 0,
     )
+    set_attention(model, attention_kernel(cfg.attn_implementation, device, precision.compute))
     checkpointing = use_gradient_checkpointing(cfg.gradient_checkpointing, device)
     if checkpointing:
         enable_gradient_checkpointing(model)
@@ -216,6 +223,7 @@ def train(cfg: TrainingConfig) -> int:
     refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision), device)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
+    cost = model_cost(model)  # matmul weights, for each step's FLOPs estimate
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
     pending.load_into(model, device)
     optimizer, scheduler = make_optimizer(model, cfg)
@@ -243,15 +251,17 @@ def train(cfg: TrainingConfig) -> int:
             wandb_group=cfg.wandb_group,
             config=cfg.model_dump(),
         )
+    timer = StepTimer(sync=device_sync(device.type))  # where each step's time goes
     settling = cfg.resume  # the first batch trained after --resume settles the step (resume.py)
     staleness = StalenessReport(client, cfg) if info.is_main else None
     try:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
             batch = batch_id = batch_step = None
-            if client is not None:
-                batch, batch_id, batch_step = wait_for_batch(client, cfg)
-            batch, batch_id, batch_step = broadcast_object((batch, batch_id, batch_step), info)
+            with timer.phase("wait"):
+                if client is not None:
+                    batch, batch_id, batch_step = wait_for_batch(client, cfg)
+                batch, batch_id, batch_step = broadcast_object((batch, batch_id, batch_step), info)
             if batch_step is not None and batch_step <= step:
                 # redelivered after a crash between checkpoint and ack: its update is already in the
                 # weights we resumed from, so acknowledge it without training it twice
@@ -275,31 +285,37 @@ def train(cfg: TrainingConfig) -> int:
                 if step >= cfg.training_steps:
                     break  # the API had acknowledged every step: nothing is left to train
             t0 = time.perf_counter()
-            flat = flatten_batch(
-                batch,
-                seq_len=cfg.seq_len,
-                advantage_mode=cfg.advantage_mode,
-                shuffle_generator=shuffle_gen,
-                temperature=cfg.temperature,
-                temperature_from_groups=cfg.temperature_from_groups,
-                overlong=cfg.overlong,
-                overlong_penalty=cfg.overlong_penalty,
-            )
-            if info.is_main:
-                note_batch(flat, cfg.seq_len)
-            optimizer.zero_grad(set_to_none=True)
-            stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-            if math.isfinite(grad_norm):
-                optimizer.step()
-            else:
-                log.error("step %d: non-finite gradient norm; update skipped", step + 1)
-            scheduler.step()
+            with timer.phase("prepare"):
+                flat = flatten_batch(
+                    batch,
+                    seq_len=cfg.seq_len,
+                    advantage_mode=cfg.advantage_mode,
+                    shuffle_generator=shuffle_gen,
+                    temperature=cfg.temperature,
+                    temperature_from_groups=cfg.temperature_from_groups,
+                    overlong=cfg.overlong,
+                    overlong_penalty=cfg.overlong_penalty,
+                )
+                if info.is_main:
+                    note_batch(flat, cfg.seq_len)
+            with timer.phase("optimizer"):
+                optimizer.zero_grad(set_to_none=True)
+            stats = train_step(model, ref_model, flat, cfg, info, device, pad_id, timer)
+            with timer.phase("optimizer"):
+                grad_norm = float(
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                )
+                if math.isfinite(grad_norm):
+                    optimizer.step()
+                else:
+                    log.error("step %d: non-finite gradient norm; update skipped", step + 1)
+                scheduler.step()
             step += 1
             step_time = time.perf_counter() - t0
             extra: dict[str, Any] = {}
             if step % cfg.vllm_restart_interval == 0 or step == cfg.training_steps:
-                extra = publish(refresher, model, tokenizer, step, cfg, info)
+                with timer.phase("publish"):
+                    extra = publish(refresher, model, tokenizer, step, cfg, info)
             if (
                 metrics is not None
             ):  # logged before the checkpoint and ack: a kill after them loses no row
@@ -309,14 +325,17 @@ def train(cfg: TrainingConfig) -> int:
                 m.update(extra)
                 if staleness is not None:
                     m.update(staleness.step_metrics(step, m))
+                m.update(_timing_fields(timer, cost, stats))
                 metrics.log(m)
                 print(format_step_line(m, cfg.training_steps), flush=True)
             if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0:
-                checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
+                with timer.phase("checkpoint"):
+                    checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
             if (
                 client is not None and batch_id
             ):  # after the update and its checkpoint: never redelivered
-                client.ack_batch(batch_id)
+                with timer.phase("ack"):
+                    client.ack_batch(batch_id)
         if not cfg.checkpoint_interval or step % cfg.checkpoint_interval:
             checkpoint(model, tokenizer, optimizer, scheduler, step, cfg, info)
         # ranks leave together: one tearing down its process group while rank 0 still writes aborts (gloo)
@@ -330,6 +349,22 @@ def train(cfg: TrainingConfig) -> int:
                 client.close()
         shutdown(info)
     return step
+
+
+def _timing_fields(timer: StepTimer, cost: ModelCost, stats: dict[str, float]) -> dict[str, float]:
+    """The step's time breakdown (``step_timing.py``) and its estimated arithmetic (``flops.py``):
+    ``train_tflop`` for forward + backward of the whole batch, ``train_tflop_per_s`` over their time."""
+    row = timer.row()
+    flop = step_flops(
+        cost,
+        stats.get("padded_tokens", 0.0),
+        stats.get("padded_square_sum", 0.0),
+        head_tokens=stats.get("head_tokens"),
+    )
+    compute_s = row["time_forward_s"] + row["time_backward_s"]
+    row["train_tflop"] = flop / 1e12
+    row["train_tflop_per_s"] = flop / compute_s / 1e12 if compute_s > 0 else 0.0
+    return row
 
 
 def _full_state_dict(

@@ -397,10 +397,15 @@ def sampled_token_head(
     ids: torch.Tensor,
     inv_temperature: Optional[torch.Tensor],
     chunk_tokens: int,
+    positions: Optional[torch.Tensor] = None,
 ) -> Iterator[Optional[ChunkedHead]]:
     """While active, the model's output embedding computes ``[B, T, K]`` log-probabilities of
     ``ids [B, T, K]`` (with the model's logit transform); yields a ``ChunkedHead`` to read them from
-    after the forward, or None (nothing changed) when the model's head does not allow it."""
+    after the forward, or None (nothing changed) when the model's head does not allow it.
+
+    ``positions`` (``[B, T]`` bool): compute the head only there (the trained tokens) and leave 0 at
+    every other position, whose log-probability no loss term reads; the head's matmuls (forward, the
+    recomputation and the backward) then scale with the trained tokens, not with prompts and padding."""
     found = output_head(model)
     if found is None:
         yield None
@@ -409,15 +414,28 @@ def sampled_token_head(
     captured = ChunkedHead(transform)
 
     def forward(hidden: torch.Tensor) -> torch.Tensor:
-        captured.logprobs = chunked_logprobs(
-            hidden,
+        if positions is None:
+            captured.logprobs = chunked_logprobs(
+                hidden,
+                head.weight,
+                ids,
+                bias=head.bias,
+                inv_temperature=inv_temperature,
+                chunk_tokens=chunk_tokens,
+                transform=transform,
+            )
+            return captured.logprobs
+        picked = chunked_logprobs(
+            hidden[positions],
             head.weight,
-            ids,
+            ids[positions],
             bias=head.bias,
-            inv_temperature=inv_temperature,
+            inv_temperature=None if inv_temperature is None else inv_temperature[positions],
             chunk_tokens=chunk_tokens,
             transform=transform,
         )
+        full = torch.zeros(ids.shape, dtype=picked.dtype, device=picked.device)
+        captured.logprobs = full.index_put((positions,), picked)
         return captured.logprobs
 
     head.forward = (

@@ -45,6 +45,7 @@ from example_trainer.losses import (
     sequence_weights,
 )
 from example_trainer.precision import autocast_context, resolve_precision
+from example_trainer.step_timing import NullTimer, StepTimer
 
 
 def _inputs(mb: MicroBatch) -> dict[str, torch.Tensor | bool]:
@@ -56,9 +57,12 @@ def forward_logprobs(
     model: torch.nn.Module, mb: MicroBatch, ids: torch.Tensor, chunk_tokens: int
 ) -> torch.Tensor:
     """``[B, T, K]`` fp32 log-probabilities of ``ids`` (chunked head when ``chunk_tokens`` > 0 and the
-    model allows it, else the full-vocabulary path)."""
+    model allows it, else the full-vocabulary path). The chunked head runs only at the trained
+    positions (``mb.mask``): every loss term and statistic reads the log-probabilities through that
+    mask, so the prompt's and the padding's are never computed (0 there)."""
     if chunk_tokens > 0:
-        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens) as head:
+        trained = mb.mask > 0
+        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens, trained) as head:
             if head is not None:
                 return head.result(model(**_inputs(mb)).logits)
     logits = model(**_inputs(mb)).logits
@@ -128,8 +132,12 @@ def train_step(
     info: DistInfo,
     device: torch.device,
     pad_id: int,
+    timer: Optional[StepTimer] = None,
 ) -> dict[str, float]:
-    """Forward/backward over every micro-batch of this rank's shard; returns summed statistics."""
+    """Forward/backward over every micro-batch of this rank's shard; returns summed statistics.
+
+    ``timer`` (``step_timing.py``) gets the collate, forward and backward phases of each micro-batch."""
+    timer = timer if timer is not None else NullTimer()
     precision = resolve_precision(cfg, device, fsdp=info.enabled and cfg.parallel == "fsdp")
     seqs = flat.sequences
     n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
@@ -156,6 +164,9 @@ def train_step(
         ratio_min=float("inf"),
         seq_tokens=0.0,
         on_policy_seqs=0.0,
+        padded_tokens=0.0,  # rows x padded length: what the forward computes (step_flops)
+        padded_square_sum=0.0,
+        head_tokens=0.0,  # positions the output head ran at
     )
     for i, global_mb in enumerate(micro):
         local = global_mb[info.rank :: info.world_size]
@@ -164,21 +175,29 @@ def train_step(
         with model.no_sync() if no_sync else contextlib.nullcontext():
             if not local:
                 ref = ref_model if (ref_step and lockstep) else None
-                _dummy_pass(model, ref, device, pad_id, autocast_context(precision, device))
+                with timer.phase("forward"):
+                    _dummy_pass(model, ref, device, pad_id, autocast_context(precision, device))
                 continue
-            mb = collate(local, pad_id=pad_id).to(device)
+            with timer.phase("prepare"):
+                mb = collate(local, pad_id=pad_id).to(device)
             needs_ref = any(s.ref_logprobs is None for s in local)
             run_ref = ref_step and (lockstep or needs_ref)
-            with autocast_context(precision, device):
+            with timer.phase("forward"), autocast_context(precision, device):
                 loss, parts_stats, kl, distill = _micro_batch_loss(
                     model, ref_model if run_ref else None, mb, cfg
                 )
             # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
-            (loss * info.world_size / norm).backward()
+            with timer.phase("backward"):
+                (loss * info.world_size / norm).backward()
         stats["loss"] += float(loss.detach()) / norm
         stats["kl"] += kl / norm
         stats["distill"] += distill / norm
         stats["seq_tokens"] += float(mb.attention_mask.sum())
+        rows, width = mb.input_ids.shape
+        stats["padded_tokens"] += float(rows * width)
+        stats["padded_square_sum"] += float(rows * width * width)
+        chunked = cfg.logprob_chunk_tokens > 0  # the chunked head runs at the trained tokens only
+        stats["head_tokens"] += parts_stats["tokens"] if chunked else float(rows * width)
         for k in (
             "tokens",
             "clipped",

@@ -270,6 +270,7 @@ class ReloadRefresh(WeightRefresh):
             "refresh_s": time.perf_counter() - t0,
             "reload_push_s": push_s,
             "refresh_mib": _mib(self.last_saved_bytes),
+            "server_load_s": push_s,  # the newest completed push (async: it overlapped a step)
         }
 
     def close(self) -> None:
@@ -420,11 +421,14 @@ class RestartRefresh(WeightRefresh):
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
         path = self._save(step, model, tokenizer, state_dict, dtype=self.publish_dtype)
+        t_load = time.perf_counter()
         self._stop()
         self._launch(str(path.resolve()), step)
+        done = time.perf_counter()
         return {
             "policy_version": step,
-            "refresh_s": time.perf_counter() - t0,
+            "refresh_s": done - t0,
+            "server_load_s": done - t_load,
             "refresh_mib": _mib(self.last_saved_bytes),
             "restart_memory_wait_s": self.memory_wait_s,
         }
@@ -493,11 +497,15 @@ class LoraRefresh(WeightRefresh):
         t0 = time.perf_counter()
         # One stable name, replaced each time: envs keep requesting the same model name and always get
         # the newest adapter, and servers never accumulate one adapter per step.
-        self._publish(self._save(step, model, None), step)  # a PeftModel saves only the adapter
+        path = self._save(step, model, None)  # a PeftModel saves only the adapter
+        t_load = time.perf_counter()
+        self._publish(path, step)
+        done = time.perf_counter()
         return {
             "policy_version": step,
             "lora_name": self.cfg.lora_adapter_name,
-            "refresh_s": time.perf_counter() - t0,
+            "refresh_s": done - t0,
+            "server_load_s": done - t_load,  # the servers' /v1/load_lora_adapter, synchronous
         }
 
     def close(self) -> None:

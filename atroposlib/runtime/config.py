@@ -73,6 +73,13 @@ class BaseEnvConfig(BaseModel):
         default=3,
         description="Maximum number of batches queued ahead of the trainer (off-policy limit).",
     )
+    on_policy: bool = Field(
+        default=False,
+        description="Start no rollout while the trainer holds an unacknowledged batch: each batch is "
+        "sampled after the trainer published the previous step's weights (no policy lag; generation "
+        "and training take turns instead of overlapping). Needs a trainer that acknowledges batches "
+        "after publishing (ours); against an API that does not report it, no effect.",
+    )
     tokenizer_name: str = Field(
         default="NousResearch/DeepHermes-3-Llama-3-3B-Preview",
         description="Hugging Face tokenizer name or local directory.",

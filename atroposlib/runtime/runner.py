@@ -81,6 +81,7 @@ class ServeRunner:
                 "--env.ensure_scores_are_not_same false"
             )
         self.tick_seconds = tick_seconds
+        self._no_pending_info = False  # on_policy against an API without /status
         self.shutdown_grace = shutdown_grace
         self.client = AsyncTrajectoryClient(
             self.cfg.rollout_server_url,
@@ -224,6 +225,8 @@ class ServeRunner:
                 logger.warning("trajectory API is back")
             self.api_ok = True
             self.ctx.status_dict = status.model_dump()
+            if self.cfg.on_policy:
+                self.ctx.status_dict["batch_in_training"] = await self._batch_in_training()
             if self.cfg.inference_weight != -1:
                 await self.env.server.update_weight(status.env_weight)
             if overrides(self.env, "env_step_checks"):
@@ -248,6 +251,25 @@ class ServeRunner:
             self.slot_free.clear()
             await self._sleep_or_stop(self.tick_seconds, also=self.slot_free)
 
+    async def _batch_in_training(self) -> bool:
+        """``on_policy``: does the trainer hold a delivered, unacknowledged batch (``/status``'s
+        ``pending_batch``)? Unreachable now: assume so (start nothing this tick). An API without
+        ``/status`` (Atropos's) cannot say: the gate is off, logged once."""
+        if self._no_pending_info:
+            return False
+        try:
+            return (await self.client.status()).pending_batch is not None
+        except APIUnavailable:
+            return True
+        except APIError as e:
+            self._no_pending_info = True
+            logger.warning(
+                "on_policy: the trajectory API does not report a batch in training (/status: %s); "
+                "generating without waiting for the trainer",
+                e,
+            )
+            return False
+
     def _done(self, step: int, queue_size: int) -> bool:
         ctx = self.ctx
         bs = max(ctx.effective_batch_size(self.cfg), 1)
@@ -260,6 +282,8 @@ class ServeRunner:
         derived_batch_size = self.ctx.derived_batch_size(cfg)
         if derived_batch_size == -1:
             return 0
+        if cfg.on_policy and st.get("batch_in_training"):
+            return 0  # the trainer's next weights are not published yet
         limit = self.env.max_num_workers
         if self.hooks.eval_running():
             if cfg.eval_handling == EvalHandlingEnum.STOP_TRAIN:

@@ -69,6 +69,53 @@ def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
     assert _arg(trainer, "--weight-refresh") == "lora"
     assert _arg(trainer, "--lora-adapter-name") == ADAPTER_NAME
     assert _arg(trainer, "--training-steps") == "5" and _arg(trainer, "--batch-size") == "32"
+    assert _arg(env, "--env.on_policy") == "false" and _arg(env, "--env.min_operand") == "1"
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in plan.topology.env  # overlap: vLLM binds itself
+    # one OpenMP thread for the processes whose threads are not placed (vLLM's scheduler, the env)
+    assert {**os.environ, **plan.topology.env}["OMP_NUM_THREADS"] == "1"
+    assert _arg(trainer, "--torch-threads") == "2" and "--cpu-cores" not in trainer
+    assert _arg(trainer, "--dtype") == "bfloat16"
+
+
+def _smollm2_plan(tmp_path, *flags):
+    from example_trainer.demo_smollm2 import MODEL_CACHE
+
+    args = parse_args(["--model", "smollm2", *flags])
+    return build_plan(demo_topology(args, MODEL_CACHE, tmp_path), tmp_path, "local", gpus_here=0)
+
+
+def test_the_smollm2_schedules_place_vllm_and_the_trainer(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    plan = _smollm2_plan(tmp_path, "--schedule", "turns", "--operands", "10", "99")
+    env, trainer = plan.by_role("env")[0].argv, plan.by_role("trainer")[0].argv
+    assert _arg(env, "--env.on_policy") == "true"  # turns: each batch waits for the new weights
+    assert (_arg(env, "--env.min_operand"), _arg(env, "--env.max_operand")) == ("10", "99")
+    assert plan.topology.env["VLLM_CPU_OMP_THREADS_BIND"] == "0,1,2,3"  # every core, in turn
+    assert _arg(trainer, "--torch-threads") == "2" and "--cpu-cores" not in trainer
+    plan = _smollm2_plan(tmp_path, "--schedule", "split")
+    env, trainer = plan.by_role("env")[0].argv, plan.by_role("trainer")[0].argv
+    assert _arg(env, "--env.on_policy") == "false"  # split still overlaps
+    assert plan.topology.env["VLLM_CPU_OMP_THREADS_BIND"] == "0,1"
+    cores = trainer[trainer.index("--cpu-cores") + 1 : trainer.index("--cpu-cores") + 3]
+    assert cores == ["2", "3"] and _arg(trainer, "--torch-threads") == "2"
+
+
+def test_split_needs_two_cores_and_smollm2(monkeypatch, capsys):
+    import os
+
+    import pytest
+
+    for argv, message in (
+        (["--schedule", "split"], "--schedule split applies to --model smollm2"),
+        (["--model", "smollm2", "--schedule", "split"], "needs 2 CPU cores or more"),
+    ):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+        with pytest.raises(SystemExit) as exc:
+            parse_args(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
 
 
 @pytest.mark.slow
@@ -99,6 +146,7 @@ def test_a_short_demo_runs_through_the_launcher(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[demo] step    3/3" in done.stdout and "[demo] report:" in done.stdout
     assert "[launch]" not in done.stdout  # the demo prints its own lines only
+    assert "[demo] step time: step " in done.stdout and "GFLOP/s matmul peak" in done.stdout
     state = json.loads((out / "launch-state.json").read_text())
     assert state["state"] == "finished" and state["topology"] == "atropos-demo"
     assert [row["step"] for row in read_jsonl(out / "metrics.jsonl")] == [

@@ -196,6 +196,23 @@ def test_target_in_flight_follows_queue_evals_and_min_allocation(env):
     )  # min_batch_allocation keeps this env fed although the shared queue is full
 
 
+def test_on_policy_waits_while_the_trainer_holds_a_batch(env):
+    st = {"current_step": 3, "queue_size": 0, "max_group_size": 2}
+
+    async def go():
+        runner = ServeRunner(env)
+        targets = []
+        for on_policy, training in ((False, True), (True, True), (True, False)):
+            env.config.on_policy = on_policy
+            env.status_dict = dict(st, batch_in_training=training)
+            targets.append(runner._target_in_flight())
+        env.status_dict = dict(st)  # an API that does not report it (Atropos's): no effect
+        targets.append(runner._target_in_flight())
+        return targets
+
+    assert asyncio.run(go()) == [4, 0, 4, 4]
+
+
 def test_step_checks_run_scheduled_evals_and_checkpoints(env, tmp_path):
     env.config.steps_per_eval = 2
     env.checkpoint_interval = 2
@@ -277,3 +294,41 @@ def test_a_registration_the_api_refuses_is_one_config_error(env, run_api):
 
     with pytest.raises(ConfigError, match=r"refused this env's registration: .*add up to 1\.1"):
         asyncio.run(asyncio.wait_for(go(), timeout=60))
+
+
+def test_on_policy_reads_the_batch_the_trainer_holds_from_a_real_api(env, run_api):
+    """Against a real run-api: no batch out -> False; delivered and unacknowledged -> True; acked ->
+    False. An API without /status (Atropos's) turns the gate off instead of blocking the env."""
+    from atroposlib.api.client import TrajectoryClient
+    from atroposlib.type_definitions import Registration
+
+    api = run_api("--store", "memory")
+    env.config.rollout_server_url = api.url
+    with TrajectoryClient(api.url) as trainer:
+        trainer.register(Registration(batch_size=2, max_token_len=64, num_steps=5))
+
+        async def in_training() -> bool:
+            runner = ServeRunner(env)
+            try:
+                return await runner._batch_in_training()
+            finally:
+                await runner.client.aclose()
+
+        assert asyncio.run(in_training()) is False
+        trainer.post_scored_data(dict(GROUP, group_id="g1"))
+        batch = trainer.get_batch()
+        assert batch.batch and batch.batch_id
+        assert asyncio.run(in_training()) is True
+        trainer.ack_batch(batch.batch_id)
+        assert asyncio.run(in_training()) is False
+
+    env.config.rollout_server_url = "http://127.0.0.1:9"  # nothing listens: unreachable, not absent
+
+    async def unreachable() -> bool:
+        runner = ServeRunner(env)
+        try:
+            return await runner._batch_in_training()
+        finally:
+            await runner.client.aclose()
+
+    assert asyncio.run(unreachable()) is True

@@ -57,3 +57,18 @@ def test_smollm2_on_our_engine_is_a_one_line_usage_error(capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert "--model smollm2 runs on a real vLLM server" in err
+
+
+def test_operands_pick_the_smollm2_question_range(capsys):
+    from example_trainer.demo_smollm2 import OPERANDS, operands
+
+    assert operands(parse_args(["--model", "smollm2"])) == OPERANDS
+    assert operands(parse_args(["--model", "smollm2", "--operands", "10", "99"])) == (10, 99)
+    for argv, message in (
+        (["--operands", "10", "99"], "--operands applies to --model smollm2"),
+        (["--model", "smollm2", "--operands", "9", "1"], "HIGH (1) is below LOW (9)"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and message in err, err

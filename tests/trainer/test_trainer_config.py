@@ -54,6 +54,25 @@ def test_bad_values_name_the_field():
         parse_config(["--model-name", "m", "--adam-betas", "0.9"])
     with pytest.raises(ConfigError, match="api_url"):
         parse_config(["--model-name", "m", "--api-url", "localhost:8000"])
+    with pytest.raises(ConfigError, match=r"cpu_cores: core\(s\) 4096 are not available here"):
+        parse_config(["--model-name", "m", "--cpu-cores", "0", "4096"])
+
+
+def test_cpu_cores_pin_the_trainer(tmp_path):
+    """--cpu-cores keeps the process on those cores (checked in a child: pinning is per process)."""
+    import os
+    import subprocess
+    import sys
+
+    core = sorted(os.sched_getaffinity(0))[-1]
+    code = (
+        "import os; from example_trainer.config import parse_config; "
+        "from example_trainer.model_setup import pin_cpu_cores; "
+        f"cfg = parse_config(['--model-name', 'm', '--cpu-cores', '{core}']); "
+        "pin_cpu_cores(cfg.cpu_cores); print(sorted(os.sched_getaffinity(0)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"[{core}]"
 
 
 def test_a_tis_cap_that_would_do_nothing_is_refused():

@@ -70,15 +70,42 @@ def test_model_forward_through_the_chunked_head_matches_the_full_logits(policy, 
 
     lp_chunk, g_chunk = run(4)
     lp_full, g_full = run(0)
-    assert lp_chunk.shape == ids.shape
-    assert torch.allclose(lp_chunk, lp_full, atol=1e-5)
+    trained = mb.mask > 0
+    assert lp_chunk.shape == ids.shape and 0 < int(trained.sum()) < trained.numel()
+    # the chunked head runs at the trained positions only: the same values there, 0 elsewhere
+    assert torch.allclose(lp_chunk[trained], lp_full[trained], atol=1e-5)
+    assert not lp_chunk[~trained].any() and lp_full[~trained].lt(0).all()
     for a, b in zip(g_chunk, g_full, strict=True):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
     # the independent computation: log_softmax of the model's own logits / T
     with torch.no_grad():
         logits = policy(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
     direct = torch.log_softmax(logits / temperature, -1).gather(-1, ids)
-    assert torch.allclose(lp_chunk, direct, atol=1e-5)
+    assert torch.allclose(lp_chunk[trained], direct[trained], atol=1e-5)
+
+
+def test_the_head_runs_only_at_the_positions_asked(policy, monkeypatch):
+    """``positions``: the head's matmuls see only those rows (fewer FLOPs), the others read 0."""
+    import example_trainer.logprobs as logprobs
+
+    mb = _micro_batch()
+    ids = mb.targets.unsqueeze(-1)
+    trained = mb.mask > 0
+    logprobs.inspect_output_head(policy)  # its probe forward is not what is counted below
+    rows_seen = []
+    real = logprobs.chunked_logprobs
+
+    def counting(hidden, *args, **kwargs):
+        rows_seen.append(hidden.shape[:-1])
+        return real(hidden, *args, **kwargs)
+
+    monkeypatch.setattr(logprobs, "chunked_logprobs", counting)
+    with sampled_token_head(policy, ids, None, 8, trained) as swapped:
+        assert swapped
+        out = policy(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    assert rows_seen == [torch.Size([int(trained.sum())])]
+    assert out.shape == ids.shape
+    assert not out[~trained].any() and out[trained].lt(0).all()
 
 
 def test_head_is_restored_and_bf16_autocast_stays_close(policy):
@@ -93,5 +120,6 @@ def test_head_is_restored_and_bf16_autocast_stays_close(policy):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         lp_chunk = forward_logprobs(policy, mb, ids, 8)
         lp_full = forward_logprobs(policy, mb, ids, 0)
+    trained = mb.mask > 0
     assert lp_chunk.dtype == torch.float32
-    assert torch.allclose(lp_chunk, lp_full, atol=5e-2)
+    assert torch.allclose(lp_chunk[trained], lp_full[trained], atol=5e-2)

@@ -17,6 +17,7 @@ from _trainer_helpers import (
 )
 
 from atroposlib.api.client import TrajectoryClient
+from tests.jsonl import read_jsonl
 
 
 def _weights(path):
@@ -32,6 +33,21 @@ def _wait(cond, timeout=60.0, what=""):
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _assert_step_breakdown(rows):
+    """Every row says where its step went: the phases add up to the row-to-row time, the compute phases
+    took time, the checkpoint of the previous step is charged to the next row, and the FLOPs estimate is
+    there."""
+    for r in rows:
+        phases = [k for k in r if k.startswith("time_") and k not in ("time_step_s",)]
+        assert len(phases) == 9, sorted(phases)
+        assert sum(r[k] for k in phases) == pytest.approx(r["time_step_s"], rel=1e-6)
+        assert r["time_forward_s"] > 0 and r["time_backward_s"] > 0 and r["time_optimizer_s"] > 0
+        assert r["time_step_s"] >= r["step_time_s"]
+        assert r["train_tflop"] > 0 and r["train_tflop_per_s"] > 0 and r["trainer_cpu_s"] > 0
+    assert rows[0]["time_checkpoint_s"] == 0.0  # nothing before step 1
+    assert all(r["time_checkpoint_s"] > 0 and r["time_ack_s"] > 0 for r in rows[1:])
 
 
 def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, tmp_path):
@@ -53,6 +69,7 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
     )
     assert first.wait(120) == 0, (tmp_path / "t1.log").read_text()[-3000:]
     assert metrics_steps(save) == [1, 2, 3]
+    _assert_step_breakdown(read_jsonl(save / "metrics.jsonl"))
     with TrajectoryClient(api.url) as c:
         st = c.status()
         assert (st.current_step, st.queue_size) == (3, 0)

@@ -141,3 +141,20 @@ def test_trainer_refuses_cuda_on_a_machine_without_it_in_one_line(tiny_model, tm
         "atropos-grpo: error: device: cuda:0 requested but torch.cuda.is_available() is False"
     )
     assert "Traceback" not in proc.stderr
+
+
+def test_attention_kernel_auto_is_eager_only_for_bf16_on_cpu(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    from example_trainer.model_setup import attention_kernel, set_attention
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert attention_kernel("auto", cpu, torch.bfloat16) == "eager"
+    assert attention_kernel("auto", cpu, torch.float32) is None
+    assert attention_kernel("auto", gpu, torch.bfloat16) is None
+    assert attention_kernel("sdpa", cpu, torch.bfloat16) == "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation="sdpa")
+    set_attention(model, "eager")
+    assert model.config._attn_implementation == "eager"
+    with pytest.raises(ConfigError, match="attn_implementation 'no-such-kernel'"):
+        set_attention(model, "no-such-kernel")

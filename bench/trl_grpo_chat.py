@@ -1,0 +1,215 @@
+"""TRL's side of ``bench/trl_comparison.py``: GRPOTrainer (or the experimental AsyncGRPOTrainer) on the chat
+arithmetic task, run by TRL's own Python (``scripts/setup_trl_bench.sh``), never by atroposlib's.
+
+    python trl_grpo_chat.py --model DIR --out DIR --steps 40 [--trainer sync|async --vllm-url URL] ...
+
+The task is the one our loop trains on (``atroposlib/utils/chat_arithmetic_task.py``, loaded here by its
+file path so that TRL's environment needs nothing of atroposlib): ``What is a + b?`` in the model's chat
+template, reward 1 when the reply's last integer is the sum, the same seeded split into training and
+held-out pairs. The settings are the ones ``trl_comparison.py`` passes (its docstring lists the mapping).
+Writes ``OUT/result.json`` (per-step reward and end time, the trainer's start time, peak RSS) and the
+trained adapter in ``OUT/adapter``; the held-out evaluation runs afterwards in atroposlib's environment
+with the same code for every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TASK_FILE = (
+    Path(__file__).resolve().parent.parent / "atroposlib" / "utils" / "chat_arithmetic_task.py"
+)
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def load_task() -> Any:
+    spec = importlib.util.spec_from_file_location("chat_arithmetic_task", TASK_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--trainer", choices=["sync", "async"], default="sync")
+    p.add_argument("--vllm-url", default="", help="async: the vLLM server to generate with")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--operands", type=int, nargs=2, default=(1, 9))
+    p.add_argument("--held-out", type=int, default=30)
+    p.add_argument("--prompts-per-step", type=int, default=4)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+
+    task = load_task()
+    train_pairs, _ = task.split_problems(*args.operands, args.held_out, args.seed)
+    rng = random.Random(args.seed + 1)
+    n_prompts = args.steps * args.prompts_per_step
+    picked = [rng.choice(train_pairs) for _ in range(n_prompts)]
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [p.messages() for p in picked],
+            "a": [p.a for p in picked],
+            "b": [p.b for p in picked],
+        }
+    )
+
+    def sum_reward(completions: list[Any], a: list[int], b: list[int], **_: Any) -> list[float]:
+        out = []
+        for completion, x, y in zip(completions, a, b, strict=True):
+            text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
+            out.append(task.score_reply(text, task.ChatProblem(x, y)))
+        return out
+
+    rows: list[dict[str, Any]] = []
+    marks: dict[str, float] = {}
+
+    class Clock(TrainerCallback):
+        """Per optimizer step: its end time and the mean reward TRL logged for it."""
+
+        def on_train_begin(self, *_a: Any, **_k: Any) -> None:
+            marks["train_begin"] = time.time()
+
+        def on_step_end(self, _args: Any, state: Any, *_a: Any, **_k: Any) -> None:
+            rows.append({"step": int(state.global_step), "time": time.time()})
+
+        def on_log(
+            self, _args: Any, state: Any, _control: Any, logs: Any = None, **_k: Any
+        ) -> None:
+            logs = logs or {}
+            reward = logs.get("reward", logs.get("rewards/sum_reward/mean"))
+            if reward is not None:
+                for r in reversed(rows):
+                    if r["step"] == int(state.global_step):
+                        r["reward_mean"] = float(reward)
+                        break
+                else:  # logged before on_step_end of that step
+                    rows.append({"step": int(state.global_step), "reward_mean": float(reward)})
+
+    lora = LoraConfig(
+        r=args.lora_rank,
+        lora_alpha=2 * args.lora_rank,
+        lora_dropout=0.0,
+        target_modules=LORA_MODULES,
+        task_type="CAUSAL_LM",
+    )
+    batch = args.prompts_per_step * args.group_size
+    common: dict[str, Any] = {
+        "output_dir": str(args.out / "trl"),
+        "max_steps": args.steps,
+        "learning_rate": args.lr,
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "adam_beta1": 0.9,
+        "adam_beta2": 0.99,
+        "weight_decay": 0.0,
+        "max_grad_norm": 1.0,
+        "num_generations": args.group_size,
+        "max_completion_length": args.max_tokens,
+        "temperature": args.temperature,
+        "top_p": 1.0,
+        "top_k": 0,
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "seed": args.seed,
+        "use_cpu": True,
+        "bf16": args.dtype == "bfloat16",
+        # TRL turns it on by default; our trainer keeps it off on CPU (a 135M model's activations fit),
+        # and recomputing every layer in backward would cost TRL a third more compute
+        "gradient_checkpointing": False,
+    }
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    if args.trainer == "sync":
+        from trl import GRPOConfig, GRPOTrainer
+
+        config = GRPOConfig(
+            **common,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=1,
+            num_iterations=1,
+            beta=0.0,
+            loss_type="dapo",
+            scale_rewards="group",
+            mask_truncated_completions=False,
+            use_vllm=False,
+            remove_unused_columns=False,
+        )
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+        trainer = GRPOTrainer(
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=sum_reward,
+            args=config,
+            train_dataset=dataset,
+            peft_config=lora,
+            callbacks=[Clock()],
+        )
+    else:
+        from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+
+        config = AsyncGRPOConfig(
+            **common,
+            vllm_server_base_url=args.vllm_url,
+            max_staleness=1,
+            weight_sync_steps=1,
+            per_device_train_batch_size=batch,
+        )
+        trainer = AsyncGRPOTrainer(
+            model=args.model,
+            processing_class=tokenizer,
+            reward_funcs=sum_reward,
+            args=config,
+            train_dataset=dataset,
+            peft_config=lora,
+            callbacks=[Clock()],
+        )
+    trainer.train()
+    args.out.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(str(args.out / "adapter"))
+    result = {
+        "trainer": args.trainer,
+        "train_begin": marks.get("train_begin"),
+        "rows": rows,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "trl_version": __import__("trl").__version__,
+        "threads": args.threads,
+        "pid": os.getpid(),
+    }
+    (args.out / "result.json").write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
