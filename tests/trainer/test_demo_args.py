@@ -57,3 +57,24 @@ def test_smollm2_on_our_engine_is_a_one_line_usage_error(capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert "--model smollm2 runs on a real vLLM server" in err
+
+
+def test_the_calculator_task_has_its_own_defaults_and_folder():
+    calc = parse_args(["--model", "smollm2", "--task", "calculator"])
+    assert (calc.steps, calc.prompts_per_step, calc.group_size, calc.warmup_sft_steps) == (
+        30,
+        4,
+        8,
+        10,
+    )
+    assert (calc.inference, calc.out.name) == ("vllm", "demo-smollm2-calculator")
+    control = parse_args(["--model", "smollm2", "--task", "calculator", "--control", "shuffled"])
+    assert control.out.name == "demo-smollm2-calculator-control"
+
+
+def test_the_calculator_task_needs_smollm2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--task", "calculator"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert "--task calculator runs with --model smollm2" in err
