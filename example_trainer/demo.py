@@ -89,6 +89,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "LoRA steps on gold episodes, merged; smollm2 arithmetic none).",
     )
     p.add_argument(
+        "--heldout",
+        type=positive_int,
+        default=None,
+        help="calculator: held-out questions, never trained on, played before and after RL (default 64).",
+    )
+    p.add_argument(
         "--control",
         choices=["none", "shuffled"],
         default="none",
@@ -114,6 +120,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.task == "calculator" and args.model != "smollm2":
         p.error("--task calculator runs with --model smollm2")
+    if args.heldout is not None and args.task != "calculator":
+        p.error("--heldout is a setting of --task calculator")
     if args.model == "smollm2":
         if args.task == "calculator":
             from example_trainer.demo_calculator import DEFAULTS

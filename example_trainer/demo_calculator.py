@@ -7,9 +7,11 @@ real vLLM server with the trainer's LoRA hot-loaded after every step, the GRPO t
 
 1. **Measure the base model** on the held-out questions (greedy episodes, transformers: see
    ``tool_episodes``). It never writes a ``<tool_call>`` (measured), so:
-2. **Warm-up** (``--warmup-sft-steps``, its own row in the results): a few LoRA steps on gold episodes
-   the env's task generates (one call, its result, the answer), merged into the weights
-   (``chat_sft``). Kept short on purpose: it teaches the format partly, so RL has room to improve.
+2. **Warm-up** (``--warmup-sft-steps``, its own row in the results): a few LoRA steps on right episodes
+   the env's task generates, merged into the weights (``chat_sft``): ``WARMUP_TOOL_SHARE`` of them call
+   the tool (the call, its result, the answer), the rest answer directly (right). The base model always
+   answers directly; the warm-up teaches the tool's format and leaves which way pays to RL (on pure
+   tool episodes 5 steps already reached 0.73 held-out success, leaving RL little to show).
 3. **Measure the RL starting point** on the same held-out questions, then run RL from it.
 4. **Measure the end**: the starting point plus the trainer's last adapter.
 
@@ -33,6 +35,7 @@ from typing import Any
 from atroposlib.envkit.calculator_task import (
     CalcSplit,
     Episode,
+    direct_transcript,
     gold_transcript,
     split_problems,
     tool_system_prompt,
@@ -53,13 +56,22 @@ HELD_OUT = 64
 MAX_TURNS = 3
 TOKENS_PER_TURN = 48
 SEQ_LEN = 320
-DEFAULTS = {"steps": 30, "prompts_per_step": 4, "group_size": 8, "lr": 5e-4, "warmup_sft_steps": 10}
+DEFAULTS = {
+    "steps": 30,
+    "prompts_per_step": 4,
+    "group_size": 8,
+    "lr": 5e-4,
+    "warmup_sft_steps": 10,
+    "heldout": HELD_OUT,
+}
 WARMUP_BATCH = 8
 WARMUP_LR = 5e-4
+WARMUP_TOOL_SHARE = 0.3
+"""Share of the warm-up's gold episodes that use the tool; the rest answer directly (right)."""
 
 
-def _split(seed: int) -> CalcSplit:
-    return split_problems(HELD_OUT, seed)  # the env's defaults: a in 10..999, b in 10..99
+def _split(args: argparse.Namespace) -> CalcSplit:
+    return split_problems(args.heldout, args.seed)  # the env's ranges: a in 10..999, b in 10..99
 
 
 def _system() -> str:
@@ -98,7 +110,14 @@ def warm_up(out: Path, args: argparse.Namespace, split: CalcSplit) -> tuple[Path
     system = _system()
 
     def sample(rng: Any, n: int) -> list[list[dict[str, Any]]]:
-        return [gold_transcript(split.train_problem(rng), system) for _ in range(n)]
+        out = []
+        for _ in range(n):
+            problem = split.train_problem(rng)
+            tool = rng.random() < WARMUP_TOOL_SHARE
+            out.append(
+                gold_transcript(problem, system) if tool else direct_transcript(problem, system)
+            )
+        return out
 
     model, tok = lora_model(MODEL_CACHE, LORA_RANK, LORA_MODULES)
     _, losses = sft_steps(
@@ -120,7 +139,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     from example_trainer.tool_episodes import summarize
 
     ensure_model()
-    split = _split(args.seed)
+    split = _split(args)
     t0 = time.perf_counter()
     base = play_heldout(MODEL_CACHE, split)
     write_episodes(out / "heldout_base.jsonl", base)
@@ -130,7 +149,8 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     start, start_eps, losses = MODEL_CACHE, base, []
     if args.warmup_sft_steps > 0:
         print(
-            f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on gold episodes the env generates ...",
+            f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on right episodes the env generates "
+            f"({WARMUP_TOOL_SHARE:.0%} with the tool) ...",
             flush=True,
         )
         start, losses = warm_up(out, args, split)
@@ -187,7 +207,7 @@ def topology_parts(args: argparse.Namespace, out: Path, model_dir: Path) -> dict
                         "max_batches_offpolicy": 1,
                         "total_steps": args.steps,
                         "seed": args.seed,
-                        "held_out": HELD_OUT,
+                        "held_out": args.heldout,
                         "max_turns": MAX_TURNS,
                         "max_tokens_per_turn": TOKENS_PER_TURN,
                         "max_token_length": SEQ_LEN,

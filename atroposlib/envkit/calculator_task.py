@@ -301,6 +301,17 @@ def gold_transcript(
     ]
 
 
+def direct_transcript(problem: CalcProblem, system: str) -> list[dict[str, Any]]:
+    """An episode answered without the tool (right, which the model cannot do in its head for
+    unseen questions): a warm-up that mixes these with ``gold_transcript`` shows both ways to
+    answer and leaves which one pays to RL."""
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": problem.question},
+        {"role": "assistant", "content": f"{problem.expression} = {problem.answer}"},
+    ]
+
+
 __all__ = [
     "OUTCOMES",
     "PLAIN_SYSTEM_PROMPT",
@@ -309,6 +320,7 @@ __all__ = [
     "Episode",
     "ToolResult",
     "block_errors",
+    "direct_transcript",
     "gold_transcript",
     "last_integer",
     "run_tool",

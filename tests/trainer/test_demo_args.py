@@ -67,7 +67,7 @@ def test_the_calculator_task_has_its_own_defaults_and_folder():
         8,
         10,
     )
-    assert (calc.inference, calc.out.name) == ("vllm", "demo-smollm2-calculator")
+    assert (calc.inference, calc.out.name, calc.heldout) == ("vllm", "demo-smollm2-calculator", 64)
     control = parse_args(["--model", "smollm2", "--task", "calculator", "--control", "shuffled"])
     assert control.out.name == "demo-smollm2-calculator-control"
 
@@ -78,3 +78,9 @@ def test_the_calculator_task_needs_smollm2(capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert "--task calculator runs with --model smollm2" in err
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--heldout", "8"])
+    assert (
+        exc.value.code == 2
+        and "--heldout is a setting of --task calculator" in capsys.readouterr().err
+    )
