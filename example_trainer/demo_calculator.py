@@ -146,7 +146,8 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"[demo] base model on {len(base)} held-out questions: {_line(summarize(base))}", flush=True
     )
-    start, start_eps, losses = MODEL_CACHE, base, []
+    start, start_eps = MODEL_CACHE, base
+    losses: list[float] = []
     if args.warmup_sft_steps > 0:
         print(
             f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on right episodes the env generates "
