@@ -108,7 +108,7 @@ def sft_steps(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return opt, losses
 
 
