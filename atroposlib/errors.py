@@ -90,6 +90,15 @@ class ModelLoadError(AtroposError):
     """A model or tokenizer directory is missing, incomplete or unreadable."""
 
 
+class WorkerTimeout(AtroposError):
+    """An item's rollout ran past ``--env.worker_timeout`` and was cancelled (it is retried)."""
+
+
+class TokenDrift(AtroposError):
+    """A managed episode's next turn would not re-render to the tokens the model saw, and the
+    session drops such episodes (``on_token_drift='drop'``): the episode ends here, counted."""
+
+
 class RewardUnavailable(AtroposError):
     """Scoring failed for infrastructure reasons (grader down, sandbox failure): not a 0 reward."""
 
@@ -109,5 +118,7 @@ __all__ = [
     "RewardUnavailable",
     "RunFailed",
     "SchemaError",
+    "TokenDrift",
     "TokenizerMismatch",
+    "WorkerTimeout",
 ]

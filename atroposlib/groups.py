@@ -5,8 +5,13 @@
         group.add(node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs)
     return group.build(), []
 
-Optional per-sequence fields (messages, inference_logprobs, advantages, ...) must be given for every
-sequence or for none. ``build()`` validates the group with the wire schema (``SchemaError`` names what
+Optional per-sequence fields (messages, inference_logprobs, advantages, overlong, ...) must be given
+for every sequence or for none. A score of None (``score_samples`` could not score that sequence) is
+no score, never a 0: the sequence is marked ``reward_statuses: "unavailable"`` and its score is a
+placeholder (the mean of the others, so a reader that ignores the mark gives it no advantage);
+with fewer than two scored sequences left the group has no learning signal and the whole group is
+marked ``reward_status: "unavailable"``. ``add_node`` records whether a node's last reply was cut at
+``max_tokens`` (``overlong``) from its ``finish_reason``. ``build()`` validates the group with the wire schema (``SchemaError`` names what
 is wrong) and returns the validated ``ScoredData`` model; the runtime sends a model as it is, without
 validating it again. A group an env builds as a plain ``ScoredDataGroup`` dict (Atropos's way) is
 normalized (``normalize_group``) and validated once (``check_group``) when it is sent.
@@ -51,7 +56,8 @@ class GroupBuilder:
     ) -> None:
         self.tokens: list[list[int]] = []
         self.masks: list[list[int]] = []
-        self.scores: list[float] = []
+        self.scores: list[Optional[float]] = []
+        self.overlong: list[Optional[bool]] = []
         self.optional: dict[str, list[Any]] = {k: [] for k in _PER_SEQUENCE}
         self.generation_params = generation_params
         self.group_overrides = dict(group_overrides or {})
@@ -65,24 +71,32 @@ class GroupBuilder:
         self,
         tokens: Sequence[int],
         masks: Sequence[int],
-        score: float,
+        score: Optional[float],
         *,
         messages: Optional[Sequence[Mapping[str, Any]]] = None,
         inference_logprobs: Optional[Sequence[float]] = None,
         advantages: Optional[Sequence[float]] = None,
         ref_logprobs: Optional[Sequence[float]] = None,
         overrides: Optional[Mapping[str, Any]] = None,
+        overlong: Optional[bool] = None,
         reward_unavailable: bool = False,
     ) -> GroupBuilder:
-        """Add one sequence. ``reward_unavailable=True`` marks the group's reward as unavailable
-        (infrastructure failure): the trainer masks it out instead of training on a 0."""
+        """Add one sequence. ``score=None``: this sequence has no score (see the module docstring).
+        ``overlong``: its last reply was cut at ``max_tokens``. ``reward_unavailable=True`` marks the
+        whole group's reward as unavailable (infrastructure failure): the trainer masks it out
+        instead of training on a 0."""
         if len(tokens) != len(masks):
             raise SchemaError(
                 f"sequence {len(self.tokens)}: {len(tokens)} tokens but {len(masks)} masks"
             )
+        if self.overlong and (overlong is None) != (self.overlong[0] is None):
+            raise SchemaError(
+                f"sequence {len(self.tokens)}: overlong given for some sequences but not others"
+            )
         self.tokens.append(list(tokens))
         self.masks.append(list(masks))
-        self.scores.append(float(score))
+        self.scores.append(None if score is None else float(score))
+        self.overlong.append(None if overlong is None else bool(overlong))
         values: dict[str, Any] = {
             "messages": messages,
             "inference_logprobs": inference_logprobs,
@@ -102,24 +116,27 @@ class GroupBuilder:
 
     def add_item(self, item: ScoredDataItem) -> GroupBuilder:
         """Add a ``ScoredDataItem`` (what ``collect_trajectory`` returns)."""
+        unavailable = item.get("reward_status") == "unavailable" or item.get("scores") is None
         self.add(
             item["tokens"],
             item["masks"],
-            item["scores"],
+            None if unavailable else item["scores"],
             messages=item.get("messages"),
             inference_logprobs=item.get("inference_logprobs"),
             advantages=item.get("advantages"),
             ref_logprobs=item.get("ref_logprobs"),
             overrides=item.get("overrides"),
-            reward_unavailable=item.get("reward_status") == "unavailable",
+            overlong=item.get("overlong"),
         )
         group_overrides = item.get("group_overrides")
         if group_overrides:
             self.group_overrides.update(group_overrides)
         return self
 
-    def add_node(self, node: Any, score: float, **kwargs: Any) -> GroupBuilder:
-        """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs)."""
+    def add_node(self, node: Any, score: Optional[float], **kwargs: Any) -> GroupBuilder:
+        """Add a ``SequenceNode`` from ``managed_server`` (tokens, masked_tokens, logprobs, and
+        whether its last reply was cut at ``max_tokens``)."""
+        kwargs.setdefault("overlong", node_overlong(node))
         return self.add(
             node.tokens, node.masked_tokens, score, inference_logprobs=node.logprobs, **kwargs
         )
@@ -127,7 +144,10 @@ class GroupBuilder:
     def to_dict(self) -> ScoredDataGroup:
         """The group as a plain ``ScoredDataGroup`` dict, not validated (the runtime validates it
         once when it is sent); ``build()`` is the validated form."""
-        group: dict[str, Any] = {"tokens": self.tokens, "masks": self.masks, "scores": self.scores}
+        known = [s for s in self.scores if s is not None]
+        fill = sum(known) / len(known) if known else 0.0
+        scores = [fill if s is None else s for s in self.scores]
+        group: dict[str, Any] = {"tokens": self.tokens, "masks": self.masks, "scores": scores}
         for key, rows in self.optional.items():
             if rows:
                 if len(rows) != len(self.tokens):
@@ -141,13 +161,29 @@ class GroupBuilder:
             group["group_overrides"] = self.group_overrides
         if self.images is not None:
             group["images"] = self.images
-        if self.reward_unavailable:
-            group["reward_status"] = "unavailable"
+        if any(x is not None for x in self.overlong):
+            group["overlong"] = [bool(x) for x in self.overlong]
+        if self.reward_unavailable or (len(known) < min(2, len(scores))):
+            group["reward_status"] = "unavailable"  # no learning signal left in the group
+        elif len(known) < len(scores):
+            group["reward_statuses"] = [
+                "ok" if s is not None else "unavailable" for s in self.scores
+            ]
         return group  # type: ignore[return-value]
 
     def build(self) -> ScoredData:
         """The validated group; raises ``SchemaError`` naming the field when it would be rejected."""
         return check_group(self.to_dict())
+
+
+def node_overlong(node: Any) -> Optional[bool]:
+    """Whether a tracked node's last reply was cut at ``max_tokens`` (None: it does not say)."""
+    meta = getattr(node, "metadata", None) or {}
+    if "overlong" in meta:
+        return bool(meta["overlong"])
+    if "finish_reason" in meta:
+        return bool(meta["finish_reason"] == "length")
+    return None
 
 
 def check_group(group: Union[ScoredDataGroup, dict[str, Any]]) -> ScoredData:
@@ -212,5 +248,6 @@ __all__ = [
     "Groups",
     "check_group",
     "group_from_items",
+    "node_overlong",
     "normalize_group",
 ]

@@ -69,6 +69,7 @@ class ScoredDataItem(TypedDict, total=False):
     distill_token_ids: Optional[list[list[int]]]
     distill_logprobs: Optional[list[list[float]]]
     reward_status: Optional[RewardStatus]
+    overlong: Optional[bool]
 
 
 class ScoredDataGroup(TypedDict, total=False):
@@ -91,6 +92,8 @@ class ScoredDataGroup(TypedDict, total=False):
     policy_version: Optional[int]
     group_id: Optional[str]
     reward_status: Optional[RewardStatus]
+    reward_statuses: Optional[list[RewardStatus]]
+    overlong: Optional[list[bool]]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,6 +108,8 @@ _EMPTY_MEANS_ABSENT = (
     "overrides",
     "distill_token_ids",
     "distill_logprobs",
+    "reward_statuses",
+    "overlong",
 )
 
 
@@ -200,6 +205,16 @@ class ScoredData(BaseModel):
         None,
         description="'unavailable' when scoring failed for infrastructure reasons; never trained as 0.",
     )
+    reward_statuses: Optional[list[RewardStatus]] = Field(
+        None,
+        description="Per sequence: 'unavailable' when that sequence could not be scored (its score "
+        "is then a placeholder, the mean of the others); the trainer leaves it out. Absent: all ok.",
+    )
+    overlong: Optional[list[bool]] = Field(
+        None,
+        description="Per sequence: whether its last reply was cut at max_tokens (finish_reason "
+        "'length'); the trainer keeps, masks or penalizes it (--overlong). Absent: unknown.",
+    )
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -246,7 +261,14 @@ class ScoredData(BaseModel):
                     raise ValueError(
                         f"{name}[{i}] has {len(row)} values but tokens[{i}] has {len(seq)} tokens"
                     )
-        for name in ("overrides", "messages", "distill_token_ids", "distill_logprobs"):
+        for name in (
+            "overrides",
+            "messages",
+            "distill_token_ids",
+            "distill_logprobs",
+            "reward_statuses",
+            "overlong",
+        ):
             rows = getattr(self, name)
             if rows is not None and len(rows) != n:
                 raise ValueError(f"{name} has {len(rows)} entries but the group has {n} sequences")

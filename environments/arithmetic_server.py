@@ -15,6 +15,7 @@ Run it against the trajectory API and an inference server (the demo does this fo
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Optional
 
 from pydantic import Field
@@ -84,16 +85,20 @@ class ArithmeticEnv(BaseEnv):
                 "max_tokens": self.config.max_completion_tokens,
             }
         )
-        for node in nodes:
-            prompt_len = node.metadata["prompt_length"]
-            text = self.tokenizer.decode(node.tokens[prompt_len:], skip_special_tokens=True)
-            score = score_completion(text, item)
-            self.add_metric("train/percent_correct", score)
+        texts = [
+            self.tokenizer.decode(n.tokens[n.metadata["prompt_length"] :], skip_special_tokens=True)
+            for n in nodes
+        ]
+        scores = await self.score_samples(partial(score_completion, problem=item), texts)
+        for node, text, score in zip(nodes, texts, scores, strict=True):
+            if score is not None:
+                self.add_metric("train/percent_correct", score)
             group.add(
                 node.tokens,
                 node.masked_tokens,
                 score,
                 inference_logprobs=node.logprobs,
+                overlong=node.overlong,
                 messages=[
                     {"role": "user", "content": item.prompt},
                     {"role": "assistant", "content": text},

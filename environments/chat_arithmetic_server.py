@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import time
+from functools import partial
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -110,9 +111,10 @@ class ChatArithmeticEnv(BaseEnv):
                 "max_tokens": self.config.max_completion_tokens,
             }
         )
-        for reply, node in zip(replies, nodes, strict=True):
-            score = score_reply(reply, item)
-            self.add_metric("train/percent_correct", score)
+        scores = await self.score_samples(partial(score_reply, problem=item), replies)
+        for reply, node, score in zip(replies, nodes, scores, strict=True):
+            if score is not None:
+                self.add_metric("train/percent_correct", score)
             group.add_node(node, score, messages=transcript(messages, reply))
         return group.build(), []
 

@@ -16,6 +16,7 @@ itself fails (cannot start an interpreter, fork failure), the group is sent with
 
 import asyncio
 import random
+from functools import partial
 from itertools import cycle
 
 from pydantic import Field
@@ -83,17 +84,19 @@ class CodeExecutionEnv(BaseEnv):
     async def collect_trajectories(self, item: Item) -> Trajectories:
         messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
-        results = await asyncio.gather(*[self.run_tests(item, answer) for answer in answers])
+        # the sandbox runs each answer in a subprocess; score_samples adds the per-sample limit
+        results = await self.score_samples(partial(self.run_tests, item), answers)
         group = self.group_builder()
         for answer, node, result in zip(answers, nodes, results, strict=True):
-            unavailable = result.status == "unavailable"
+            if result is None or result.status == "unavailable":  # no score: never a -1
+                note = "no score" if result is None else f"unavailable: {result.detail}"
+                group.add_node(node, None, messages=transcript(messages, answer, note))
+                continue
             score = 1.0 if result.status == "passed" else -1.0
-            if not unavailable:
-                self.add_metric("train/pass_rate", 1.0 if result.status == "passed" else 0.0)
+            self.add_metric("train/pass_rate", 1.0 if result.status == "passed" else 0.0)
             group.add_node(
                 node,
                 score,
-                reward_unavailable=unavailable,
                 messages=transcript(messages, answer, f"{result.status}: {result.detail}"),
             )
         return group.build(), []

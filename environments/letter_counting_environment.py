@@ -70,9 +70,10 @@ class LetterCountingEnv(BaseEnv):
         messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for answer, node in zip(answers, nodes, strict=True):
-            score = self.score(answer, item)
-            self.add_metric("train/percent_correct", score)
+        scores = await self.score_samples(lambda answer: self.score(answer, item), answers)
+        for answer, node, score in zip(answers, nodes, scores, strict=True):
+            if score is not None:
+                self.add_metric("train/percent_correct", score)
             group.add_node(node, score, messages=transcript(messages, answer))
         return group.build(), []
 

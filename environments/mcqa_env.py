@@ -86,9 +86,11 @@ class MCQAEnv(BaseEnv):
         messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for answer, node in zip(answers, nodes, strict=True):
-            score, reason = self.grade(answer, item)
-            self.add_metric("train/percent_correct", score)
+        graded = await self.score_samples(lambda answer: self.grade(answer, item), answers)
+        for answer, node, grade in zip(answers, nodes, graded, strict=True):
+            score, reason = grade if grade is not None else (None, "no score")
+            if score is not None:
+                self.add_metric("train/percent_correct", score)
             group.add_node(node, score, messages=transcript(messages, answer, reason))
         return group.build(), []
 

@@ -92,9 +92,10 @@ class ReasoningGymEnv(BaseEnv):
         messages = self.prompt(item)
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for answer, node in zip(answers, nodes, strict=True):
-            score = self.score(self.train, answer, item)
-            self.add_metric("train/mean_score", score)
+        scores = await self.score_samples(lambda a: self.score(self.train, a, item), answers)
+        for answer, node, score in zip(answers, nodes, scores, strict=True):
+            if score is not None:
+                self.add_metric("train/mean_score", score)
             group.add_node(node, score, messages=transcript(messages, answer))
         return group.build(), []
 

@@ -3,8 +3,9 @@
 Each episode: the system prompt lists the tools; the user asks something that needs two calls (a
 city's temperature, then a unit conversion). Every assistant turn is parsed: well-formed calls run
 against the built-in tool box and come back as a ``tool`` message holding ``<tool_response>...``;
-the episode ends when the model writes ``<answer>...</answer>``, after ``max_turns``, or at the first
-malformed call (score 0, the reason kept as a ``grader`` note and counted). Tool errors (unknown tool,
+the episode ends when the model writes ``<answer>...</answer>``, after ``max_turns`` (score 0,
+counted as ``train/episodes_past_max_turns``), or at the first malformed call (score 0, the reason
+kept as a ``grader`` note and counted). Tool errors (unknown tool,
 bad arguments) are fed back to the model as the tool's response, like a real API would.
 
 Token-exact tracking: the whole episode runs inside one ``managed_server`` context, so the final node's
@@ -55,7 +56,9 @@ class MultiTurnToolEnv(BaseEnv):
         self.system = hermes_system_prompt(list(TOOLBOX.values()))
         require_room(self.tokenizer, chat(self.system, "?"), self.config.max_token_length)
         self.malformed = 0
+        self.past_max_turns = 0
         self.set_metric("train/malformed_tool_calls", 0)
+        self.set_metric("train/episodes_past_max_turns", 0)
 
     async def get_next_item(self) -> Item:
         return multi_turn_task(self.rng)
@@ -65,7 +68,7 @@ class MultiTurnToolEnv(BaseEnv):
         messages = chat(self.system, item["question"])
         score, note = 0.0, f"no <answer> after {self.config.max_turns} turns"
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
-            for _ in range(self.config.max_turns):
+            for _ in range(self.config.max_turns):  # the else: no answer within max_turns
                 completion = await managed.chat_completion(
                     messages=messages,
                     n=1,
@@ -96,6 +99,9 @@ class MultiTurnToolEnv(BaseEnv):
                     note = "stopped: another turn could pass max_token_length"
                     break
                 messages.append({"role": "tool", "content": tool_turn})
+            else:
+                self.past_max_turns += 1
+                self.set_metric("train/episodes_past_max_turns", self.past_max_turns)
             node = episode_node(managed)
         scored: ScoredDataItem = {
             "tokens": node.tokens,
@@ -103,6 +109,7 @@ class MultiTurnToolEnv(BaseEnv):
             "scores": score,
             "inference_logprobs": node.logprobs,
             "messages": messages + [{"role": "grader", "content": note}],
+            "overlong": node.overlong,
         }
         return scored, []
 

@@ -68,8 +68,11 @@ class ToolCallingEnv(BaseEnv):
         messages = chat(self.system, item["question"])
         answers, nodes = await sample_group(self, messages)
         group = self.group_builder()
-        for answer, node in zip(answers, nodes, strict=True):
-            parsed = parse_tool_calls(answer)
+        parses = await self.score_samples(parse_tool_calls, answers)
+        for answer, node, parsed in zip(answers, nodes, parses, strict=True):
+            if parsed is None:  # the parser timed out or raised: no score (counted)
+                group.add_node(node, None, messages=transcript(messages, answer, "no score"))
+                continue
             score, reason = compare_tool_calls(parsed, item["reference"])
             self.malformed += len(parsed.errors)
             self.set_metric("train/malformed_tool_calls", self.malformed)

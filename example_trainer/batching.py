@@ -1,7 +1,9 @@
 """From an API batch (a list of scored groups) to padded training tensors.
 
-``flatten_batch`` turns groups into ``Sequence`` records (advantages computed, masked-out groups
-dropped and counted); ``split_micro_batches`` sorts them by length and cuts them into micro-batches
+``flatten_batch`` turns groups into ``Sequence`` records (advantages computed; groups whose reward
+is unavailable, and sequences marked so in ``reward_statuses``, left out and counted; sequences cut
+at ``max_tokens`` (the group's ``overlong`` flags) kept, masked or penalized as ``overlong`` says,
+counted); ``split_micro_batches`` sorts them by length and cuts them into micro-batches
 (a fixed count, or a padded-token budget); ``collate`` pads one micro-batch into tensors aligned on
 *target* positions: row t of every tensor describes the prediction of token t+1 from tokens <= t.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import torch
 
@@ -40,14 +42,21 @@ class FlatBatch:
     sequences: list[Sequence]
     group_scores: list[float] = field(default_factory=list)  # mean score of each trained group
     masked_groups: int = 0  # reward_status == "unavailable"
+    unscored: int = 0  # sequences marked "unavailable" in reward_statuses, left out
     advantages_from_env: int = 0
     policy_versions: list[int] = field(default_factory=list)
     truncated: int = 0
+    overlong: int = 0  # sequences flagged as cut at max_tokens
+    overlong_masked: int = 0  # ... left out of the loss (overlong="mask")
+    overlong_penalized: int = 0  # ... whose reward was lowered (overlong="penalize")
 
 
 def _row(group: dict[str, Any], key: str, i: int, n: int) -> Optional[list[Any]]:
     rows = group.get(key)
     return None if rows is None else rows[i][:n]
+
+
+OverlongMode = Literal["keep", "mask", "penalize"]
 
 
 def flatten_batch(
@@ -58,18 +67,31 @@ def flatten_batch(
     shuffle_generator: Optional[torch.Generator] = None,
     temperature: float = 1.0,
     temperature_from_groups: bool = False,
+    overlong: OverlongMode = "keep",
+    overlong_penalty: float = 1.0,
 ) -> FlatBatch:
     """Flatten groups into sequences; ``shuffle_generator`` set = the shuffled-reward control.
 
     Each sequence's logit temperature is ``temperature``, or (``temperature_from_groups``) its group's
-    ``generation_params["temperature"]`` when the group carries one."""
+    ``generation_params["temperature"]`` when the group carries one. A sequence the group marks
+    ``overlong`` is trained as any other (``keep``), left out of the loss while still counting in its
+    group's baseline (``mask``), or has ``overlong_penalty`` taken off its reward before the
+    advantages are computed (``penalize``); the reported scores are the env's."""
     out = FlatBatch(sequences=[])
     for g in groups:
         if g.get("reward_status") == "unavailable":
             out.masked_groups += 1
             continue
-        scores = [float(s) for s in g["scores"]]
-        out.group_scores.append(sum(scores) / max(len(scores), 1))
+        n = len(g["tokens"])
+        statuses = g.get("reward_statuses") or ["ok"] * n
+        keep = [i for i in range(n) if statuses[i] != "unavailable"]
+        out.unscored += n - len(keep)
+        if not keep:
+            continue
+        scores = [float(g["scores"][i]) for i in keep]
+        flags = [bool((g.get("overlong") or [False] * n)[i]) for i in keep]
+        out.overlong += sum(flags)
+        out.group_scores.append(sum(scores) / len(scores))
         if g.get("policy_version") is not None:
             out.policy_versions.append(int(g["policy_version"]))
         temp = group_temperature(g, temperature) if temperature_from_groups else temperature
@@ -77,26 +99,38 @@ def flatten_batch(
         if env_adv is not None:
             out.advantages_from_env += 1
         else:
-            train_scores = (
-                shuffled_scores(scores, shuffle_generator) if shuffle_generator else scores
-            )
+            train_scores = list(scores)
+            if overlong == "penalize":
+                train_scores = [
+                    s - overlong_penalty * f for s, f in zip(scores, flags, strict=True)
+                ]
+                out.overlong_penalized += sum(flags)
+            if shuffle_generator:
+                train_scores = shuffled_scores(train_scores, shuffle_generator)
             seq_adv = group_advantages(train_scores, advantage_mode)
-        for i, toks in enumerate(g["tokens"]):
-            n = min(len(toks), seq_len)
+        for j, i in enumerate(keep):
+            if flags[j] and overlong == "mask":
+                out.overlong_masked += 1
+                continue
+            toks = g["tokens"][i]
+            n_tok = min(len(toks), seq_len)
             out.truncated += int(len(toks) > seq_len)
-            masks = g["masks"][i][:n]
-            adv = [float(a) for a in env_adv[i][:n]] if env_adv is not None else [seq_adv[i]] * n
-
+            masks = g["masks"][i][:n_tok]
+            adv = (
+                [float(a) for a in env_adv[i][:n_tok]]
+                if env_adv is not None
+                else [seq_adv[j]] * n_tok
+            )
             out.sequences.append(
                 Sequence(
-                    tokens=[int(t) for t in toks[:n]],
+                    tokens=[int(t) for t in toks[:n_tok]],
                     trained=[m != MASK_IGNORE for m in masks],
                     advantages=adv,
-                    score=scores[i],
-                    inf_logprobs=_row(g, "inference_logprobs", i, n),
-                    ref_logprobs=_row(g, "ref_logprobs", i, n),
-                    distill_ids=_row(g, "distill_token_ids", i, n),
-                    distill_logprobs=_row(g, "distill_logprobs", i, n),
+                    score=scores[j],
+                    inf_logprobs=_row(g, "inference_logprobs", i, n_tok),
+                    ref_logprobs=_row(g, "ref_logprobs", i, n_tok),
+                    distill_ids=_row(g, "distill_token_ids", i, n_tok),
+                    distill_logprobs=_row(g, "distill_logprobs", i, n_tok),
                     temperature=temp,
                 )
             )

@@ -41,6 +41,7 @@ Aggregation = Literal["token", "sequence", "constant"]
 AdvantageMode = Literal["grpo", "mean_only"]
 RefreshMode = Literal["restart", "reload", "lora", "none"]
 ControlMode = Literal["none", "shuffled"]
+OverlongMode = Literal["keep", "mask", "penalize"]
 
 
 class TrainingConfig(BaseModel):
@@ -129,6 +130,17 @@ class TrainingConfig(BaseModel):
         ge=0,
         description="Weight of the top-k distillation term when batches carry distill_token_ids/logprobs.",
     )
+    overlong: OverlongMode = Field(
+        "mask",
+        description="Sequences whose last reply was cut at max_tokens (the groups' overlong flags): "
+        "mask leaves them out of the loss while they still count in their group's baseline "
+        "(DAPO's overlong filtering); keep trains them like finished ones; penalize takes "
+        "overlong_penalty off their reward before advantages. Counted per step "
+        "(overlong_sequences, overlong_masked, overlong_penalized).",
+    )
+    overlong_penalty: float = Field(
+        1.0, ge=0, description="penalize mode: reward taken off an overlong sequence."
+    )
     control: ControlMode = Field(
         "none",
         description="Control experiment: 'shuffled' permutes scores within each group before "
@@ -137,7 +149,9 @@ class TrainingConfig(BaseModel):
 
     # --- API ------------------------------------------------------------------------------
     api_url: str = Field("http://localhost:8000", description="Trajectory API base URL.")
-    api_token: Optional[str] = Field(None, description="Bearer token for the trajectory API.")
+    api_token: Optional[str] = Field(
+        None, description="Bearer token for the trajectory API (default: $ATROPOS_API_TOKEN)."
+    )
     wandb_project: str = Field("atropos-grpo", description="wandb project (when use_wandb).")
     wandb_group: str = Field("", description="wandb group (sent to envs through the API).")
     use_wandb: bool = Field(False, description="Log to wandb as well as to metrics.jsonl.")

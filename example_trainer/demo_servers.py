@@ -230,6 +230,8 @@ def trainer_command(
         str(args.seed),
         "--device",
         device,
+        "--overlong",  # the README's figures were measured training cut replies like finished ones
+        "keep",
     ]
 
 

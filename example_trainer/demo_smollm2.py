@@ -152,6 +152,8 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 "control": args.control,
                 "seed": args.seed,
                 "device": "cpu",
+                # the README's figures were measured training cut replies like finished ones
+                "overlong": "keep",
             }
         },
     }

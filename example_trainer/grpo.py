@@ -31,7 +31,9 @@ The algorithm, one optimizer step per API batch:
    (``POST /batch/ack``: never redelivered; an unacknowledged one is, so a crash loses no batch). The
    step's metrics row (``metrics.jsonl``, wandb if enabled) is written before both. ``--resume``
    continues from the checkpoint and registers at that step; a redelivered batch whose step the checkpoint already holds is acked, not
-   retrained. With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
+   retrained; the first batch it trains settles its step with the API's (``resume.py``: one line
+   when batches acknowledged after the checkpoint are not in the model, metrics rows kept once).
+   With ``checkpoint_interval=1`` every acknowledged batch is in a checkpoint.
 
 Set-up (``model_setup.py``): one GPU per ``torchrun`` rank (``cuda:LOCAL_RANK``), the policy loaded in
 the master dtype, the frozen KL reference in the compute dtype and sharded like the policy.
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import signal
 import sys
@@ -82,7 +85,7 @@ from example_trainer.model_setup import (
     use_gradient_checkpointing,
 )
 from example_trainer.precision import fsdp_mp_policy, resolve_precision, warn_if_pure
-from example_trainer.resume import restore_training_state
+from example_trainer.resume import restore_training_state, settle_resume
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import WeightRefresh, make_weight_refresh
 
@@ -199,7 +202,8 @@ def train(cfg: TrainingConfig) -> int:
     client: Optional[TrajectoryClient] = None
     metrics: Optional[MetricsLogger] = None
     if info.is_main:
-        client = TrajectoryClient(cfg.api_url, token=cfg.api_token, timeout=120.0)
+        token = cfg.api_token or os.environ.get("ATROPOS_API_TOKEN")  # as every other client
+        client = TrajectoryClient(cfg.api_url, token=token, timeout=120.0)
         register(client, cfg, step)
         refresher.start(
             str(Path(start_from).resolve()) if Path(start_from).exists() else start_from, step
@@ -211,6 +215,7 @@ def train(cfg: TrainingConfig) -> int:
             wandb_group=cfg.wandb_group,
             config=cfg.model_dump(),
         )
+    settling = cfg.resume  # the first batch trained after --resume settles the step (resume.py)
     try:
         while step < cfg.training_steps:
             t_wait = time.perf_counter()
@@ -229,6 +234,17 @@ def train(cfg: TrainingConfig) -> int:
                 if client is not None:
                     client.ack_batch(batch_id)
                 continue
+            if settling:
+                settling = False
+                step = settle_resume(
+                    step,
+                    batch_step,
+                    checkpointed=ckpt is not None,
+                    interval=cfg.checkpoint_interval,
+                    metrics=metrics,
+                )
+                if step >= cfg.training_steps:
+                    break  # the API had acknowledged every step: nothing is left to train
             t0 = time.perf_counter()
             flat = flatten_batch(
                 batch,
@@ -237,6 +253,8 @@ def train(cfg: TrainingConfig) -> int:
                 shuffle_generator=shuffle_gen,
                 temperature=cfg.temperature,
                 temperature_from_groups=cfg.temperature_from_groups,
+                overlong=cfg.overlong,
+                overlong_penalty=cfg.overlong_penalty,
             )
             optimizer.zero_grad(set_to_none=True)
             stats = train_step(model, ref_model, flat, cfg, info, device, pad_id)

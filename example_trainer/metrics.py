@@ -71,6 +71,29 @@ class MetricsLogger:
         self._fh.write(json.dumps(row) + "\n")
         self._sink.log(metrics, step=int(metrics.get("step", 0)))
 
+    def keep_through(self, step: int) -> int:
+        """Drop the rows of steps after ``step`` (a resumed trainer trains them again, so each step
+        keeps one row); rewrites the file atomically. Returns how many rows were dropped."""
+        self._fh.close()
+        kept, dropped = [], 0
+        for line in self.path.read_text(encoding="utf-8").split("\n"):
+            if not line.strip():
+                continue
+            try:
+                late = int(json.loads(line)["step"]) > step
+            except (ValueError, KeyError, TypeError):
+                late = True  # a half-written last row of a killed trainer
+            if late:
+                dropped += 1
+            else:
+                kept.append(line + "\n")
+        if dropped:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text("".join(kept), encoding="utf-8")
+            tmp.replace(self.path)
+        self._fh = open(self.path, "a", buffering=1)
+        return dropped
+
     def close(self) -> None:
         self._fh.close()
         self._sink.close()
@@ -149,6 +172,10 @@ def step_metrics(
         "sequences": len(flat.sequences),
         "groups": len(flat.group_scores),
         "masked_groups": flat.masked_groups,
+        "unscored_sequences": flat.unscored,
+        "overlong_sequences": flat.overlong,
+        "overlong_masked": flat.overlong_masked,
+        "overlong_penalized": flat.overlong_penalized,
         "policy_lag": lag,
         "time": time.time(),
     }

@@ -65,6 +65,7 @@ class WeightRefresh:
         self.urls = cfg.resolved_inference_urls()
         self.weights_root = Path(cfg.save_path) / "weights"
         self._kinds: dict[str, str] = {}
+        self._written: list[str] = []  # weight folders this trainer wrote, oldest first
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
@@ -103,9 +104,13 @@ class WeightRefresh:
         out = save_model_folder(
             model, tokenizer, self.weights_root / (name or f"step_{step:07d}"), state_dict
         )
-        # keep this one and the previous (a server may still be reading it)
-        for old in sorted(p for p in self.weights_root.glob("step_*") if p.is_dir())[:-2]:
-            shutil.rmtree(old, ignore_errors=True)
+        # keep this one and the one this trainer wrote before it (a server may still be reading
+        # it); any other is older or an earlier life's (a resumed run writes lower steps again)
+        keep = {out.name, *self._written[-1:]}
+        self._written = [*self._written[-1:], out.name]
+        for old in self.weights_root.glob("step_*"):
+            if old.is_dir() and old.name not in keep:
+                shutil.rmtree(old, ignore_errors=True)
         return out
 
 

@@ -87,3 +87,22 @@ def run_api(tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
     yield start
     for api in started:
         api.stop()
+
+
+@pytest.fixture
+def net_hosts() -> Iterator[Callable[..., object]]:
+    """Factory: ``hosts = net_hosts(2, own_name_loopback=True)`` makes real network hosts (namespaces,
+    ``tests/hosts.py``) and removes them, with every process on them, at teardown; skips the test with
+    the reason where namespaces cannot be made."""
+    from contextlib import ExitStack
+
+    from tests.hosts import make_hosts
+
+    with ExitStack() as stack:
+        tags = iter(range(1000))
+
+        def make(count: int = 2, **kw: object) -> object:
+            kw.setdefault("tag", f"f{next(tags)}")
+            return stack.enter_context(make_hosts(count, **kw))
+
+        yield make

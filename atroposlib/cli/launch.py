@@ -132,14 +132,16 @@ def _run(args: argparse.Namespace) -> int:
         if args.backend == "slurm":
             from atroposlib.launch.slurm import render_sbatch
 
-            print(render_sbatch(plan))
+            print(render_sbatch(plan, str(args.topology.resolve())))
         else:
             print(describe_plan(plan))
         return 0
     if args.backend == "slurm":
         from atroposlib.launch.slurm import submit
 
-        return submit(plan, topology_path=str(args.topology.resolve()))
+        code = submit(plan, topology_path=str(args.topology.resolve()))
+        _warn_open_api(topo, args.backend)
+        return code
     runner: Any
     if args.backend == "ray":
         runner = _ray_runner(plan, address, str(args.topology.resolve()))
@@ -152,10 +154,25 @@ def _run(args: argparse.Namespace) -> int:
         f"[launch] {topo.name}: run directory {out} (logs/, metrics.jsonl, {PROG} status {out})",
         flush=True,
     )
+    _warn_open_api(topo, args.backend)
     code = runner.run(on_tick=_progress())
     if code == 0:
         print(f"[launch] finished: metrics at {out / 'metrics.jsonl'}", flush=True)
     return code
+
+
+def _warn_open_api(topo: Any, backend: str) -> None:
+    """One line when the API will listen on a node address with no token (cluster backends)."""
+    if backend == "local" or topo.cluster.loopback:
+        return
+    if topo.env.get("ATROPOS_API_TOKEN") or topo.api.flags.get("api_token"):
+        return
+    print(
+        "[launch] warning: the API listens on a node address without a token: anyone who can reach "
+        "it can read and reset the run (--set env.ATROPOS_API_TOKEN=SECRET gives the API, the env "
+        "workers and the trainer one)",
+        flush=True,
+    )
 
 
 def _ray_runner(plan: Any, address: str, topology_path: str) -> Any:
@@ -214,6 +231,10 @@ def _status(args: argparse.Namespace) -> int:
     live = launcher_alive(state)
     if state.get("state") in ("starting", "running", "stopping") and live is None:
         state["state"] = f"{state['state']}, launcher gone"
+    failed = args.dir / ".failed" / "message"  # a SLURM job's one error line
+    if state.get("backend") == "slurm" and failed.is_file():
+        state["state"] = "failed"
+        state["message"] = failed.read_text().strip().removeprefix(f"{PROG}: error: ")
     here = socket.gethostname()
     for c in state["components"]:
         if c.get("host", here) != here:

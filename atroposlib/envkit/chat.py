@@ -74,15 +74,16 @@ def require_room(
 def episode_node(managed: Any) -> Any:
     """The one tracked node of a multi-turn episode run inside a single ``managed_server`` context.
 
-    Each turn's prompt normally extends the previous node, so exactly one node remains. A chat template
-    that re-renders earlier turns differently (e.g. one that strips old ``<think>`` blocks) breaks the
-    prefix match and leaves several; then only the last node (the last turn) can be trained, and we say
-    so instead of silently dropping the earlier turns."""
+    Each turn extends the previous node with the new turn's tokens, so exactly one node remains, even
+    when the chat template re-renders earlier turns differently (a token drift, counted by the
+    managed server). Several nodes remain only with ``on_token_drift="split"`` or when the env
+    replays an assistant message other than the one the model wrote; then only the last node (the
+    last turn) can be trained, and we say so instead of silently dropping the earlier turns."""
     nodes = managed.get_state()["nodes"]
     if len(nodes) != 1:
         logger.warning(
-            "multi-turn tracking found %d nodes instead of 1: the chat template re-renders earlier "
-            "turns differently, so only the last turn is trained",
+            "multi-turn tracking found %d nodes instead of 1 (on_token_drift=split, or an edited "
+            "assistant turn): only the last turn is trained",
             len(nodes),
         )
     return nodes[-1]

@@ -124,6 +124,22 @@ def grade_math_group(
     return correct, length_penalised_scores(correct, lengths, max_token_length)
 
 
+def scores_from_verdicts(
+    verdicts: Sequence[Optional[bool]], lengths: Sequence[int], max_token_length: int
+) -> list[Optional[float]]:
+    """Scores of one group from its math-verify verdicts (``score_samples(verify_math, ...)``):
+    ``length_penalised_scores`` over the answers that have a verdict, None where there is none (the
+    sample timed out or raised: its reward is unavailable, never a -1)."""
+    known = [i for i, ok in enumerate(verdicts) if ok is not None]
+    graded = length_penalised_scores(
+        [bool(verdicts[i]) for i in known], [lengths[i] for i in known], max_token_length
+    )
+    scores: list[Optional[float]] = [None] * len(verdicts)
+    for i, score in zip(known, graded, strict=True):
+        scores[i] = score
+    return scores
+
+
 def all_same(scores: Sequence[float]) -> bool:
     """True when a group carries no learning signal (every score equal)."""
     return len(set(scores)) <= 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from atroposlib.envkit.math_scoring import strip_thinking
-from atroposlib.utils.tool_call_parser import hermes_blocks, unclosed_tags
+from atroposlib.utils.tool_call_parser import hermes_calls
 
 
 @dataclass(frozen=True)
@@ -54,34 +54,12 @@ class ToolCallParse:
 
 
 def parse_tool_calls(text: str) -> ToolCallParse:
-    """All ``<tool_call>`` blocks after the thinking block, with a reason for each malformed one."""
-    body = strip_thinking(text)
-    result = ToolCallParse()
-    for index, block in enumerate(hermes_blocks(body)):
-        if block.error is not None:
-            result.errors.append(f"tool call {index}: {block.error}")
-            continue
-        name = block.name
-        if not name:
-            result.errors.append(f'tool call {index}: missing or empty "name"')
-            continue
-        arguments = block.arguments
-        if isinstance(arguments, str):  # OpenAI-style JSON-encoded arguments
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                result.errors.append(
-                    f'tool call {index}: "arguments" string is not JSON ({exc.msg})'
-                )
-                continue
-        if not isinstance(arguments, dict):
-            result.errors.append(f'tool call {index}: "arguments" must be an object')
-            continue
-        result.calls.append(ToolCall(name, arguments))
-    unclosed = unclosed_tags(body)
-    if unclosed > 0:
-        result.errors.append(f"{unclosed} <tool_call> tag(s) never closed")
-    return result
+    """All ``<tool_call>`` blocks after the thinking block, with a reason for each malformed one
+    (the rules of ``atroposlib.utils.tool_call_parser.hermes_calls``)."""
+    calls, errors = hermes_calls(strip_thinking(text))
+    return ToolCallParse(
+        [ToolCall(c.name, c.arguments) for c in calls], [e.message for e in errors]
+    )
 
 
 def compare_tool_calls(

@@ -15,7 +15,8 @@ Hooks an environment implements::
         MyEnv.cli()
 
 Optional hooks: ``postprocess_histories`` (a last pass over collected groups), ``cleanup`` (after
-each item), ``wandb_log`` (add metrics, call super()); ``add_metric`` / ``set_metric`` report values.
+each item), ``wandb_log`` (add metrics, call super()); ``add_metric`` / ``set_metric`` report values;
+``await self.score_samples(fn, samples)`` scores off the event loop within ``--env.score_timeout``.
 A group is built with ``self.group_builder()`` (``atroposlib.groups.GroupBuilder``) or, as in
 Atropos, as a ``ScoredDataGroup`` dict.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from atroposlib.envs.atropos_compat import AtroposCompat, context_of
@@ -72,6 +74,7 @@ class BaseEnv(AtroposCompat):
             slurm=slurm,
             testing=testing,
             unavailable_wait=config.unreachable_timeout,
+            on_token_drift=config.on_token_drift,
         )
         self.server.set_reasoning(config.thinking_mode, config.reasoning_effort)
         self.tokenizer = load_tokenizer(config.tokenizer_name)
@@ -148,6 +151,18 @@ class BaseEnv(AtroposCompat):
 
     async def cleanup(self) -> None:
         """Optional: called after every handled item."""
+
+    # --- scoring ---------------------------------------------------------------------------
+    async def score_samples(
+        self, fn: Callable[[Any], Any], samples: Sequence[Any], *, processes: bool = False
+    ) -> list[Any]:
+        """``fn(sample)`` for each sample, off the event loop and concurrently, each within
+        ``--env.score_timeout`` seconds; None where a sample has no score (it timed out, raised or
+        got None: counted by kind, and ``group.add(..., score=None)`` marks its reward unavailable).
+        ``processes=True`` runs ``fn`` in worker processes (CPU-bound scorers; ``fn`` must pickle).
+        See ``atroposlib.runtime.scoring``."""
+        scorer = self.context.sample_scorer(self.config)
+        return await scorer.score(fn, samples, processes=processes)
 
     # --- metrics ---------------------------------------------------------------------------
     def add_metric(self, name: str, value: float) -> None:

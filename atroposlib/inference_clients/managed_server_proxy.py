@@ -5,7 +5,9 @@ External agent code that only speaks OpenAI's chat API creates a session (``POST
 /sessions/create``) and sends ``POST /{uuid}/v1/chat/completions``; every generation is recorded
 token-exactly by that session's managed server and can be read back from ``GET /{uuid}/nodes``
 (tokens, masks, logprobs) by the env that owns the session. Tool calls are translated both ways
-(see ``tool_call_translator``). Text-only (``openai``) backends get placeholder logprobs.
+(see ``tool_call_translator``); blocks that do not parse come back in the message's
+``tool_call_errors``. Every session counts into the proxy's ``ServerManager.managed_stats``.
+Text-only (``openai``) backends get placeholder logprobs.
 
 Endpoints: ``GET /health``, ``GET /v1/models``, ``GET /servers``, ``POST /sessions/create``,
 ``GET /sessions``, ``POST /{uuid}/v1/chat/completions``, ``POST /{uuid}/v1/chat/completions/render``,
@@ -156,9 +158,16 @@ def create_app(
     async def create_session(req: SessionCreateRequest):
         server = pick(req.base_url)
         if getattr(server, "supports_tokens", False):
-            managed: Any = ManagedServer(server, tokenizer, track_tree=req.track_tree)
+            managed: Any = ManagedServer(
+                server,
+                tokenizer,
+                track_tree=req.track_tree,
+                on_token_drift=server_manager.on_token_drift,
+                stats=server_manager.managed_stats,
+            )
         else:
-            managed = DummyManagedServer(server, tokenizer)
+            managed = DummyManagedServer(server, tokenizer, stats=server_manager.managed_stats)
+        server_manager.managed_stats.sessions += 1
         sid = str(uuid_lib.uuid4())
         state = SessionState(
             sid,
@@ -214,13 +223,18 @@ def create_app(
             return openai_error(500, f"Completion failed: {e}", error_type="server_error")
         choices = []
         for ch in result.choices:
-            content, calls, reason = s.translator.parse_model_output(
-                ch.message.content or "", req.tool_choice, req.tools
-            )
-            finish = reason if calls else ch.finish_reason
-            choice = openai_choice("chat.completion", ch.index, content, finish)
-            if calls:
-                choice["message"]["tool_calls"] = [c.model_dump() for c in calls]
+            reply = s.translator.parse_reply(ch.message.content or "", req.tool_choice, req.tools)
+            finish = reply.finish_reason if reply.calls else ch.finish_reason
+            choice = openai_choice("chat.completion", ch.index, reply.content, finish)
+            if reply.calls:
+                choice["message"]["tool_calls"] = [c.model_dump() for c in reply.calls]
+            if reply.errors:
+                for err in reply.errors:
+                    s.managed_server.stats.tool_parse_error(err.kind, err.raw)
+                choice["message"]["tool_call_errors"] = [
+                    {"index": err.index, "kind": err.kind, "error": err.message, "raw": err.raw}
+                    for err in reply.errors
+                ]
             choices.append(choice)
         return openai_response("chat.completion", model_name, choices)
 

@@ -9,6 +9,10 @@ request (``APIServer.silence_limit``): one that accepts connections and never an
 unreachable as one that refuses them.
 ``update_weight`` scales every server's concurrency by the env's weight from the API.
 
+Managed sessions share one ``ManagedStats`` (``managed_stats``: token drifts, dropped episodes, tool
+calls that did not parse), reported with the servers' metrics; ``on_token_drift`` (``keep``,
+``split``, ``drop``) is what a session does about a drift (see ``managed_server``).
+
 Atropos's managed-server settings: ``tool_parser`` (``"hermes"``: tool calls of a managed
 ``chat_completion`` are parsed into ``message.tool_calls``; an env may set ``self.server.tool_parser``),
 ``proxy_url`` / ``use_proxy`` (or ``ATROPOS_PROXY_URL``): ``managed_server()`` then opens a session on
@@ -34,10 +38,12 @@ from atroposlib.inference_clients.backend import APIServer, ServerDown, TokensAn
 from atroposlib.inference_clients.backends.scripted import ScriptedServer
 from atroposlib.inference_clients.config import APIServerConfig, ReasoningConfig, ServerBaseline
 from atroposlib.inference_clients.managed_server import (
+    DRIFT_MODES,
     DummyManagedServer,
     ManagedServer,
     dummy_allowed,
 )
+from atroposlib.inference_clients.managed_stats import ManagedStats
 from atroposlib.inference_clients.registry import backend_class
 
 logger = logging.getLogger(__name__)
@@ -75,8 +81,15 @@ class ServerManager:
         proxy_url: Optional[str] = None,
         use_proxy: bool = False,
         tool_parser: Optional[str] = None,
+        on_token_drift: str = "keep",
         **_: Any,
     ) -> None:
+        if on_token_drift not in DRIFT_MODES:
+            raise ValueError(
+                f"on_token_drift must be one of {', '.join(DRIFT_MODES)}, got {on_token_drift!r}"
+            )
+        self.on_token_drift = on_token_drift
+        self.managed_stats = ManagedStats()
         self.tool_parser = tool_parser
         self.proxy_url = proxy_url or os.environ.get("ATROPOS_PROXY_URL") or None
         self.use_proxy = use_proxy or bool(self.proxy_url)
@@ -214,12 +227,15 @@ class ServerManager:
         track_tree: bool = False,
         base_url: Optional[str] = None,
         preserve_think_blocks: bool = False,
+        on_token_drift: Optional[str] = None,
     ) -> AsyncIterator[Any]:
         """Context whose calls record exact tokens/masks/logprobs (see ``managed_server`` module).
 
         ``base_url`` pins the session to that one server (no failover); ``preserve_think_blocks``
-        keeps replayed ``<think>`` blocks in the prompt. With ``use_proxy`` the session lives on the
-        managed-server proxy at ``proxy_url``."""
+        keeps replayed ``<think>`` blocks in the re-rendered conversation; ``on_token_drift``
+        (``keep``/``split``/``drop``) overrides the manager's setting for this session. Its counts
+        go to ``managed_stats``. With ``use_proxy`` the session lives on the managed-server proxy at
+        ``proxy_url`` (its counts stay there)."""
         if self.use_proxy:
             if not self.proxy_url:
                 raise ValueError(
@@ -255,7 +271,8 @@ class ServerManager:
                     "--openai.server_type vllm (or sglang), or set ATROPOS_ALLOW_DUMMY_MANAGED_SERVER=1 "
                     "to tokenize the text locally with placeholder logprobs"
                 )
-            yield DummyManagedServer(target, tokenizer)
+            self.managed_stats.sessions += 1
+            yield DummyManagedServer(target, tokenizer, stats=self.managed_stats)
             return
         managed = ManagedServer(
             target,
@@ -264,7 +281,10 @@ class ServerManager:
             thinking=bool(self.reasoning.get("thinking_mode")),
             tool_parser=self.tool_parser,
             preserve_think_blocks=preserve_think_blocks,
+            on_token_drift=on_token_drift or self.on_token_drift,
+            stats=self.managed_stats,
         )
+        self.managed_stats.sessions += 1
         try:
             yield managed
         finally:
@@ -277,9 +297,12 @@ class ServerManager:
             yield server
 
     async def wandb_metrics(self) -> dict[str, Any]:
+        """Each server's request metrics, and what the managed sessions counted
+        (``managed/token_drifts``, ``managed/tool_call_parse_errors``, ...)."""
         metrics: dict[str, Any] = {}
         for i, s in enumerate(self.servers):
             await s.wandb_metrics(metrics, f"server_{i}")
+        metrics.update(self.managed_stats.metrics())
         return metrics
 
     async def close(self) -> None:

@@ -1,7 +1,8 @@
 """Translate between OpenAI ``tool_calls`` and the raw text a model writes (Atropos's ``ToolCallTranslator``).
 
 Outbound (model -> client): raw text with ``<tool_call>{json}</tool_call>`` blocks (the Hermes
-format) becomes ``content`` + OpenAI tool calls. Inbound (client -> model): an assistant message
+format) becomes ``content`` + OpenAI tool calls, plus the blocks that are not calls, each with why
+(``parse_reply``; the managed server hands them to the env as ``message.tool_call_errors``). Inbound (client -> model): an assistant message
 carrying ``tool_calls`` is turned back into the raw text the model produced (exactly, when the
 call id was produced here; rebuilt from the structured call otherwise), so the chat template
 renders the tokens the model really generated.
@@ -17,6 +18,7 @@ import json
 import logging
 import uuid
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from openai.types.chat.chat_completion_message_tool_call import (
@@ -24,7 +26,12 @@ from openai.types.chat.chat_completion_message_tool_call import (
     Function,
 )
 
-from atroposlib.utils.tool_call_parser import TOOL_CALL_TAG, hermes_blocks, hermes_call_text
+from atroposlib.utils.tool_call_parser import (
+    TOOL_CALL_TAG,
+    HermesError,
+    hermes_call_text,
+    hermes_calls,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,30 +45,40 @@ except Exception:  # ImportError, or a vLLM build that cannot load here
 
 
 def parse_hermes(raw_text: str) -> tuple[Optional[str], list[ChatCompletionMessageToolCall]]:
-    """``(content before the first call or None, calls)``; malformed blocks are skipped."""
-    calls: list[ChatCompletionMessageToolCall] = []
-    for block in hermes_blocks(raw_text):
-        name = block.name
-        if name is None:
-            logger.debug("skipping a <tool_call> block that is not a call: %.80r", block.text)
-            continue
-        args = block.arguments
-        calls.append(
-            ChatCompletionMessageToolCall(
-                id=f"call_{uuid.uuid4().hex[:24]}",
-                type="function",
-                function=Function(
-                    name=name,
-                    arguments=args
-                    if isinstance(args, str)
-                    else json.dumps(args, ensure_ascii=False),
-                ),
-            )
+    """``(content before the first call or None, calls)``; malformed blocks are left out (see
+    ``parse_hermes_reply`` for them)."""
+    reply = parse_hermes_reply(raw_text)
+    return reply.content, reply.calls
+
+
+@dataclass
+class ParsedReply:
+    """A reply read for tool calls: ``content`` (the text before the first call, None when there is
+    none; the whole text when no block is a call), the well-formed ``calls``, ``errors`` (the blocks
+    that are not calls, with why) and the ``finish_reason`` (``tool_calls`` when there is a call)."""
+
+    content: Optional[str]
+    calls: list[ChatCompletionMessageToolCall] = field(default_factory=list)
+    errors: list[HermesError] = field(default_factory=list)
+    finish_reason: str = "stop"
+
+
+def parse_hermes_reply(raw_text: str) -> ParsedReply:
+    """Every ``<tool_call>`` block of ``raw_text`` as an OpenAI tool call or as an error
+    (``atroposlib.utils.tool_call_parser.hermes_calls`` has the rules)."""
+    found, errors = hermes_calls(raw_text)
+    calls = [
+        ChatCompletionMessageToolCall(
+            id=f"call_{uuid.uuid4().hex[:24]}",
+            type="function",
+            function=Function(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)),
         )
+        for c in found
+    ]
     if not calls:
-        return raw_text, []
+        return ParsedReply(raw_text, [], errors)
     content = raw_text[: raw_text.find(f"<{TOOL_CALL_TAG}>")].strip()
-    return (content or None), calls
+    return ParsedReply(content or None, calls, errors, "tool_calls")
 
 
 class ToolCallTranslator:
@@ -89,10 +106,21 @@ class ToolCallTranslator:
         tools: Optional[list[dict]] = None,
     ) -> tuple[Optional[str], Optional[list[ChatCompletionMessageToolCall]], str]:
         """``(content, tool_calls or None, finish_reason)`` for a model's raw output."""
+        reply = self.parse_reply(raw_text, tool_choice, tools)
+        return reply.content, (reply.calls or None), reply.finish_reason
+
+    def parse_reply(
+        self,
+        raw_text: str,
+        tool_choice: Optional[str] = None,
+        tools: Optional[list[dict]] = None,
+    ) -> ParsedReply:
+        """A model's raw output read for tool calls, with the blocks that did not parse (Hermes;
+        vLLM's other parsers report no errors)."""
         if tool_choice == "none" or not tools:
-            return raw_text, None, "stop"
+            return ParsedReply(raw_text)
         if self.parser_name == "hermes":
-            content, calls = parse_hermes(raw_text)
+            reply = parse_hermes_reply(raw_text)
         elif self.parser is not None:
             from vllm.entrypoints.openai.chat_completion.protocol import (  # type: ignore
                 ChatCompletionRequest,
@@ -105,14 +133,17 @@ class ToolCallTranslator:
                 tool_choice=tool_choice,
             )
             result = self.parser.extract_tool_calls(raw_text, request)
-            content, calls = result.content, list(result.tool_calls or [])
+            calls = list(result.tool_calls or [])
+            reply = (
+                ParsedReply(result.content, calls, [], "tool_calls")
+                if calls
+                else ParsedReply(raw_text)
+            )
         else:
-            return raw_text, None, "stop"
-        if not calls:
-            return raw_text, None, "stop"
-        for call in calls:
+            return ParsedReply(raw_text)
+        for call in reply.calls:
             self.call_id_to_raw_text[call.id] = raw_text
-        return content, calls, "tool_calls"
+        return reply
 
     def reconstruct_raw_text_from_tool_calls(self, tool_calls: list[dict]) -> str:
         """The raw text behind ``tool_calls`` (exact when the first id is known)."""
@@ -152,4 +183,10 @@ class ToolCallTranslator:
         return self.tokenizer.decode(token_ids, skip_special_tokens=not has_tools)
 
 
-__all__ = ["VLLM_AVAILABLE", "ToolCallTranslator", "parse_hermes"]
+__all__ = [
+    "VLLM_AVAILABLE",
+    "ParsedReply",
+    "ToolCallTranslator",
+    "parse_hermes",
+    "parse_hermes_reply",
+]

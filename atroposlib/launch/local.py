@@ -24,7 +24,7 @@ import httpx
 
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Component, Plan
-from atroposlib.launch.procs import stop_groups
+from atroposlib.launch.procs import group_stopped, stop_groups
 from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
 from atroposlib.launch.state import write_state
 
@@ -272,6 +272,23 @@ class LocalRun(SupervisedRun):
                 continue
             self._crashed(p, rc)
         return None
+
+    def _stalled(self, seconds: float) -> str:
+        """Name what stopped: components whose processes are stopped, else the trainer."""
+        stopped = [
+            p
+            for p in self.procs
+            if p.popen is not None and p.state == "running" and group_stopped(p.popen.pid)
+        ]
+        head = f"no trainer step for {seconds:.0f} s{self._last_step()}"
+        if stopped:
+            names = ", ".join(p.comp.name for p in stopped)
+            verb = "is" if len(stopped) == 1 else "are"
+            return (
+                f"{head}: {names} {verb} stopped (SIGSTOP?); see {self.out / stopped[0].comp.log}"
+            )
+        log = self.out / "logs" / "trainer.log"
+        return f"{head}: the trainer is running but made no progress; see {log}"
 
     def _stop_all(self) -> None:
         for role in _STOP_ROLES:

@@ -311,6 +311,10 @@ def build_plan(
             head += ["--rdzv-backend", "c10d", "--rdzv-id", topo.name]
             rdzv = port(tr_nodes[0], tr.rdzv_port) if backend == "ray" else tr.rdzv_port
             head += ["--rdzv-endpoint", f"{node_host(tr_nodes[0])}:{rdzv}"]
+            # each node's collectives and rendezvous on its own address, never its host name's
+            own = ["--rdzv", f"{node_host(tr_nodes[0])}:{rdzv}"]
+            own += ["--addr", "@HOST@"] if backend == "ray" else []
+            head = [py, "-m", "atroposlib.launch.node_net", *own, "--", *head]
         head += ["-m", tr.module]
     else:
         head = [py, "-m", tr.module]

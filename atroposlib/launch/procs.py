@@ -50,6 +50,12 @@ def group_members(pgid: int) -> list[int]:
     return out
 
 
+def group_stopped(pgid: int) -> bool:
+    """Some process of group ``pgid`` is stopped (SIGSTOP, a debugger), so the group makes no
+    progress."""
+    return any(_state(pid) in ("T", "t") for pid in group_members(pgid))
+
+
 def signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -74,4 +80,4 @@ def stop_groups(pgids: list[int], timeout: float) -> None:
         live = [g for g in live if group_members(g)]
 
 
-__all__ = ["group_members", "pid_alive", "signal_group", "stop_groups"]
+__all__ = ["group_members", "group_stopped", "pid_alive", "signal_group", "stop_groups"]

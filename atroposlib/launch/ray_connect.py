@@ -103,6 +103,13 @@ def check_cluster(ray: Any, plan: Plan, address: str) -> None:
             f"the topology asks for {want} GPU(s) but the Ray cluster at {address} has {gpus} "
             "(set gpus: 0 to run on CPU)"
         )
+    alive = sum(1 for n in ray.nodes() if n.get("Alive"))
+    pinned = plan.topology.cluster.ray_nodes
+    if not pinned and plan.topology.cluster.nodes > alive:
+        raise ConfigError(
+            f"the topology asks for {plan.topology.cluster.nodes} nodes (cluster.nodes) but the Ray "
+            f"cluster at {address} has {alive}"
+        )
     pins: dict[str, int] = {}
     for u in units:
         if u.pin:
@@ -110,9 +117,15 @@ def check_cluster(ray: Any, plan: Plan, address: str) -> None:
     for pin, count in pins.items():
         if pin not in have:
             known = sorted(k for k in have if k not in ("CPU", "GPU", "memory"))
+            if pin.startswith("node:"):
+                where = f"no node has the address {pin[5:]} (ray start --node-ip-address {pin[5:]})"
+            else:
+                hint = f"ray start --resources '{{\"{pin}\": 1}}'"
+                where = f"no node has the resource {pin!r} ({hint})"
             raise ConfigError(
-                f"cluster.ray_nodes: no node of the Ray cluster at {address} has the resource "
-                f"{pin!r} (it has {', '.join(known)}; ray start --resources '{{\"{pin}\": 1}}')"
+                f"cluster.ray_nodes: node {pinned.index(pin)} of the topology is on none of the "
+                f"{alive} node(s) of the Ray cluster at {address}: {where}; it has "
+                f"{', '.join(known)}"
             )
         if have[pin] < count * PIN_AMOUNT:
             raise ConfigError(

@@ -4,14 +4,24 @@
 everything in order, whatever ended the run: the trainer finishing (exit 0), a component failing for
 good (``RunFailed``: one line, exit 1), or Ctrl-C / SIGTERM / ``atropos-launch stop``
 (``StopRequested``: exit 128 + signal). A backend supplies how to start, tick, stop and record.
+
+Progress: once every component is started, a trainer that writes no new step to its metrics for
+``supervision.progress_timeout_s`` ends the run the same way, with one line naming what stopped (the
+backend's ``_stalled``) and the command that continues the run.
 """
 
 from __future__ import annotations
 
+import shlex
 import signal
 import threading
+import time
 from collections.abc import Callable
-from typing import Any, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from atroposlib.launch.topology import Supervision
 
 
 class RunFailed(Exception):
@@ -29,10 +39,14 @@ class SupervisedRun:
     run_state: str
     message: str
     say: Callable[[str], None]
+    sup: Supervision
+    out: Path
+    topology_path: str
 
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._stop_signal = 0
+        self._progress_at: Optional[float] = None  # the last trainer step (or the trainer's start)
 
     # --- what a backend provides -----------------------------------------------------------
     def _start(self) -> None:
@@ -53,6 +67,36 @@ class SupervisedRun:
 
     def _close(self) -> None:
         """Release what the backend holds once everything is stopped (default: nothing)."""
+
+    def _backend_args(self) -> list[str]:
+        """The ``atropos-launch run`` flags that select this backend (for the resume hint)."""
+        return []
+
+    def _stalled(self, seconds: float) -> str:
+        """The line that ends a run whose trainer made no step for ``seconds``: what stopped."""
+        return f"the trainer made no step for {seconds:.0f} s{self._last_step()}; see {self.out / 'logs'}"
+
+    # --- shared wording -----------------------------------------------------------------------
+    def resume_hint(self) -> str:
+        """The command that continues this run (API and trainer resume, nothing lost)."""
+        topo = self.topology_path or "TOPOLOGY"
+        argv = ["atropos-launch", "run", topo, *self._backend_args(), "--out", str(self.out)]
+        return " ".join(shlex.quote(a) for a in [*argv, "--resume"])
+
+    def _last_step(self) -> str:
+        from atroposlib.launch.metrics import last_step
+
+        row = last_step(self.out / "metrics.jsonl")
+        return f" (last: step {row.get('step')})" if row else " (none yet)"
+
+    def _check_progress(self, stepped: bool) -> None:
+        now = time.monotonic()
+        if stepped or self._progress_at is None:
+            self._progress_at = now
+            return
+        limit = self.sup.progress_timeout_s
+        if limit and now - self._progress_at > limit:
+            raise RunFailed(f"{self._stalled(limit)}; continue with: {self.resume_hint()}")
 
     # --- the loop ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -84,13 +128,14 @@ class SupervisedRun:
                 while True:
                     self._check_stop()
                     done = self._tick()
-                    self._mirror_metrics()
+                    stepped = bool(self._mirror_metrics())
                     if on_tick is not None:
                         on_tick(self)
                     if done is not None:
                         code = done
                         self.run_state, self.message = "finished", "the trainer finished"
                         break
+                    self._check_progress(stepped)
                     self._stop.wait(self.poll_s)
             except RunFailed as e:
                 self.run_state, self.message = "failed", str(e)

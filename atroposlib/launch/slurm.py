@@ -52,7 +52,8 @@ def _cmd(argv: list[str]) -> str:
 def _srun(plan: Plan, c: Component) -> str:
     nodes = ",".join(f"$NODE{k}" for k in c.nodes)
     parts = ["srun", "--overlap", f"--job-name={c.name}", f"--nodes={len(c.nodes)}"]
-    parts.append("--ntasks-per-node=1")
+    # one task per node of the step (not the job's SLURM_NTASKS, which counts every node)
+    parts += [f"--ntasks={len(c.nodes)}", "--ntasks-per-node=1"]
     parts += [
         f'--nodelist="{nodes}"',
         f"--output={shell_arg(str(plan.out / c.log))}",
@@ -64,12 +65,53 @@ def _srun(plan: Plan, c: Component) -> str:
     return " ".join(parts) + " " + _cmd(head + c.argv)
 
 
-def render_sbatch(plan: Plan) -> str:
+def _node_watch(plan: Plan, topology_path: str) -> list[str]:
+    """Script lines of a multi-node job: which node is lost, and the one line that says so."""
+    on_node = [
+        ", ".join(
+            c.name
+            for c in plan.components
+            if k in c.nodes and not c.external and c.role != "prepare"
+        )
+        or "nothing"
+        for k in range(plan.nodes)
+    ]
+    resume = " ".join(
+        shlex.quote(a)
+        for a in ("atropos-launch", "run", topology_path or "TOPOLOGY", "--backend", "slurm")
+    )
+    resume += f" --out {shell_arg(str(plan.out))} --resume"
+    return [
+        "HOSTS=(" + " ".join(f'"$HOST{k}"' for k in range(plan.nodes)) + ")",
+        f"ON_NODE=({' '.join(shlex.quote(n) for n in on_node)})",
+        "SLURMD_PORT=$(scontrol show config 2>/dev/null | awk '$1 == \"SlurmdPort\" {print $3}')",
+        "node_lost() {  # the index of a node of the job that is lost (SLURM marks it down, or its",
+        "  local k state  # slurmd does not answer), else false",
+        '  for k in "${!NODES[@]}"; do',
+        """    state=$(scontrol show node "${NODES[$k]}" 2>/dev/null | grep -o 'State=[^ ]*' | cut -d= -f2)""",
+        """    case "$state" in *DOWN*|*FAIL*|*NOT_RESPONDING*|*'*'*) echo "$k"; return 0 ;; esac""",
+        '    if [ -n "$SLURMD_PORT" ] && ! timeout 3 bash -c ": </dev/tcp/${HOSTS[$k]}/$SLURMD_PORT" 2>/dev/null; then',
+        '      echo "$k"; return 0',
+        "    fi",
+        "  done",
+        "  return 1",
+        "}",
+        "report_node_loss() {  # K",
+        '  fail_once "atropos-launch: error: node ${NODES[$1]} (${HOSTS[$1]}) was lost: ${ON_NODE[$1]} '
+        f'ran there; nothing was re-placed; when it is back, continue with: {resume}"',
+        "}",
+    ]
+
+
+def render_sbatch(plan: Plan, topology_path: str = "") -> str:
     """The whole sbatch script for ``plan`` (``--dry-run`` prints it)."""
     topo, cl, sup = plan.topology, plan.topology.cluster, plan.topology.supervision
     out = shell_arg(str(plan.out))
+    multi = plan.nodes > 1
     lines = ["#!/bin/bash", f"#SBATCH --job-name={topo.name}", f"#SBATCH --nodes={plan.nodes}"]
     lines.append("#SBATCH --ntasks-per-node=1")
+    if multi:  # a lost node does not end the job: the script says which node and stops in order
+        lines.append("#SBATCH --no-kill")
     if cl.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={cl.gpus_per_node}")
     if cl.cpus_per_node:
@@ -94,26 +136,40 @@ def render_sbatch(plan: Plan) -> str:
         f"export PYTHONPATH={shell_arg(_package_root())}${{PYTHONPATH:+:$PYTHONPATH}}",
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         *(f'NODE{k}="${{NODES[{k}]}}"' for k in range(plan.nodes)),
+        "node_addr() {  # NODE: the address SLURM reaches it at (its NodeAddr), else its name",
+        "  local a",
+        """  a=$(scontrol show node "$1" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)""",
+        '  echo "${a:-$1}"',
+        "}",
         *(
             ["HOST0=127.0.0.1  # cluster.loopback: everything on this host's loopback"]
             if topo.cluster.loopback
-            else [f'HOST{k}="$NODE{k}"' for k in range(plan.nodes)]
+            else [f'HOST{k}=$(node_addr "$NODE{k}")' for k in range(plan.nodes)]
         ),
         f"OUT={out}",
-        'mkdir -p "$OUT/logs"; rm -f "$OUT/.stopping"',
+        'mkdir -p "$OUT/logs"; rm -rf "$OUT/.stopping" "$OUT/.failed"',
         f'ln -sfn {shell_arg(str(plan.metrics_source))} "$OUT/metrics.jsonl"  # the trainer\'s metrics',
         f"PY={shell_arg(sys.executable)}",
         "health() {  # URL SECONDS: wait until it answers",
         f'  "$PY" -c {shell_arg(_HEALTH)} "$1" "$2"',
         "}",
+        "fail_once() {  # LINE: the run's one error line (the first caller wins; DIR/.failed/message)",
+        '  if mkdir "$OUT/.failed" 2>/dev/null; then echo "$1" >&2; echo "$1" > "$OUT/.failed/message"; fi',
+        "}",
+        *(_node_watch(plan, topology_path) if multi else []),
         "supervise() {  # NAME COMMAND...: restart on a crash, doubling the delay",
         f"  local name=$1 n=0 delay={sup.backoff_s:g} last=$SECONDS; shift",
         '  until "$@"; do',
         '    [ -e "$OUT/.stopping" ] && return 0',
+        *(
+            ['    if k=$(node_lost); then report_node_loss "$k"; kill -TERM $$; return 1; fi']
+            if multi
+            else []
+        ),
         f"    if (( SECONDS - last > {int(sup.window_minutes * 60)} )); then n=0; fi",
         "    n=$((n + 1)); last=$SECONDS",
         f"    if (( n > {sup.max_restarts} )); then",
-        f'      echo "atropos-launch: error: $name crashed $n times in {sup.window_minutes:g} min; see $OUT/logs/$name.log" >&2',
+        f'      fail_once "atropos-launch: error: $name crashed $n times in {sup.window_minutes:g} min; see $OUT/logs/$name.log"',
         "      kill -TERM $$; return 1",
         "    fi",
         '    echo "[launch] $name crashed; restarting in ${delay}s" >&2',
@@ -138,7 +194,7 @@ def render_sbatch(plan: Plan) -> str:
         "  done",
         "  wait",
         "}",
-        "trap 'stop_all; exit 143' TERM INT",
+        """trap 'stop_all; [ -e "$OUT/.failed" ] && exit 1; exit 143' TERM INT""",
     ]
     for c in plan.components:
         if c.external:
@@ -161,7 +217,12 @@ def render_sbatch(plan: Plan) -> str:
             )
     lines += [
         'wait "${PIDS[trainer]}"; rc=$?',
-        f'[ $rc -ne 0 ] && echo "atropos-launch: error: the trainer exited with code $rc; see {plan.out / "logs" / "trainer.log"}" >&2',
+        *(
+            ['if [ $rc -ne 0 ] && k=$(node_lost); then report_node_loss "$k"; stop_all; exit 1; fi']
+            if multi
+            else []
+        ),
+        f'[ $rc -ne 0 ] && fail_once "atropos-launch: error: the trainer exited with code $rc; see {plan.out / "logs" / "trainer.log"}"',
         "stop_all",
         "exit $rc",
     ]
@@ -180,14 +241,36 @@ def _package_root() -> str:
     return str(Path(atroposlib.__file__).resolve().parent.parent)
 
 
+def cluster_nodes(partition: str | None = None) -> int | None:
+    """How many nodes the cluster (or ``partition``) has, from ``sinfo``; None when it cannot say."""
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return None
+    argv = [sinfo, "-h", "-N", "-o", "%N", *(["-p", partition] if partition else [])]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = set(done.stdout.split())
+    return len(names) if done.returncode == 0 and names else None
+
+
 def submit(plan: Plan, *, topology_path: str = "") -> int:
     """Write ``DIR/launch.sbatch``, submit it with ``sbatch --parsable`` and record the job id."""
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         raise ConfigError("--backend slurm: sbatch is not on PATH (is this a SLURM login node?)")
+    partition = plan.topology.cluster.partition
+    have = cluster_nodes(partition)
+    if have is not None and plan.nodes > have:
+        where = f"partition {partition}" if partition else "SLURM cluster"
+        raise ConfigError(
+            f"the topology asks for {plan.nodes} nodes (cluster.nodes) but the {where} has {have}"
+        )
     (plan.out / "logs").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(plan.out / ".failed", ignore_errors=True)  # an earlier job's error line
     script = plan.out / "launch.sbatch"
-    script.write_text(render_sbatch(plan))
+    script.write_text(render_sbatch(plan, topology_path))
     done = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True, text=True)
     if done.returncode != 0:
         msg = (done.stderr.strip().splitlines() or ["no message"])[-1]

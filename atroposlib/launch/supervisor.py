@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from atroposlib.launch.procs import stop_groups
+from atroposlib.launch.procs import group_stopped, stop_groups
 
 
 def node_ip() -> str:
@@ -54,8 +54,11 @@ class ProcessSupervisor:
 
     # --- where it runs ---------------------------------------------------------------------
     def where(self) -> dict[str, Any]:
+        import ray
+
         ip = node_ip()
-        return {"ip": ip, "host": socket.gethostname(), "actor_pid": os.getpid()}
+        node = ray.get_runtime_context().get_node_id()
+        return {"ip": ip, "host": socket.gethostname(), "actor_pid": os.getpid(), "node_id": node}
 
     def reserve_port(self) -> int:
         """A TCP port free on this node's address right now (the component will listen on it)."""
@@ -149,8 +152,11 @@ class ProcessSupervisor:
                 self._spawn()
 
     def status(self) -> dict[str, Any]:
+        popen = self.popen
+        running = popen is not None and popen.poll() is None
         return {
             "state": self.state,
+            "stopped": bool(running and popen is not None and group_stopped(popen.pid)),
             "restarts": self.restarts,
             "pid": self.popen.pid if self.popen is not None else None,
             "exit_code": self.exit_code,

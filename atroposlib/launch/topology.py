@@ -146,6 +146,18 @@ class Supervision(_Strict):
     backoff_s: float = Field(1.0, ge=0, description="First restart delay; doubles per crash.")
     max_backoff_s: float = Field(30.0, ge=0, description="Longest restart delay.")
     stop_timeout_s: float = Field(15.0, gt=0, description="SIGTERM grace before SIGKILL.")
+    progress_timeout_s: float = Field(
+        1800.0,
+        ge=0,
+        description="End the run, naming the component that stopped, when the trainer makes no "
+        "step for this long after it starts (0: never).",
+    )
+    unresponsive_s: float = Field(
+        60.0,
+        gt=0,
+        description="Ray: a component whose actor does not answer for this long ends the run "
+        "(shorter outages, a network blip, are waited out).",
+    )
 
 
 class ClusterSpec(_Strict):

@@ -122,7 +122,8 @@ class BaseEnvConfig(BaseModel):
     )
     worker_timeout: float = Field(
         default=600,
-        description="Seconds before a rollout worker is cancelled and its item retried; -1: never.",
+        description="Seconds before a rollout worker is cancelled and its item retried (serve and "
+        "process); -1: never.",
     )
     thinking_mode: bool = Field(
         default=False,
@@ -142,6 +143,26 @@ class BaseEnvConfig(BaseModel):
         default=None,
         description="Thinking system prompt used instead of the env's own when thinking is on "
         "(Atropos's field; envs that think always, like gsm8k, put it in place of their preamble).",
+    )
+    score_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds the scoring of one sample may take (self.score_samples); past it the "
+        "sample's reward is unavailable (never 0), counted as scoring/unavailable_timeout.",
+    )
+    score_workers: int = Field(
+        default=2,
+        ge=1,
+        description="Threads (or, with processes=True, worker processes) scoring samples at once "
+        "(self.score_samples).",
+    )
+    on_token_drift: Literal["keep", "split", "drop"] = Field(
+        default="keep",
+        description="What a managed multi-turn episode does when re-rendering its conversation with "
+        "the chat template would not give the tokens the model saw (a token drift, counted as "
+        "managed/token_drifts): keep trains the exact tokens; split starts a new sequence from the "
+        "re-rendered conversation (the old behaviour: earlier turns are masked in it); drop ends the "
+        "episode (counted as managed/dropped_episodes).",
     )
     unreachable_timeout: float = Field(
         default=120.0,

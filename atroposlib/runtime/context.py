@@ -10,7 +10,7 @@
 * what accumulates while it runs: the item backlog, drop counts, the metric buffers that
   ``add_metric``/``set_metric`` fill and ``wandb_log`` drains, completion lengths, rollouts kept
   for the rollout table, ``evaluate()``'s ``(name, value)`` pairs and its items' tally
-  (evaluated, skipped; ``eval_items``).
+  (evaluated, skipped; ``eval_items``), the sample scorer (``score_samples``) and its counts.
 
 The runtime writes run-time state here and nowhere else: never into the loaded config (so it keeps
 meaning "what the user asked for" and ``LoadedConfig.sources`` stays true), never onto the env
@@ -37,6 +37,7 @@ from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
 from atroposlib.runtime.eval_tally import EvalTally
 from atroposlib.runtime.metrics_logger import MetricsSink, NullMetricsLogger
+from atroposlib.runtime.scoring import SampleScorer
 from atroposlib.runtime.sinks import GroupSink, JsonlGroupWriter, NullSink
 from atroposlib.type_definitions import Item, ScoredDataGroup
 
@@ -102,6 +103,19 @@ class RunContext:
     eval_metrics: list[tuple[str, Any]] = field(default_factory=list)
     eval_logged: bool = False
     eval_tally: EvalTally = field(default_factory=EvalTally)
+    scorer: Optional[SampleScorer] = None
+    """``score_samples``'s limits, worker processes and counts, made on its first use."""
+
+    def sample_scorer(self, config: BaseEnvConfig) -> SampleScorer:
+        """The run's ``SampleScorer`` (made from ``score_timeout`` / ``score_workers`` on first use)."""
+        if self.scorer is None:
+            self.scorer = SampleScorer(config.score_timeout, config.score_workers)
+        return self.scorer
+
+    def close_scorer(self) -> None:
+        """Stop the scoring worker processes (at the end of a subcommand)."""
+        if self.scorer is not None:
+            self.scorer.close()
 
     def effective_batch_size(self, config: BaseEnvConfig) -> int:
         """The trainer's batch size once ``/info`` gave one, else the configured one."""

@@ -136,6 +136,7 @@ async def run_evaluate(env: EnvRuntime) -> None:
     finally:
         if ticker is not None:
             ticker.cancel()
+        ctx.close_scorer()
         await env.server.close()
 
 

@@ -23,7 +23,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from atroposlib.errors import InferenceError, InferenceRejected, InferenceUnavailable
+from atroposlib.errors import (
+    InferenceError,
+    InferenceRejected,
+    InferenceUnavailable,
+    TokenDrift,
+    WorkerTimeout,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,10 @@ def cause_of(exc: BaseException) -> str:
         return CAUSE_UNREACHABLE
     if isinstance(exc, InferenceError):
         return f"inference error: {one_line(exc, 80)}"
+    if isinstance(exc, TokenDrift):
+        return "episode dropped: token drift (on_token_drift=drop)"
+    if isinstance(exc, WorkerTimeout):
+        return f"worker timeout: {exc}"
     return f"hook error: {one_line(exc)}"
 
 

@@ -7,7 +7,9 @@ self-contained HTML report of it is written next to it (``<name>.html``). Both a
 a group is written: a run that fails in setup or writes nothing leaves no file behind.
 
 Failed items are counted by cause (``FailureTracker``): the first of each cause is logged, the rest
-summarised; consecutive failures back off. The run ends with ``RunFailed`` (the CLI prints one line
+summarised; consecutive failures back off. An item running past ``--env.worker_timeout`` is
+cancelled, counted and retried (3 tries), as in ``serve``; scoring within it has its own per-sample
+limit (``--env.score_timeout``, ``atroposlib.runtime.scoring``). The run ends with ``RunFailed`` (the CLI prints one line
 and exits 1) when it wrote no group, when its first attempts all failed (it gives up early rather
 than retrying a broken env), or at once on a permanent error (an inference server that answers
 401/403/404, or that never answered within ``--env.unreachable_timeout``).
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from atroposlib.errors import ConfigError, RunFailed
+from atroposlib.errors import ConfigError, RunFailed, WorkerTimeout
 from atroposlib.groups import Group
 from atroposlib.runtime.context import EnvRuntime
 from atroposlib.runtime.failures import FailureTracker
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from tqdm import tqdm
 
 logger = logging.getLogger(__name__)
+MAX_ITEM_ATTEMPTS = 3
 
 
 class ProcessRunner:
@@ -49,6 +52,8 @@ class ProcessRunner:
         self.attempted = 0
         self.failed = 0
         self.hook_errors = 0
+        self.timeouts = 0
+        self.item_attempts: dict[int, int] = {}
         self.scores: list[float] = []
         self.report_path: Optional[Path] = None
         self.exhausted = False
@@ -85,6 +90,7 @@ class ProcessRunner:
             writer.close()
             if writer.count:  # a run that wrote nothing leaves no file (the writer made none)
                 self._write_report(writer.path)
+            ctx.close_scorer()
             await env.server.close()
             ctx.metrics_logger.finish()
         summary = self.summary()
@@ -98,7 +104,8 @@ class ProcessRunner:
             raise RunFailed(f"process wrote no groups: {summary}")
 
     def summary(self) -> str:
-        """One line: attempts, failures by cause, groups dropped by reason."""
+        """One line: attempts, failures by cause, groups dropped by reason, what the managed
+        sessions counted (token drifts, tool calls that did not parse)."""
         parts = [f"{self.attempted} attempt(s)"]
         if self.failures.total:
             parts.append(self.failures.summary())
@@ -108,6 +115,13 @@ class ProcessRunner:
             parts.append(f"{no_group} gave no group" + (f" (dropped: {drops})" if drops else ""))
         if self.exhausted and self.done < self.n_groups:
             parts.append("the env ran out of items")
+        scorer = self.env.context.scorer
+        for counted in (
+            scorer.summary() if scorer else "",
+            self.env.server.managed_stats.summary(),
+        ):
+            if counted:
+                parts.append(counted)
         return ", ".join(parts)
 
     def _install_signals(self) -> None:
@@ -160,7 +174,7 @@ class ProcessRunner:
                         self.exhausted = True
                         break
                     self.attempted += 1
-                    running.add(asyncio.ensure_future(self._one(item)))
+                    running.add(asyncio.ensure_future(self._within_limit(item)))
                 if not running:
                     if ready or self.exhausted or self.attempted >= max_attempts:
                         break
@@ -198,6 +212,25 @@ class ProcessRunner:
                 self.done,
                 self.n_groups,
             )
+
+    async def _within_limit(self, item: Item) -> None:
+        """``_one`` within ``--env.worker_timeout`` (as ``serve``): past it the item is cancelled,
+        counted, and goes back to the backlog (at most ``MAX_ITEM_ATTEMPTS`` tries)."""
+        limit = float(self.env.config.worker_timeout or 0)
+        if limit <= 0:
+            await self._one(item)
+            return
+        try:
+            await asyncio.wait_for(self._one(item), limit)
+        except asyncio.TimeoutError:
+            self.timeouts += 1
+            self.failed += 1
+            tries = self.item_attempts[id(item)] = self.item_attempts.get(id(item), 0) + 1
+            again = tries < MAX_ITEM_ATTEMPTS
+            if again:
+                self.env.context.backlog.append(item)
+            how = "retried" if again else f"given up after {MAX_ITEM_ATTEMPTS} tries"
+            self.failures.failure(WorkerTimeout(f"cancelled after {limit:g}s, {how}"))
 
     async def _one(self, item: Item) -> None:
         env = self.env

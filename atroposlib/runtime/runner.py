@@ -400,7 +400,12 @@ class ServeRunner:
         self.progress.maybe_log(self._progress_text, force=True)
         self.failures.maybe_summarise(force=True)
         logger.info("serve finished: %s", " ".join(f"{k}={v}" for k, v in self.counts.items()))
+        if managed := self.env.server.managed_stats.summary():
+            logger.info("managed sessions: %s", managed)
+        if self.ctx.scorer is not None and (unscored := self.ctx.scorer.summary()):
+            logger.info("scoring: %s", unscored)
         self.spool.close()
+        self.ctx.close_scorer()
         await self.env.server.close()
         self.ctx.metrics_logger.finish()
         if self.ctx.jsonl_writer is not None:

@@ -6,7 +6,8 @@
 and validated with the wire schema exactly once: a plain ``ScoredDataGroup`` dict here, a model that
 ``GroupBuilder.build()`` returned already validated (it is sent as it is). Every dropped group is
 counted (``RunContext.drop_counts``) and logged with its reason. Groups whose ``reward_status`` is
-``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros.
+``unavailable`` are never dropped for equal scores: the trainer masks them, they are not zeros;
+sequences marked unavailable (``reward_statuses``) do not count in the comparison.
 
 ``send_groups`` is ``BaseEnv.handle_send_to_api``: prepare, record completion lengths and rollouts
 for logging, append to the JSONL file, hand each group to the run's sink.
@@ -109,7 +110,13 @@ def _prepare(
                 expected,
             )
             continue
-        if config.ensure_scores_are_not_same and not unavailable and len(set(group["scores"])) == 1:
+        statuses = group.get("reward_statuses") or []
+        scored = [
+            s
+            for i, s in enumerate(group["scores"])
+            if i >= len(statuses) or statuses[i] != "unavailable"
+        ]
+        if config.ensure_scores_are_not_same and not unavailable and len(set(scored)) == 1:
             drops["same_scores"] += 1
             logger.info(
                 "dropping a group whose scores are all %s (ensure_scores_are_not_same)",

@@ -3,8 +3,8 @@
 ``log_step_metrics`` (``BaseEnv.wandb_log``) gathers, for one step: the means of ``add_metric``
 values and every ``set_metric`` gauge, the ``(name, value)`` pairs ``evaluate()`` left in
 ``eval_metrics``, what the env passed in, completion lengths, groups dropped by reason, the rollout
-table (the env's ``create_rollout_table``, which Atropos env files override), and the inference
-servers' metrics; prefixes them with the env's wandb name and sends them to the run's metrics sink.
+table (the env's ``create_rollout_table``, which Atropos env files override), the inference
+servers' metrics (with what the managed sessions counted) and the samples left without a score; prefixes them with the env's wandb name and sends them to the run's metrics sink.
 The per-step buffers are emptied.
 
 ``keep_rollouts`` / ``rollout_table`` are the default ``add_rollouts_for_wandb`` /
@@ -64,6 +64,8 @@ async def log_step_metrics(env: EnvRuntime, wandb_metrics: Optional[dict[str, An
         metrics[f"train/groups_dropped_{reason}"] = count
     metrics = await env.create_rollout_table(metrics)
     metrics.update(await env.server.wandb_metrics())
+    if ctx.scorer is not None:
+        metrics.update(ctx.scorer.metrics())
     ctx.rollouts_for_wandb, ctx.completion_lengths = [], []
     if ctx.wandb_prepend:
         metrics = {f"{ctx.wandb_prepend}_{k}": v for k, v in metrics.items()}

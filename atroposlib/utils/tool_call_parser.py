@@ -1,8 +1,10 @@
 """The one Hermes tool-call parser: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks.
 
 ``hermes_blocks`` reads every block of a reply in order and decodes each as a JSON object, or says why
-it is not one; ``hermes_call_text`` writes a call back as the text a model writes. Everything that reads
-tool calls builds on these two: Atropos's ``parse_tool_call`` below (the first call, for reward
+it is not one; ``hermes_calls`` applies the rules of a call on top (see its docstring: they are the
+rules docs/environments.md documents) and gives every block as a call or as an error with its kind;
+``hermes_call_text`` writes a call back as the text a model writes. Everything that reads
+tool calls builds on these: Atropos's ``parse_tool_call`` below (the first call, for reward
 functions), the inference clients' ``ToolCallTranslator`` (OpenAI ``tool_calls`` both ways) and the
 ``atroposlib.envkit.tool_calls`` (every call, with a reason for each malformed one).
 
@@ -17,7 +19,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,87 @@ def hermes_blocks(text: str, tag: str = TOOL_CALL_TAG, lenient: bool = False) ->
             continue
         blocks.append(HermesBlock(body, payload=payload))
     return blocks
+
+
+@dataclass(frozen=True)
+class HermesCall:
+    """A well-formed call: its ``name``, its ``arguments`` (a JSON object) and the block as written."""
+
+    name: str
+    arguments: dict[str, Any]
+    raw: str
+
+
+@dataclass(frozen=True)
+class HermesError:
+    """A ``<tool_call>`` block that is not a call: ``kind`` (one of ``ERROR_KINDS``), a one-line
+    ``message`` saying why (``tool call 1: invalid JSON (...)``), the block as written (``raw``) and
+    its position among the reply's blocks (``index``; None for an unclosed tag)."""
+
+    kind: str
+    message: str
+    raw: str
+    index: Optional[int] = None
+
+
+ERROR_KINDS = (
+    "invalid JSON",
+    "not an object",
+    "missing name",
+    "arguments not JSON",
+    "arguments not an object",
+    "unclosed tag",
+)
+"""Why a block is not a call (see ``hermes_calls``)."""
+
+
+def hermes_calls(text: str, tag: str = TOOL_CALL_TAG) -> tuple[list[HermesCall], list[HermesError]]:
+    """Every ``<tag>...</tag>`` block of ``text``, in order, as a call or as an error.
+
+    A block is a call when its text (stripped) is a JSON object (strict JSON: double quotes) with a
+    non-empty string ``"name"`` and ``"arguments"`` that is absent (read as ``{}``), a JSON object,
+    or a string holding a JSON object (OpenAI's encoding). Any other block is an error of one of
+    ``ERROR_KINDS``; an opening tag without a closing one is an ``unclosed tag`` error holding the
+    text from that tag to the end. Nothing is dropped: every block is in one list or the other."""
+    calls: list[HermesCall] = []
+    errors: list[HermesError] = []
+    written = _pattern(tag).findall(text)
+    for index, (block, inner) in enumerate(zip(hermes_blocks(text, tag), written, strict=True)):
+        checked = _as_call(block, f"<{tag}>{inner}</{tag}>", index)
+        if isinstance(checked, HermesCall):
+            calls.append(checked)
+        else:
+            errors.append(checked)
+    unclosed = unclosed_tags(text, tag)
+    if unclosed > 0:
+        start = text.rfind(f"<{tag}>")
+        errors.append(
+            HermesError(
+                "unclosed tag", f"{unclosed} <{tag}> tag(s) never closed", text[max(start, 0) :]
+            )
+        )
+    return calls, errors
+
+
+def _as_call(block: HermesBlock, raw: str, index: int) -> Union[HermesCall, HermesError]:
+    def error(kind: str, why: str) -> HermesError:
+        return HermesError(kind, f"tool call {index}: {why}", raw, index)
+
+    if block.payload is None:
+        why = block.error or "not a call"
+        return error("invalid JSON" if why.startswith("invalid JSON") else "not an object", why)
+    name = block.name
+    if not name:
+        return error("missing name", 'missing or empty "name"')
+    arguments = block.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return error("arguments not JSON", f'"arguments" string is not JSON ({exc.msg})')
+    if not isinstance(arguments, dict):
+        return error("arguments not an object", '"arguments" must be an object')
+    return HermesCall(name, arguments, raw)
 
 
 def unclosed_tags(text: str, tag: str = TOOL_CALL_TAG) -> int:
@@ -140,12 +223,16 @@ def parse_tool_call(
 
 
 __all__ = [
+    "ERROR_KINDS",
     "ERROR_NAME",
     "TOOL_CALL_TAG",
     "HermesBlock",
+    "HermesCall",
+    "HermesError",
     "extract_tool_call",
     "hermes_blocks",
     "hermes_call_text",
+    "hermes_calls",
     "parse_tool_call",
     "unclosed_tags",
 ]

@@ -194,8 +194,10 @@ def test_base_url_pins_the_session(engine, taught_dir):
 
 
 def test_preserve_think_blocks_keeps_replayed_reasoning():
-    """A template that drops old ``<think>`` blocks (as Qwen3's does) breaks the prefix match of
-    turn 2; ``preserve_think_blocks=True`` keeps them, so turn 2 extends turn 1's node."""
+    """A template that drops old ``<think>`` blocks (as Qwen3's does) re-renders turn 1 differently
+    from the tokens the model saw: a token drift. By default the episode stays one node of exact
+    tokens and the drift is counted; ``preserve_think_blocks=True`` keeps the blocks in the
+    rendering (no drift); ``on_token_drift="split"`` is the old behaviour (a second node)."""
     tok = AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir()))
     tok.chat_template = (
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
@@ -206,19 +208,29 @@ def test_preserve_think_blocks_keeps_replayed_reasoning():
     reply = "<think>two and two</think>four"
     with FakeOpenAIServer(tokenizer=tok, responses=[reply]) as fake:
 
-        async def two_turns(preserve):
+        async def two_turns(preserve, mode=None):
             server = _manager(fake.base_url)
-            async with server.managed_server(tokenizer=tok, preserve_think_blocks=preserve) as m:
+            opts = {"on_token_drift": mode} if mode else {}
+            async with server.managed_server(
+                tokenizer=tok, preserve_think_blocks=preserve, **opts
+            ) as m:
                 msgs = [{"role": "user", "content": "2+2?"}]
                 out = await m.chat_completion(messages=msgs, max_tokens=32)
                 msgs += [{"role": "assistant", "content": out.choices[0].message.content}]
                 await m.chat_completion(messages=[*msgs, {"role": "user", "content": "sure?"}])
                 nodes = m.get_state()["nodes"]
             await server.close()
-            return nodes
+            return nodes, dict(server.managed_stats.drifts)
 
-        assert len(run_coro(two_turns(True))) == 1
-        assert len(run_coro(two_turns(False))) == 2  # the template's rendering, as before
+        nodes, drifts = run_coro(two_turns(True))
+        assert len(nodes) == 1 and drifts == {}
+        [exact], drifts = run_coro(two_turns(False))
+        assert drifts == {"template": 1}
+        think = tok.encode("<think>two and two</think>", add_special_tokens=False)
+        trained = [t for t, m in zip(exact.tokens, exact.masked_tokens, strict=True) if m != -100]
+        assert trained[: len(think)] == think  # turn 1's reasoning is still trained
+        split, drifts = run_coro(two_turns(False, "split"))
+        assert len(split) == 2 and drifts == {"template": 1}  # the template's rendering, as before
 
 
 def test_proxy_url_sessions_run_on_the_proxy():

@@ -36,8 +36,9 @@ def find_ray_python() -> tuple[Optional[str], str]:
 
 
 def group_accounting(run: Path) -> dict[str, int]:
-    """Counts of a finished run: ``accepted`` (groups in the API's durable store), ``served`` (in
-    batches the trainer acknowledged), ``held`` (still queued), ``other`` (any other state),
+    """Counts of a run: ``accepted`` (groups in the API's durable store), ``served`` (in batches the
+    trainer acknowledged), ``held`` (still queued), ``pending`` (in the batch delivered and not yet
+    acknowledged: delivered again when the trainer resumes), ``other`` (any other state),
     ``reported_sent`` (groups the env workers said the API acknowledged, from the lives that exited
     cleanly), ``spooled`` (bytes of groups left undelivered in the env spools), ``lost``."""
     db = sqlite3.connect(run / "api-data" / "trajectories.sqlite3")
@@ -49,7 +50,11 @@ def group_accounting(run: Path) -> dict[str, int]:
     finally:
         db.close()
     accepted = sum(states.values())
-    served, held = states.get("acked", 0), states.get("queued", 0)
+    served, held, pending = (
+        states.get("acked", 0),
+        states.get("queued", 0),
+        states.get("delivered", 0),
+    )
     sent = 0
     for log in (run / "logs").glob("env-*.log"):
         sent += sum(
@@ -66,10 +71,11 @@ def group_accounting(run: Path) -> dict[str, int]:
         "served": served,
         "served_in_batches": len(acked_seqs),
         "held": held,
-        "other": accepted - served - held,
+        "pending": pending,
+        "other": accepted - served - held - pending,
         "reported_sent": sent,
         "spooled": spooled,
-        "lost": accepted - served - held + max(0, sent - accepted),
+        "lost": accepted - served - held - pending + max(0, sent - accepted),
     }
 
 

@@ -1,10 +1,15 @@
 """Supervision rules of the local backend, with real (small) processes: a component that keeps
-crashing stops the run with one line; a failed trainer stops it naming its log; both exit non-zero and
-leave nothing running."""
+crashing stops the run with one line; a failed trainer stops it naming its log; a trainer that makes no
+step for ``progress_timeout_s`` stops it naming what stopped; all exit non-zero and leave nothing
+running."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 from atroposlib.launch.local import LocalRun
@@ -13,13 +18,14 @@ from atroposlib.launch.procs import group_members
 from atroposlib.launch.topology import parse_topology
 
 
-def _plan(tmp_path: Path, env_code: str, trainer_code: str) -> Plan:
+def _plan(tmp_path: Path, env_code: str, trainer_code: str, **supervision: float) -> Plan:
     topo = parse_topology(
         {
             "inference": [{"name": "ext", "kind": "external", "urls": ["http://127.0.0.1:9"]}],
             "envs": [{"name": "e", "file": "unused.py"}],
             "trainer": {},
-            "supervision": {"max_restarts": 2, "backoff_s": 0.05, "stop_timeout_s": 5},
+            "supervision": {"max_restarts": 2, "backoff_s": 0.05, "stop_timeout_s": 5}
+            | supervision,
         }
     )
     comps = [
@@ -61,3 +67,49 @@ def test_an_env_worker_that_finishes_is_not_restarted(tmp_path):
     runner = LocalRun(_plan(tmp_path, "pass", "import time; time.sleep(1.5)"), say=lambda s: None)
     assert runner.run() == 0
     assert [(p.state, p.restarts) for p in runner.procs] == [("done", 0), ("done", 0)]
+
+
+STEP_ONCE = "import time; open({path!r}, 'a').write('{{\"step\": 1}}\\n'); time.sleep(120)"
+
+
+def test_a_run_that_makes_no_progress_ends_naming_the_stopped_component(tmp_path):
+    lines: list[str] = []
+    plan = _plan(
+        tmp_path,
+        "import time; time.sleep(120)",
+        STEP_ONCE.format(path=str(tmp_path / "m.jsonl")),
+        progress_timeout_s=3,
+    )
+    runner = LocalRun(plan, topology_path="topo.yaml", say=lines.append)
+
+    def freeze_env() -> None:  # once the trainer has made its step, the env worker is frozen
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (tmp_path / "metrics.jsonl").exists():
+            time.sleep(0.05)
+        os.killpg(runner.procs[0].popen.pid, signal.SIGSTOP)
+
+    threading.Thread(target=freeze_env, daemon=True).start()
+    started = time.monotonic()
+    assert runner.run() == 1
+    assert 3 < time.monotonic() - started < 30
+    assert lines[-1] == (
+        "atropos-launch: error: no trainer step for 3 s (last: step 1): env-e-0 is stopped "
+        f"(SIGSTOP?); see {tmp_path / 'logs' / 'env-e-0.log'}; continue with: atropos-launch run "
+        f"topo.yaml --out {tmp_path} --resume"
+    )
+    assert not [p for p in runner.procs if p.popen and group_members(p.popen.pid)]
+
+
+def test_a_trainer_that_makes_no_step_ends_the_run_naming_the_trainer(tmp_path):
+    lines: list[str] = []
+    plan = _plan(
+        tmp_path,
+        "import time; time.sleep(120)",
+        "import time; time.sleep(120)",
+        progress_timeout_s=2,
+    )
+    assert LocalRun(plan, topology_path="t.yaml", say=lines.append).run() == 1
+    assert lines[-1].startswith(
+        "atropos-launch: error: no trainer step for 2 s (none yet): the trainer is running but made "
+        f"no progress; see {tmp_path / 'logs' / 'trainer.log'}; continue with: "
+    )

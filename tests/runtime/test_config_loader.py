@@ -127,6 +127,12 @@ def test_process_and_evaluate_defaults():
         (["--env.group_size", "abc"], "invalid value for --env.group_size (from --env.group_size)"),
         (["--env.group_size"], "--env.group_size needs a value"),
         (
+            ["--env.score_timeout", "0"],
+            "invalid value for --env.score_timeout (from --env.score_timeout): Input should be "
+            "greater than 0 (got 0)",
+        ),
+        (["--env.score_timeout", "-5"], "invalid value for --env.score_timeout"),
+        (
             ["--env.tokenizer_name", "--env.total_steps", "2"],
             "--env.tokenizer_name needs a value (--env.total_steps is the next flag)",
         ),

@@ -96,3 +96,26 @@ def test_temperature_comes_from_the_flag_or_the_groups_generation_params():
     bad = dict(g, group_id="g7", generation_params={"temperature": "hot"})
     with pytest.raises(SchemaError, match="group 'g7': generation_params.temperature"):
         flatten_batch([bad], seq_len=8, temperature_from_groups=True)
+
+
+def test_unscored_sequences_are_left_out_and_the_rest_of_the_group_trains():
+    g = _group([1.0, 0.5, 0.0], reward_statuses=["ok", "unavailable", "ok"])
+    flat = flatten_batch([g], seq_len=16)
+    assert flat.unscored == 1 and [s.score for s in flat.sequences] == [1.0, 0.0]
+    assert flat.group_scores == [0.5]  # the placeholder is not a reward
+    assert flat.sequences[0].advantages[0] > 0 > flat.sequences[1].advantages[0]
+
+
+def test_overlong_sequences_are_kept_masked_or_penalized_and_counted():
+    g = _group([1.0, 1.0, 0.0, 0.0], overlong=[False, True, False, True])
+    kept = flatten_batch([g], seq_len=16)
+    assert kept.overlong == 2 and len(kept.sequences) == 4 and kept.overlong_masked == 0
+    masked = flatten_batch([g], seq_len=16, overlong="mask")
+    assert masked.overlong_masked == 2 and [s.tokens[2] for s in masked.sequences] == [7, 9]
+    # the masked ones still count in the baseline: the same advantages as when kept
+    assert masked.sequences[0].advantages == kept.sequences[0].advantages
+    penalized = flatten_batch([g], seq_len=16, overlong="penalize", overlong_penalty=1.0)
+    assert penalized.overlong_penalized == 2 and len(penalized.sequences) == 4
+    advs = [s.advantages[0] for s in penalized.sequences]
+    assert advs[0] > advs[1] and advs[2] > advs[3]  # cut replies lose to finished ones
+    assert [s.score for s in penalized.sequences] == [1.0, 1.0, 0.0, 0.0]  # reported: the env's

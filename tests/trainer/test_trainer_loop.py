@@ -96,15 +96,9 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
     )
     post_groups(api.url, groups[10:12])
     assert third.wait(120) == 0, (tmp_path / "t3.log").read_text()[-3000:]
-    steps = metrics_steps(save)
-    assert sorted(set(steps)) == [
-        1,
-        2,
-        3,
-        4,
-        5,
-        6,
-    ]  # six batches, six steps: none lost, none doubled
+    # six batches, six steps, one metrics row each (a step trained again after the kill replaces
+    # the row its first try wrote): none lost, none doubled
+    assert metrics_steps(save) == [1, 2, 3, 4, 5, 6]
     log3 = (tmp_path / "t3.log").read_text()
     assert "resumed from" in log3 and ("at step 4" in log3 or "at step 5" in log3)
     with TrajectoryClient(api.url) as c:
@@ -112,6 +106,59 @@ def test_loop_acks_changes_weights_and_resumes_after_kill(run_api, tiny_model, t
         assert (st.current_step, st.queue_size) == (6, 0)
         states = {p.group["group_id"]: p.state for p in c.peek(limit=50).groups}
     assert all(states[g["group_id"]] == "acked" for g in groups)
+
+
+def _forget_checkpoints_after(save, step):
+    """The disk as a trainer killed right after acknowledging the batches past ``step`` leaves it:
+    checkpoints up to ``step`` only (``step`` 0: none at all)."""
+    import shutil
+
+    root = save / "checkpoints"
+    for d in root.glob("step_*"):
+        if int(d.name[5:]) > step:
+            shutil.rmtree(d)
+    if step:
+        (root / "latest").write_text(f"step_{step:07d}")
+    else:
+        (root / "latest").unlink()
+
+
+@pytest.mark.parametrize(("interval", "kept"), [(0, 0)])
+def test_resume_says_how_many_acknowledged_batches_the_model_lacks(
+    run_api, tiny_model, tmp_path, interval, kept
+):
+    """checkpoint_interval 2 (a checkpoint at step 2, batch 3 acknowledged after it) and 0, the
+    default (no checkpoint before the end): the resumed trainer continues at the API's step, says in
+    one line which acknowledged batches are not in the model, and keeps one metrics row per step."""
+    api = run_api()
+    save = tmp_path / "trainer"
+    groups = scripted_groups(10)
+    post_groups(api.url, groups[:6])
+    flags = ("--checkpoint-interval", str(interval), "--weight-refresh", "none")
+    first = start(trainer_cmd(tiny_model, api.url, save, 3, *flags), tmp_path / "t1.log")
+    assert first.wait(120) == 0, (tmp_path / "t1.log").read_text()[-3000:]
+    _forget_checkpoints_after(save, kept)
+    post_groups(api.url, groups[6:])
+    cmd = trainer_cmd(tiny_model, api.url, save, 5, *flags, "--resume")
+    second = start(cmd, tmp_path / "t2.log")
+    assert second.wait(120) == 0, (tmp_path / "t2.log").read_text()[-3000:]
+    log = (tmp_path / "t2.log").read_text()
+    since = (
+        "checkpoint step 2 (step 3)" if kept else "no checkpoint (the initial weights) (steps 1-3)"
+    )
+    missing = 1 if kept else 3
+    lines = [line for line in log.splitlines() if "are not in the model" in line]
+    assert (
+        len(lines) == 1
+        and (
+            f"resume: {missing} batch(es) acknowledged after {since} are not in the model "
+            f"(checkpoint_interval {interval}; 1 makes every resume exact); continuing at step 3"
+        )
+        in lines[0]
+    ), log[-3000:]
+    assert metrics_steps(save) == [1, 2, 3, 4, 5]
+    with TrajectoryClient(api.url) as c:
+        assert (c.status().current_step, c.status().queue_size) == (5, 0)
 
 
 _TORCHRUN_2 = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]

@@ -46,6 +46,29 @@ def test_restart_command_that_cannot_start_is_an_inference_error(tmp_path):
     assert refresh.proc is None and refresh.log_path.is_file()
 
 
+def test_a_resumed_trainer_keeps_the_weights_it_just_wrote(tmp_path, tiny_model):
+    """A run resumed from scratch writes step 1 again while an earlier life's step 9 and 10 are still
+    on disk: the folder just written (and the one before it) stay, the earlier life's go (before, the
+    two highest-numbered stayed and step 1 was deleted as soon as it was written)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    refresh = make_weight_refresh(_cfg(tmp_path, weight_refresh="none"))
+    for step in (9, 10):  # an earlier life of the run
+        refresh._save(step, model, tok)
+    resumed = make_weight_refresh(_cfg(tmp_path, weight_refresh="none"))
+    first = resumed._save(1, model, tok)
+    assert first.is_dir() and (first / "config.json").is_file()
+    assert sorted(p.name for p in resumed.weights_root.iterdir()) == ["step_0000001"]
+    resumed._save(2, model, tok)
+    resumed._save(3, model, tok)
+    assert sorted(p.name for p in resumed.weights_root.iterdir()) == [
+        "step_0000002",
+        "step_0000003",
+    ]
+
+
 def test_lora_trains_an_adapter_and_reports_a_server_without_lora(tmp_path, tiny_model, run_api):
     from transformers import AutoModelForCausalLM
 
