@@ -14,8 +14,9 @@ path: the whole episode is one ``managed_server`` session with the Hermes tool p
 is the server's own token ids, generated ones trained, tool and template tokens masked.
 
 Nothing is silent (counters are env metrics under ``train/``, each kind logged once at WARNING):
-* a malformed call (bad JSON, no name, an ``arguments`` that is not an object, an unclosed tag) ends
-  the episode with 0 (``train/outcome/malformed_tool_call``, ``train/malformed_tool_calls``);
+* a malformed call (bad JSON, no name, an ``arguments`` that is not an object, an unclosed tag: the
+  managed server's ``message.tool_call_errors``, which it also counts as ``managed/tool_call_parse_errors``)
+  ends the episode with 0 (``train/outcome/malformed_tool_call``);
 * a tool that raises sends ``{"error": ...}`` back to the model as its response and goes on
   (``train/tool_error/<ExceptionName>``);
 * ``--env.max_turns`` assistant turns that all call tools end the episode with 0
@@ -49,7 +50,6 @@ from atroposlib.envkit.calculator_task import (
     PLAIN_SYSTEM_PROMPT,
     CalcProblem,
     Episode,
-    block_errors,
     gold_transcript,
     split_problems,
     tool_system_prompt,
@@ -63,6 +63,7 @@ from atroposlib.envkit.token_check import TurnIds, exactness_problem
 from atroposlib.envkit.tool_calls import TOOLBOX, Tool, template_renders_tools, tool_schema_problem
 from atroposlib.envs.base import BaseEnv, ScoredDataItem
 from atroposlib.errors import ConfigError
+from atroposlib.groups import node_overlong
 from atroposlib.type_definitions import Item
 
 logger = logging.getLogger(__name__)
@@ -175,10 +176,9 @@ class CalculatorToolEnv(BaseEnv):
                 )
                 choice = completion.choices[0]
                 turns.append(TurnIds.of(completion, choice))
+                errors = [e["error"] for e in getattr(choice.message, "tool_call_errors", [])]
                 raw = self._raw_text(choice.token_ids)
-                episode.take_reply(
-                    raw, choice.message.content, choice.message.tool_calls, block_errors(raw)
-                )
+                episode.take_reply(raw, choice.message.content, choice.message.tool_calls, errors)
                 if not episode.done:
                     episode.run_pending(self.tools)
             node = episode_node(managed) if turns else None
@@ -202,6 +202,7 @@ class CalculatorToolEnv(BaseEnv):
             "inference_logprobs": node.logprobs,
             "messages": episode.transcript + [{"role": "grader", "content": episode.note}],
             "overrides": {"episode": episode.record(), "token_exact": drift is None},
+            "overlong": node_overlong(node),  # the last reply was cut at max_tokens_per_turn
         }
         return scored, []
 
@@ -226,7 +227,6 @@ class CalculatorToolEnv(BaseEnv):
         self.tally.count(
             "outcome", episode.outcome, f"{record['question']} -> {episode.note}", quiet=expected
         )
-        self.tally.count("malformed tool calls", None, episode.note, n=episode.malformed_calls)
         for kind in episode.tool_errors:
             self.tally.count("tool error", kind, f"in {record['question']}")
         if drift is not None:

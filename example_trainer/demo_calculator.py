@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -244,6 +245,21 @@ def topology_parts(args: argparse.Namespace, out: Path, model_dir: Path) -> dict
     }
 
 
+_MANAGED_LINE = re.compile(r"managed sessions: (\d+) managed session\(s\), (\d+) token drift\(s\)")
+
+
+def managed_counts(log: Path) -> dict[str, Any]:
+    """The env's own last word on its managed sessions (``serve``'s ``managed sessions: ...`` line):
+    sessions opened and token drifts the managed server counted (re-rendering the conversation would
+    not give the tokens the model saw; the exact tokens are kept). None where the line is missing."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    found = _MANAGED_LINE.findall(text)
+    if not found:
+        return {"managed_sessions": None, "managed_token_drifts": None}
+    sessions, drifts = found[-1]
+    return {"managed_sessions": int(sessions), "managed_token_drifts": int(drifts)}
+
+
 def training_episodes(out: Path) -> dict[str, Any]:
     """What the env's groups file says about training: outcomes, and the token-exactness check over
     every sequence it sent (``drifts``: sequences whose tokens differ from what vLLM saw and said)."""
@@ -299,6 +315,7 @@ def finish(
         "mean_turns_after": after["mean_turns"],
         "drifts": train["drifts"],
         "sequences_checked": train["sequences_checked"],
+        **managed_counts(out / "logs" / "env-calculator-0.log"),
         "training_outcomes": train["outcomes"],
         "reward_per_step": [r.get("reward_mean") for r in rows],
         "rl_wall_s": round(loop_s, 1),

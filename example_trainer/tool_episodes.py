@@ -5,8 +5,8 @@ starting point (after any supervised warm-up) and the end of RL (that model plus
 LoRA adapter). Each question is one ``atroposlib.envkit.calculator_task.Episode``, the class the env
 drives during training, so replies are read, tools run and answers scored exactly as in training. Every
 active episode's next turn is generated in one left-padded greedy batch; replies are read by
-atroposlib's Hermes tool-call translator (the one the managed server uses), so a call is valid here
-exactly when it is valid in the env.
+atroposlib's Hermes tool-call translator (``parse_reply``, what the managed server uses: calls, and the
+blocks that are not calls with why), so a call is valid here exactly when it is valid in the env.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import torch
 
-from atroposlib.envkit.calculator_task import CalcProblem, Episode, block_errors
+from atroposlib.envkit.calculator_task import CalcProblem, Episode
 from atroposlib.envkit.tool_calls import Tool
 from atroposlib.inference_clients.tool_call_translator import ToolCallTranslator
 from atroposlib.utils.hf_compat import dtype_kwargs
@@ -95,9 +95,9 @@ def play_episodes(
                 ):
                     ids = row[: row.index(eos)] if eos in row else row
                     raw = tok.decode(ids, skip_special_tokens=False)
-                    content, calls, _ = translator.parse_model_output(raw, "auto", schemas)
-                    as_dicts = [c.model_dump() for c in calls] if calls else None
-                    e.take_reply(raw, content, as_dicts, block_errors(raw))
+                    reply = translator.parse_reply(raw, "auto", schemas)
+                    calls = [c.model_dump() for c in reply.calls] or None
+                    e.take_reply(raw, reply.content, calls, [err.message for err in reply.errors])
                     if not e.done:
                         e.run_pending(tools)
     finally:

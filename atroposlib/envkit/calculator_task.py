@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from atroposlib.envkit.tool_calls import TOOLBOX, Tool
-from atroposlib.utils.tool_call_parser import hermes_blocks, hermes_call_text, unclosed_tags
+from atroposlib.utils.tool_call_parser import hermes_call_text
 
 _INTEGER = re.compile(r"-?\d+")
 
@@ -104,21 +104,6 @@ def last_integer(text: str) -> Optional[int]:
     """The last integer written in ``text`` (thousands separators allowed), or None."""
     found = _INTEGER.findall(text.replace(",", ""))
     return int(found[-1]) if found else None
-
-
-def block_errors(raw: str) -> list[str]:
-    """Why each ``<tool_call>`` block of ``raw`` that the Hermes parser skips is not a call (not a
-    JSON object, no ``name``), plus tags never closed: what the env counts as malformed calls."""
-    errors = []
-    for index, block in enumerate(hermes_blocks(raw)):
-        if block.error is not None:
-            errors.append(f"tool call {index}: {block.error}")
-        elif block.name is None:
-            errors.append(f'tool call {index}: no "name" string')
-    unclosed = unclosed_tags(raw)
-    if unclosed:
-        errors.append(f"{unclosed} <tool_call> tag(s) never closed")
-    return errors
 
 
 def tool_system_prompt(tools: Sequence[Tool]) -> str:
@@ -205,8 +190,9 @@ class Episode:
         parse_errors: Sequence[str] = (),
     ) -> None:
         """Read one assistant turn: ``raw`` is the text the model wrote, ``content`` and
-        ``tool_calls`` what the Hermes parser made of it (OpenAI shapes), ``parse_errors`` the
-        malformed ``<tool_call>`` blocks it could not read."""
+        ``tool_calls`` what the Hermes parser made of it (OpenAI shapes), ``parse_errors`` why each
+        ``<tool_call>`` block that is not a call is not one (the managed server's
+        ``message.tool_call_errors``, or ``ToolCallTranslator.parse_reply``'s errors)."""
         if self.done:
             raise RuntimeError("the episode is over")
         self.turns += 1
@@ -319,7 +305,6 @@ __all__ = [
     "CalcSplit",
     "Episode",
     "ToolResult",
-    "block_errors",
     "direct_transcript",
     "gold_transcript",
     "last_integer",

@@ -96,6 +96,7 @@ def test_episodes_score_count_and_train_exactly_the_generated_tokens(caplog):
     outcomes = []
     for group in groups:
         assert sorted(group["scores"]) == [0.0, 0.0, 0.0, 0.0, 1.0]
+        assert group["overlong"] == [False] * 5  # every reply ended before max_tokens_per_turn
         for tokens, masks, conv, over in zip(
             group["tokens"], group["masks"], group["messages"], group["overrides"], strict=True
         ):
@@ -118,10 +119,9 @@ def test_episodes_score_count_and_train_exactly_the_generated_tokens(caplog):
     )
     counts = env.tally.counts
     assert counts["train/outcome/correct"] == 2 and counts["train/outcome/past_max_turns"] == 2
-    assert (
-        counts["train/outcome/malformed_tool_call"] == 2
-        and counts["train/malformed_tool_calls"] == 2
-    )
+    assert counts["train/outcome/malformed_tool_call"] == 2
+    assert env.server.managed_stats.tool_parse_errors == {"invalid JSON": 2}  # the managed server's
+    assert env.server.managed_stats.sessions == 10 and env.server.managed_stats.drift_total == 0
     assert "train/token_drifts" not in counts
     warned = [
         r.getMessage()

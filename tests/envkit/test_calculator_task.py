@@ -10,7 +10,6 @@ import pytest
 from atroposlib.envkit.calculator_task import (
     CalcProblem,
     Episode,
-    block_errors,
     gold_transcript,
     last_integer,
     run_tool,
@@ -26,7 +25,7 @@ from atroposlib.envkit.tool_calls import (
     tool_schema_problem,
 )
 from atroposlib.testing import tiny_tokenizer_dir
-from atroposlib.utils.tool_call_parser import hermes_call_text
+from atroposlib.utils.tool_call_parser import hermes_calls
 
 TOOLS = {"calculator": TOOLBOX["calculator"]}
 
@@ -83,7 +82,7 @@ def test_episode_outcomes_wrong_malformed_and_past_max_turns():
 
     raw = "<tool_call>{'name': 'calculator'}</tool_call>"
     malformed = Episode(problem, "s", max_turns=3)
-    malformed.take_reply(raw, raw, None, block_errors(raw))
+    malformed.take_reply(raw, raw, None, [e.message for e in hermes_calls(raw)[1]])
     assert malformed.outcome == "malformed tool call" and "invalid JSON" in malformed.note
     assert malformed.malformed_calls == 1 and malformed.score == 0.0
 
@@ -119,17 +118,9 @@ def test_a_tool_that_raises_is_the_models_information_and_counted_by_kind():
     assert deep.error_kind is not None and "error" in json.loads(deep.text)  # not an escape
 
 
-def test_block_errors_and_last_integer():
-    good = hermes_call_text("calculator", {"expression": "1 + 2"})
-    assert block_errors(good) == []
-    assert block_errors('<tool_call>{"arguments": {}}</tool_call>') == [
-        'tool call 0: no "name" string'
-    ]
-    assert block_errors("<tool_call>[1]</tool_call>")[0].startswith(
-        "tool call 0: expected a JSON object"
-    )
-    assert block_errors('<tool_call>{"name": "a"') == ["1 <tool_call> tag(s) never closed"]
+def test_last_integer():
     assert last_integer("so 1,234 * 2 = 2,468.") == 2468 and last_integer("none") is None
+    assert last_integer("-12 then 7") == 7
 
 
 def test_tool_schema_problems_are_named():

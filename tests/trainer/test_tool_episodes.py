@@ -87,3 +87,16 @@ def test_drifts_are_counted_from_the_env_groups_file(tmp_path):
         "outcomes": {"correct": 2, "malformed tool call": 3},
     }
     assert training_episodes(tmp_path / "nothing-here")["sequences_checked"] == 0
+
+
+def test_the_env_logs_last_word_on_managed_sessions_is_read(tmp_path):
+    from example_trainer.demo_calculator import managed_counts
+
+    log = tmp_path / "env.log"
+    assert managed_counts(log) == {"managed_sessions": None, "managed_token_drifts": None}
+    log.write_text(
+        "2026-11-26 INFO atroposlib.runtime.runner: serve finished: groups=4\n"
+        "2026-11-26 INFO atroposlib.runtime.runner: managed sessions: 128 managed session(s), "
+        "2 token drift(s) (template: 2)\n"
+    )
+    assert managed_counts(log) == {"managed_sessions": 128, "managed_token_drifts": 2}
