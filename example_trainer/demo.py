@@ -59,21 +59,40 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "a real vLLM (needs --inference vllm).",
     )
     p.add_argument(
+        "--task",
+        choices=["arithmetic", "calculator"],
+        default="arithmetic",
+        help="arithmetic: the model's addition task (default); calculator: multi-turn tool use, "
+        "multiplications solved with a calculator tool (needs --model smollm2).",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=None,
-        help="Report folder (default: runs/demo, runs/demo-smollm2; -control for --control shuffled).",
+        help="Report folder (default: runs/demo, runs/demo-smollm2, runs/demo-smollm2-calculator; "
+        "-control for --control shuffled).",
     )
-    p.add_argument("--steps", type=positive_int, help="GRPO steps (tiny 300, smollm2 40).")
     p.add_argument(
-        "--prompts-per-step", type=positive_int, help="Groups per batch (tiny 16, smollm2 4)."
+        "--steps", type=positive_int, help="GRPO steps (tiny 300, smollm2 40, calculator 30)."
+    )
+    p.add_argument(
+        "--prompts-per-step",
+        type=positive_int,
+        help="Groups per batch (tiny 16, smollm2 and calculator 4).",
     )
     p.add_argument("--group-size", type=positive_int, help="Samples per prompt (default 8).")
     p.add_argument("--lr", type=positive_float, help="GRPO learning rate (default 5e-4).")
     p.add_argument(
         "--warmup-sft-steps",
         type=non_negative_int,
-        help="tiny: supervised warm-up steps on gold demonstrations (default 100).",
+        help="Supervised warm-up steps on gold demonstrations before RL (tiny 100; calculator 10 "
+        "LoRA steps on gold episodes, merged; smollm2 arithmetic none).",
+    )
+    p.add_argument(
+        "--heldout",
+        type=positive_int,
+        default=None,
+        help="calculator: held-out questions, never trained on, played before and after RL (default 64).",
     )
     p.add_argument(
         "--control",
@@ -135,8 +154,15 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
             p.error("--operands applies to --model smollm2 (the tiny model's task is fixed)")
         if args.operands[1] < args.operands[0]:
             p.error(f"--operands: HIGH ({args.operands[1]}) is below LOW ({args.operands[0]})")
+    if args.task == "calculator" and args.model != "smollm2":
+        p.error("--task calculator runs with --model smollm2")
+    if args.heldout is not None and args.task != "calculator":
+        p.error("--heldout is a setting of --task calculator")
     if args.model == "smollm2":
-        from example_trainer.demo_smollm2 import DEFAULTS
+        if args.task == "calculator":
+            from example_trainer.demo_calculator import DEFAULTS
+        else:
+            from example_trainer.demo_smollm2 import DEFAULTS
 
         defaults: dict[str, Any] = {**DEFAULTS, "threads": 2, "inference": "vllm"}
         if args.inference == "engine":
@@ -148,6 +174,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.out is None:
         name = "demo" if args.model == "tiny" else "demo-smollm2"
+        name += "-calculator" if args.task == "calculator" else ""
         args.out = REPO / "runs" / (name + ("-control" if args.control == "shuffled" else ""))
     return args
 
@@ -175,6 +202,10 @@ def _child_env(threads: int) -> dict[str, str]:
 def prepare_model(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """tiny: build the model and run the supervised warm-up; smollm2: import the model (once) and
     measure the base model on the held-out questions. Returns the paths and greedy accuracy."""
+    if args.task == "calculator":
+        from example_trainer import demo_calculator
+
+        return demo_calculator.prepare(out, args)
     if args.model == "smollm2":
         from example_trainer import demo_smollm2
 
@@ -202,7 +233,12 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
     env.pop("PYTHONPATH", None)  # the launcher puts this checkout first
     if args.inference == "vllm":
         env["VLLM_CACHE_ROOT"] = str(out / "vllm-cache")
-    if args.model == "smollm2":
+    if args.task == "calculator":
+        from example_trainer import demo_calculator
+
+        parts = demo_calculator.topology_parts(args, out, model_dir)
+        env.update(parts.pop("env_vars"))
+    elif args.model == "smollm2":
         from example_trainer import demo_smollm2
 
         parts = demo_smollm2.topology_parts(args, out)
@@ -248,7 +284,11 @@ def run(args: argparse.Namespace) -> int:
     (out / "logs").mkdir(parents=True)
     t_start = time.perf_counter()
     print(f"[demo] report folder: {out}", flush=True)
-    if args.model == "smollm2":
+    if args.task == "calculator":
+        print(
+            "[demo] measuring SmolLM2-135M-Instruct on held-out calculator episodes ...", flush=True
+        )
+    elif args.model == "smollm2":
         print("[demo] measuring SmolLM2-135M-Instruct on the held-out questions ...", flush=True)
     else:
         print(
@@ -357,6 +397,8 @@ def write_report(
     with open(out / "metrics.jsonl", "w") as fh:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
+    if args.task == "calculator":
+        return _calculator_report(out, args, prep, rows, early, late, loop_s, total_s)
     rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
     smol = args.model == "smollm2"
     first, last, k = reward_change(rewards, 20 if smol else 50)
@@ -398,6 +440,19 @@ def write_report(
         f" Where a trainer step went: {where}."
     )
     (out / "summary.txt").write_text(summary + "\n")
+    figures = {
+        "task": args.task,
+        "model": "SmolLM2-135M-Instruct" if smol else "tiny Llama",
+        "control": args.control,
+        "steps": len(rows),
+        "reward_first": first,
+        "reward_last": last,
+        "reward_k": k,
+        "heldout_base": prep["warm_acc"],
+        "heldout_after": final_acc,
+        "rl_wall_s": round(loop_s, 1),
+    }
+    (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     print(
         f"[demo] reward first-{k} mean {first:.3f}  last-{k} mean {last:.3f}  change {gain:+.3f}",
         flush=True,
@@ -439,6 +494,35 @@ def step_breakdown_line(rows: list[dict[str, Any]], args: argparse.Namespace) ->
     return format_breakdown(
         b, peak, f" ({dtype}, {args.threads} thread(s), measured after the run)"
     )
+
+
+def _calculator_report(
+    out: Path,
+    args: argparse.Namespace,
+    prep: dict[str, Any],
+    rows: list[dict[str, Any]],
+    early: list[dict[str, Any]],
+    late: list[dict[str, Any]],
+    loop_s: float,
+    total_s: float,
+) -> int:
+    """The calculator preset's report: held-out episodes after RL, summary.json and summary.txt."""
+    from example_trainer import demo_calculator
+    from example_trainer.report import plot_curve, write_rollouts
+
+    summary = demo_calculator.finish(out, args, prep, rows, loop_s)
+    title = f"GRPO on calculator tool use (SmolLM2-135M-Instruct, LoRA; control={args.control})"
+    plot_curve(rows, out / "reward_curve.png", title=title)
+    write_rollouts(early, late, out / "rollouts.html")
+    server = "a real vLLM server" if args.inference == "vllm" else "the CPU inference engine"
+    text = demo_calculator.summary_text(summary, server, refresh_times(rows), total_s)
+    (out / "summary.txt").write_text(text + "\n")
+    print(
+        f"[demo] report: {out}/summary.json, summary.txt, heldout_*.jsonl, reward_curve.png, "
+        "metrics.jsonl, rollouts.html",
+        flush=True,
+    )
+    return 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:

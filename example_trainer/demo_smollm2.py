@@ -56,16 +56,11 @@ def smollm2_missing() -> str | None:
     return None
 
 
-def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Import the model once (cached), and measure the base model's held-out greedy accuracy."""
-    import time
-
+def ensure_model() -> Path:
+    """The dequantised model folder, imported from the wheel the first time (quietly)."""
     from transformers.utils import logging as hf_logging
 
     from atroposlib.inference.smollm2 import import_smollm2
-    from atroposlib.utils.chat_arithmetic_task import split_problems
-    from example_trainer.chat_eval import chat_greedy_accuracy
-    from example_trainer.demo_model import checkpoint_params
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -73,6 +68,18 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not (MODEL_CACHE / "config.json").is_file():
         print(f"[demo] importing SmolLM2-135M-Instruct into {MODEL_CACHE} (once) ...", flush=True)
         import_smollm2(MODEL_CACHE)
+    return MODEL_CACHE
+
+
+def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Import the model once (cached), and measure the base model's held-out greedy accuracy."""
+    import time
+
+    from atroposlib.utils.chat_arithmetic_task import split_problems
+    from example_trainer.chat_eval import chat_greedy_accuracy
+    from example_trainer.demo_model import checkpoint_params
+
+    ensure_model()
     t0 = time.perf_counter()
     _, held_out = split_problems(*operands(args), HELD_OUT, args.seed)
     acc, rows = chat_greedy_accuracy(MODEL_CACHE, held_out, MAX_REPLY_TOKENS)

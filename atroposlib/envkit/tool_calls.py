@@ -13,9 +13,10 @@ import ast
 import json
 import operator
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from atroposlib.envkit.math_scoring import strip_thinking
 from atroposlib.utils.tool_call_parser import hermes_calls
@@ -198,6 +199,43 @@ def hermes_system_prompt(tools: Sequence[Tool]) -> str:
         '<tool_call></tool_call> XML tags, like:\n<tool_call>\n{"name": <function-name>, '
         '"arguments": <args-dict>}\n</tool_call>'
     )
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def tool_schema_problem(tool: Tool) -> Optional[str]:
+    """Why ``tool``'s schema cannot be offered to a model in the Hermes format, or None: its name must
+    be 1-64 letters, digits, ``_`` or ``-`` (what OpenAI and the chat templates accept), its
+    ``parameters`` a JSON-schema object (``"type": "object"`` with a ``properties`` object), and the
+    whole schema JSON-serializable."""
+    if not isinstance(tool.name, str) or not _TOOL_NAME.match(tool.name):
+        return f"tool name {tool.name!r} must be 1-64 letters, digits, '_' or '-'"
+    params = tool.parameters
+    if not isinstance(params, dict) or params.get("type") != "object":
+        return f'tool {tool.name!r}: "parameters" must be a JSON-schema object ("type": "object")'
+    if not isinstance(params.get("properties", {}), dict):
+        return f'tool {tool.name!r}: "parameters.properties" must be an object'
+    try:
+        json.dumps(tool.schema())
+    except (TypeError, ValueError) as exc:
+        return f"tool {tool.name!r}: its schema is not JSON ({exc})"
+    return None
+
+
+def template_renders_tools(tokenizer: Any, tools: Sequence[Tool]) -> bool:
+    """Whether the tokenizer's chat template lists ``tools=`` in the prompt itself (Qwen2.5, Hermes
+    templates do; plain ChatML templates such as SmolLM2's ignore them, and then the env must put
+    the tools in its system prompt)."""
+    probe = [{"role": "user", "content": "?"}]
+    try:
+        with_tools = tokenizer.apply_chat_template(
+            probe, tokenize=False, add_generation_prompt=True, tools=[t.schema() for t in tools]
+        )
+    except Exception:  # a template that cannot take tools at all
+        return False
+    plain = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+    return with_tools != plain and all(t.name in with_tools for t in tools)
 
 
 def execute_call(call: ToolCall, toolbox: dict[str, Tool] = TOOLBOX) -> tuple[bool, str]:

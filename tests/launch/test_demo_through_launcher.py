@@ -118,6 +118,31 @@ def test_split_needs_two_cores_and_smollm2(monkeypatch, capsys):
         assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
 
 
+def test_the_calculator_topology_serves_the_warm_model_and_keeps_every_group(tmp_path):
+    from example_trainer.demo_calculator import SEQ_LEN
+    from example_trainer.demo_smollm2 import ADAPTER_NAME
+
+    args = parse_args(["--model", "smollm2", "--task", "calculator", "--steps", "4"])
+    warm = tmp_path / "model" / "warm"
+    plan = build_plan(demo_topology(args, warm, tmp_path), tmp_path, "local", gpus_here=0)
+    assert [c.name for c in plan.components] == [
+        "api",
+        "inference-vllm-0",
+        "env-calculator-0",
+        "trainer",
+    ]
+    server = plan.by_role("inference")[0]
+    assert _arg(server.argv, "--model") == str(warm) and "--enable-lora" in server.argv
+    env = plan.by_role("env")[0].argv
+    assert env[1].endswith("calculator_tool_env.py")
+    assert _arg(env, "--env.tokenizer_name") == str(warm)
+    assert _arg(env, "--env.data_path_to_save_groups") == str(tmp_path / "groups.jsonl")
+    assert _arg(env, "--openai.model_name") == ADAPTER_NAME
+    trainer = plan.by_role("trainer")[0].argv
+    assert _arg(trainer, "--model-name") == str(warm) and _arg(trainer, "--seq-len") == str(SEQ_LEN)
+    assert _arg(trainer, "--training-steps") == "4" and _arg(trainer, "--batch-size") == "32"
+
+
 @pytest.mark.slow
 def test_a_short_demo_runs_through_the_launcher(tmp_path):
     out = tmp_path / "demo"
@@ -156,3 +181,5 @@ def test_a_short_demo_runs_through_the_launcher(tmp_path):
     ]
     for name in ("summary.txt", "reward_curve.png", "rollouts.html", "logs/trainer.log"):
         assert (out / name).exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["rl_wall_s"] > 0 and summary["control"] == "none"

@@ -72,3 +72,30 @@ def test_operands_pick_the_smollm2_question_range(capsys):
             parse_args(argv)
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_the_calculator_task_has_its_own_defaults_and_folder():
+    calc = parse_args(["--model", "smollm2", "--task", "calculator"])
+    assert (calc.steps, calc.prompts_per_step, calc.group_size, calc.warmup_sft_steps) == (
+        30,
+        4,
+        8,
+        10,
+    )
+    assert (calc.inference, calc.out.name, calc.heldout) == ("vllm", "demo-smollm2-calculator", 64)
+    control = parse_args(["--model", "smollm2", "--task", "calculator", "--control", "shuffled"])
+    assert control.out.name == "demo-smollm2-calculator-control"
+
+
+def test_the_calculator_task_needs_smollm2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--task", "calculator"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert "--task calculator runs with --model smollm2" in err
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--heldout", "8"])
+    assert (
+        exc.value.code == 2
+        and "--heldout is a setting of --task calculator" in capsys.readouterr().err
+    )
