@@ -168,10 +168,16 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 def format_step_line(m: dict[str, Any], total: int) -> str:
     """The compact progress line printed by the trainer (and re-printed by the demo)."""
     return (
-        f"step {m['step']:>4}/{total} reward {m.get('reward_mean', float('nan')):.3f} "
-        f"loss {m.get('loss', 0.0):+.4f} tok/s {m.get('tokens_per_s', 0.0):7.0f} "
-        f"lag {m.get('policy_lag', float('nan')):.1f} clip {m.get('clip_frac', 0.0):.3f}"
+        f"step {m['step']:>4}/{total} reward {_fmt(m.get('reward_mean'), '.3f')} "
+        f"loss {_fmt(m.get('loss'), '+.4f')} tok/s {_fmt(m.get('tokens_per_s'), '7.0f')} "
+        f"lag {_fmt(m.get('policy_lag'), '.1f')} clip {_fmt(m.get('clip_frac'), '.3f')}"
     )
+
+
+def _fmt(value: Any, spec: str) -> str:
+    """``value`` formatted with ``spec``; ``-`` where a row has no figure (absent or null, e.g. no
+    sequence of the batch said which policy generated it)."""
+    return "-" if value is None else format(value, spec)
 
 
 def step_metrics(

@@ -44,8 +44,8 @@ from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
 from atroposlib.inference_clients.registry import probe_server_type, weight_routes
 from atroposlib.inference_clients.weight_routes import WeightRoutes
-from atroposlib.launch.procs import group_members, signal_group
 from atroposlib.utils.net import wait_for_http
+from atroposlib.utils.procs import group_members, signal_group
 
 from .checkpoint import save_model_folder, weights_bytes
 from .config import TrainingConfig

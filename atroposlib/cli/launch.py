@@ -224,8 +224,8 @@ def _progress() -> Any:
 
 def _status(args: argparse.Namespace) -> int:
     from atroposlib.launch.describe import describe_state
-    from atroposlib.launch.procs import pid_alive
     from atroposlib.launch.state import launcher_alive, read_state
+    from atroposlib.utils.procs import pid_alive
 
     state = read_state(args.dir)
     live = launcher_alive(state)
@@ -249,8 +249,8 @@ def _stop(args: argparse.Namespace) -> int:
     import os
     import signal
 
-    from atroposlib.launch.procs import group_members, stop_groups
     from atroposlib.launch.state import launcher_alive, read_state
+    from atroposlib.utils.procs import group_members, stop_groups
 
     state = read_state(args.dir)
     if state.get("backend") == "slurm":  # the batch script's trap stops the steps in order

@@ -24,9 +24,9 @@ import httpx
 
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Component, Plan
-from atroposlib.launch.procs import group_stopped, stop_groups
 from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
 from atroposlib.launch.state import write_state
+from atroposlib.utils.procs import group_stopped, stop_groups
 
 LOCAL_HOST = "127.0.0.1"
 _STOP_ROLES = ("trainer", "env", "inference", "api")

@@ -33,12 +33,12 @@ import httpx
 
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Plan
-from atroposlib.launch.procs import stop_groups
 from atroposlib.launch.ray_connect import package_root
 from atroposlib.launch.ray_placement import RayUnit, ray_units
 from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
 from atroposlib.launch.state import write_state
 from atroposlib.launch.supervisor import ProcessSupervisor
+from atroposlib.utils.procs import stop_groups
 
 _STOP_ROLES = ("trainer", "env", "inference", "api")
 PLACEMENT_TIMEOUT_S = 120.0

@@ -44,7 +44,7 @@ def read_state(run_dir: Path) -> dict[str, Any]:
 
 def launcher_alive(state: dict[str, Any]) -> Optional[int]:
     """The launcher's pid when it is still running, else None."""
-    from atroposlib.launch.procs import pid_alive
+    from atroposlib.utils.procs import pid_alive
 
     pid = state.get("launcher_pid")
     return pid if isinstance(pid, int) and pid_alive(pid) else None

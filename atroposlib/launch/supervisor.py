@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from atroposlib.launch.procs import group_stopped, stop_groups
+from atroposlib.utils.procs import group_stopped, stop_groups
 
 
 def node_ip() -> str:

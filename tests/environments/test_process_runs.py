@@ -92,6 +92,7 @@ CATALOGUE_RUNS = {
         "2",
     ],
     "tool_calling_server.py": ["--env.tools", '["get_weather"]'],
+    "calculator_tool_env.py": ["--env.held_out", "4"],
     "code_execution_server.py": [],
     "rlaif_server.py": ["--env.judge_max_tokens", "8"],
     "sft_loader_server.py": [],

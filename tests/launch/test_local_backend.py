@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from atroposlib.launch.procs import group_members, pid_alive
+from atroposlib.utils.procs import group_members, pid_alive
 from tests.jsonl import read_jsonl
 from tests.launch.run_checks import group_accounting
 

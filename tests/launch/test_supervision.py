@@ -14,8 +14,8 @@ from pathlib import Path
 
 from atroposlib.launch.local import LocalRun
 from atroposlib.launch.plan import Component, Plan
-from atroposlib.launch.procs import group_members
 from atroposlib.launch.topology import parse_topology
+from atroposlib.utils.procs import group_members
 
 
 def _plan(tmp_path: Path, env_code: str, trainer_code: str, **supervision: float) -> Plan:

@@ -318,6 +318,8 @@ def test_unreachable_api_is_a_one_line_error(tmp_path):
         f"http://127.0.0.1:{free_port()}",
         "--save-messages",
         "--no-progress",
+        "--wait-for-api",  # the default waits 60 s for an API that is starting
+        "2",
     )
     assert_clean_error(proc, 1, "cannot reach the API")
     assert not (tmp_path / "o.jsonl").exists()

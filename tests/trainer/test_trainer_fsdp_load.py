@@ -32,7 +32,7 @@ def _set_up(model: Path, mode: str) -> dict[int, dict]:
         cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    rows = [json.loads(line) for line in proc.stdout.split("\n") if line.startswith("{")]
     return {row["rank"]: row for row in rows}
 
 

@@ -1,5 +1,6 @@
-"""Process groups on this machine: each component runs in its own session, so stopping it reaches
-every process it started (torchrun's ranks, a server's workers). Zombies count as gone."""
+"""Process groups on this machine (the launcher's components, the trainer's restart-mode server): each
+runs in its own session, so stopping it reaches every process it started (torchrun's ranks, a server's
+workers). Zombies count as gone."""
 
 from __future__ import annotations
 
