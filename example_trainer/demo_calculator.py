@@ -218,7 +218,15 @@ def topology_parts(args: argparse.Namespace, out: Path, model_dir: Path) -> dict
                         "max_num_workers": args.prompts_per_step,
                         "data_path_to_save_groups": str(out / "groups.jsonl"),
                     },
-                    "openai": {"api_key": "x", "model_name": ADAPTER_NAME, "server_type": "vllm"},
+                    "openai": {
+                        "api_key": "x",
+                        "model_name": ADAPTER_NAME,
+                        "server_type": "vllm",
+                        # 32 sessions share vLLM's one CPU worker: measured 14 tokens/s in all with
+                        # the LoRA (0.44 per request), so a 48-token turn takes ~110 s, past the
+                        # default per-request limit (60 s + 48 / 4 tokens/s = 72 s)
+                        "min_tokens_per_second": 0.25,
+                    },
                 },
             }
         ],

@@ -217,7 +217,7 @@ class APIServer(PromptLogprobsMixin):
                     )
             await asyncio.wait({call}, timeout=max(0.0, limit - (time.monotonic() - start)))
             if not call.done():
-                raise ServerDown(f"no answer within {limit:.0f}s")
+                raise ServerDown(await self._no_answer(limit))
             return call.result()
         finally:
             if not call.done():
@@ -225,6 +225,20 @@ class APIServer(PromptLogprobsMixin):
                 await asyncio.gather(call, return_exceptions=True)
             elif not call.cancelled():
                 call.exception()  # an attempt abandoned after it failed is retrieved: no stray log
+
+    async def _no_answer(self, limit: float) -> str:
+        """Why an attempt ran out of time; a server that answers its health probe is alive but
+        slower than the limit assumes (a CPU server shared by many requests), which the words say
+        with the settings that set the limit."""
+        words = f"no answer within {limit:.0f}s"
+        if self.alive_seen or await self.shared_probe():
+            words += (
+                " (the server answers its health probe: it generates slower than "
+                f"--openai.min_tokens_per_second {self.config.min_tokens_per_second:g} per request "
+                f"allows; the limit is --openai.timeout_base {self.config.timeout_base:g} s + "
+                "max_tokens / that)"
+            )
+        return words
 
     async def _with_retries(self, split: str, fn, *args: Any, **kwargs: Any) -> Any:
         self._ensure_health_task()

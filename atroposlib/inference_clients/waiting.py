@@ -47,7 +47,9 @@ def why_down(exc: BaseException) -> str:
     status = re.search(r": (\d{3}) ", text)
     if status:  # ServerDown of an HTTP error: "POST url: 503 body"
         return f"answered {status.group(1)}"
-    silence = re.search(r"(no answer within \S+|accepted connections but answered nothing)", text)
+    silence = re.search(
+        r"(no answer within \S+(?: \([^)]*\))?|accepted connections but answered nothing)", text
+    )
     return silence.group(1) if silence else text[:160]
 
 

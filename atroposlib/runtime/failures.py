@@ -113,7 +113,10 @@ class FailureTracker:
         if isinstance(exc, InferenceRejected) and exc.permanent:
             fatal = str(exc)
         elif isinstance(exc, InferenceUnavailable) and not ever_answered:
-            fatal = f"{exc}; the server never answered{self.unreachable_hint}"
+            if "answers its health probe" in str(exc):  # alive, too slow for the request limit
+                fatal = f"{exc}; no request was answered in time"
+            else:
+                fatal = f"{exc}; the server never answered{self.unreachable_hint}"
         if first and fatal is None:
             hook = cause.startswith("hook error")
             logger.warning(

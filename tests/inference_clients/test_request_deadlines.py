@@ -40,8 +40,12 @@ def test_an_attempt_past_its_timeout_fails_and_a_longer_budget_waits(tok_dir):
         cfg = _cfg(fake.base_url, timeout_base=0.5, min_tokens_per_second=10, max_retries=1)
         server = VLLMServer(cfg)
         try:
-            with pytest.raises(ServerDown, match="no answer within 1s"):
+            with pytest.raises(ServerDown, match="no answer within 1s") as info:
                 await server.chat_completion(messages=PROMPT, max_tokens=5)  # 0.5 + 0.5 s
+            # alive (its /health answers) but slow: the words name the settings behind the limit
+            assert "answers its health probe" in str(info.value)
+            assert "--openai.min_tokens_per_second 10 " in str(info.value)
+            assert "--openai.timeout_base 0.5 s" in str(info.value)
             out = await server.chat_completion(messages=PROMPT, max_tokens=20)  # 0.5 + 2 s
             return out.choices[0].message.content
         finally:

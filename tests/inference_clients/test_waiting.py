@@ -30,6 +30,8 @@ def test_why_down_names_the_cause():
     assert (
         why_down(ServerDown("x failed 3 attempts: no answer within 60s")) == "no answer within 60s"
     )
+    slow = "no answer within 72s (the server answers its health probe: it generates slower ...)"
+    assert why_down(ServerDown(f"x failed 3 attempts: {slow}")) == slow
     silent = ServerSilent("http://h/v1 accepted connections but answered nothing, not even a probe")
     assert why_down(silent) == "accepted connections but answered nothing"
 
