@@ -49,6 +49,7 @@ from example_trainer.demo_smollm2 import (
     LORA_RANK,
     MODEL_CACHE,
     REPO,
+    TRAINER_DTYPE,
 )
 
 ENV_FILE = REPO / "environments" / "calculator_tool_env.py"
@@ -248,6 +249,10 @@ def topology_parts(args: argparse.Namespace, out: Path, model_dir: Path) -> dict
                 "control": args.control,
                 "seed": args.seed,
                 "device": "cpu",
+                "dtype": TRAINER_DTYPE,  # bf16 over fp32 masters, as the arithmetic preset
+                # 8 episodes of SEQ_LEN tokens per micro-batch: all 32 at once held 14 GB of
+                # activations (fp32) and the first full run was OOM-killed on a 23 GB machine
+                "micro_batch_tokens": 8 * SEQ_LEN,
             }
         },
     }
