@@ -100,16 +100,15 @@ class Cluster:
 
     def alive_nodes(self) -> int:
         code = (
-            "import ray, sys; "
-            "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False); "
-            "print('alive nodes:', sum(1 for n in ray.nodes() if n['Alive']))"
+            "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
+            "print(sum(1 for n in ray.nodes() if n['Alive']))"
         )
         done = self.head.run(
             [self.python, "-c", code, self.address], env=self.env(), capture_output=True, text=True
         )
         # Ray may print a raylet's notice ("... has been marked dead") on the same stdout
-        found = re.search(r"^alive nodes: (\d+)$", done.stdout, re.M)
-        return int(found.group(1)) if done.returncode == 0 and found else 0
+        counts = [line for line in done.stdout.split("\n") if line.strip().isdigit()]
+        return int(counts[0]) if done.returncode == 0 and counts else 0
 
     def wait_nodes(self, n: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
