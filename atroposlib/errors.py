@@ -53,7 +53,13 @@ class InferenceError(AtroposError):
 
 
 class InferenceUnavailable(InferenceError):
-    """No healthy inference server could take the request."""
+    """No healthy inference server could take the request. ``slow`` is True when the last server
+    tried answers its health probe but no request within the time limit: it is alive, generating
+    slower than the request limit allows, not unreachable."""
+
+    def __init__(self, message: str, slow: bool = False) -> None:
+        super().__init__(message)
+        self.slow = slow
 
 
 class InferenceRejected(InferenceError):

@@ -44,12 +44,12 @@ from atroposlib.envkit.calculator_task import (
 from atroposlib.envkit.tool_calls import TOOLBOX
 from example_trainer.demo_smollm2 import (
     ADAPTER_NAME,
-    BASE_NAME,
     LORA_MODULES,
     LORA_RANK,
     MODEL_CACHE,
     REPO,
-    TRAINER_DTYPE,
+    lora_trainer_flags,
+    vllm_with_lora,
 )
 
 ENV_FILE = REPO / "environments" / "calculator_tool_env.py"
@@ -183,21 +183,7 @@ def topology_parts(args: argparse.Namespace, out: Path, model_dir: Path) -> dict
     """The inference, env and trainer sections of the calculator run (the demo adds the rest)."""
     model = str(model_dir)
     return {
-        "inference": [
-            {
-                "name": "vllm",
-                "kind": "vllm",
-                "model": model,
-                "served_name": BASE_NAME,
-                "args": [
-                    "--max-model-len",
-                    "512",
-                    "--enable-lora",
-                    "--max-lora-rank",
-                    str(LORA_RANK),
-                ],
-            }
-        ],
+        "inference": [vllm_with_lora(model, max_model_len=512)],
         "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
         "envs": [
             {
@@ -233,23 +219,8 @@ def topology_parts(args: argparse.Namespace, out: Path, model_dir: Path) -> dict
         ],
         "trainer": {
             "flags": {
-                "model_name": model,
-                "weight_refresh": "lora",
-                "lora_adapter_name": ADAPTER_NAME,
-                "lora_rank": LORA_RANK,
-                "lora_alpha": 2 * LORA_RANK,
-                "lora_target_modules": LORA_MODULES,
-                "vllm_restart_interval": 1,
-                "training_steps": args.steps,
-                "batch_size": args.prompts_per_step * args.group_size,
-                "seq_len": SEQ_LEN,
-                "lr": args.lr,
-                "save_path": str(out / "trainer"),
+                **lora_trainer_flags(args, model, out, seq_len=SEQ_LEN),
                 "torch_threads": args.threads,
-                "control": args.control,
-                "seed": args.seed,
-                "device": "cpu",
-                "dtype": TRAINER_DTYPE,  # bf16 over fp32 masters, as the arithmetic preset
                 # 8 episodes of SEQ_LEN tokens per micro-batch: all 32 at once held 14 GB of
                 # activations (fp32) and the first full run was OOM-killed on a 23 GB machine
                 "micro_batch_tokens": 8 * SEQ_LEN,

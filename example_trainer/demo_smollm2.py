@@ -118,6 +118,49 @@ def placement(
     return {}, {"torch_threads": threads}
 
 
+def vllm_with_lora(model: str, max_model_len: int) -> dict[str, Any]:
+    """The topology's vLLM server for a LoRA preset: the base model served as ``BASE_NAME``, the
+    trainer's adapter (``ADAPTER_NAME``, rank ``LORA_RANK``) hot-loaded into it after every step."""
+    return {
+        "name": "vllm",
+        "kind": "vllm",
+        "model": model,
+        "served_name": BASE_NAME,
+        "args": [
+            "--max-model-len",
+            str(max_model_len),
+            "--enable-lora",
+            "--max-lora-rank",
+            str(LORA_RANK),
+        ],
+    }
+
+
+def lora_trainer_flags(
+    args: argparse.Namespace, model: str, out: Path, seq_len: int
+) -> dict[str, Any]:
+    """The trainer flags every LoRA preset shares: the adapter on every linear layer, published to
+    vLLM after every step, bf16 compute on the CPU, the run's steps, batch, learning rate and seed."""
+    return {
+        "model_name": model,
+        "weight_refresh": "lora",
+        "lora_adapter_name": ADAPTER_NAME,
+        "lora_rank": LORA_RANK,
+        "lora_alpha": 2 * LORA_RANK,
+        "lora_target_modules": LORA_MODULES,
+        "vllm_restart_interval": 1,
+        "training_steps": args.steps,
+        "batch_size": args.prompts_per_step * args.group_size,
+        "seq_len": seq_len,
+        "lr": args.lr,
+        "save_path": str(out / "trainer"),
+        "control": args.control,
+        "seed": args.seed,
+        "device": "cpu",
+        "dtype": TRAINER_DTYPE,
+    }
+
+
 def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """The inference, env and trainer sections of the SmolLM2 run (the demo adds the rest)."""
     model = str(MODEL_CACHE)
@@ -125,21 +168,7 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         args.schedule, args.threads, sorted(os.sched_getaffinity(0))
     )
     return {
-        "inference": [
-            {
-                "name": "vllm",
-                "kind": "vllm",
-                "model": model,
-                "served_name": BASE_NAME,
-                "args": [
-                    "--max-model-len",
-                    "256",
-                    "--enable-lora",
-                    "--max-lora-rank",
-                    str(LORA_RANK),
-                ],
-            }
-        ],
+        "inference": [vllm_with_lora(model, max_model_len=256)],
         "env_vars": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", **vllm_env},
         "envs": [
             {
@@ -171,23 +200,8 @@ def topology_parts(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         ],
         "trainer": {
             "flags": {
-                "model_name": model,
-                "weight_refresh": "lora",
-                "lora_adapter_name": ADAPTER_NAME,
-                "lora_rank": LORA_RANK,
-                "lora_alpha": 2 * LORA_RANK,
-                "lora_target_modules": LORA_MODULES,
-                "vllm_restart_interval": 1,
-                "training_steps": args.steps,
-                "batch_size": args.prompts_per_step * args.group_size,
-                "seq_len": 128,
-                "lr": args.lr,
-                "save_path": str(out / "trainer"),
+                **lora_trainer_flags(args, model, out, seq_len=128),
                 **trainer_place,
-                "control": args.control,
-                "seed": args.seed,
-                "device": "cpu",
-                "dtype": TRAINER_DTYPE,
                 # the README's figures were measured training cut replies like finished ones
                 "overlong": "keep",
             }

@@ -67,6 +67,11 @@ class ServerDown(InferenceError):
     """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
 
 
+class ServerSlow(ServerDown):
+    """The server answers its health probe but a request ran past its time limit: alive, generating
+    slower than ``--openai.min_tokens_per_second`` allows."""
+
+
 class ServerSilent(ServerDown):
     """The server accepts connections but, never seen working, answered nothing within its
     ``silence_limit``, not even a health probe."""
@@ -217,7 +222,7 @@ class APIServer(PromptLogprobsMixin):
                     )
             await asyncio.wait({call}, timeout=max(0.0, limit - (time.monotonic() - start)))
             if not call.done():
-                raise ServerDown(await self._no_answer(limit))
+                raise await self._no_answer(limit)
             return call.result()
         finally:
             if not call.done():
@@ -226,19 +231,19 @@ class APIServer(PromptLogprobsMixin):
             elif not call.cancelled():
                 call.exception()  # an attempt abandoned after it failed is retrieved: no stray log
 
-    async def _no_answer(self, limit: float) -> str:
+    async def _no_answer(self, limit: float) -> ServerDown:
         """Why an attempt ran out of time; a server that answers its health probe is alive but
-        slower than the limit assumes (a CPU server shared by many requests), which the words say
-        with the settings that set the limit."""
+        slower than the limit assumes (a CPU server shared by many requests): a ``ServerSlow`` whose
+        words name the settings that set the limit."""
         words = f"no answer within {limit:.0f}s"
-        if self.alive_seen or await self.shared_probe():
-            words += (
-                " (the server answers its health probe: it generates slower than "
-                f"--openai.min_tokens_per_second {self.config.min_tokens_per_second:g} per request "
-                f"allows; the limit is --openai.timeout_base {self.config.timeout_base:g} s + "
-                "max_tokens / that)"
-            )
-        return words
+        if not (self.alive_seen or await self.shared_probe()):
+            return ServerDown(words)
+        return ServerSlow(
+            f"{words} (the server answers its health probe: it generates slower than "
+            f"--openai.min_tokens_per_second {self.config.min_tokens_per_second:g} per request "
+            f"allows; the limit is --openai.timeout_base {self.config.timeout_base:g} s + "
+            "max_tokens / that)"
+        )
 
     async def _with_retries(self, split: str, fn, *args: Any, **kwargs: Any) -> Any:
         self._ensure_health_task()
@@ -282,7 +287,8 @@ class APIServer(PromptLogprobsMixin):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self.server_healthy = False if self._should_health_check() else self.server_healthy
-        raise ServerDown(
+        kind = ServerSlow if isinstance(last, ServerSlow) else ServerDown
+        raise kind(
             f"{self.config.base_url or 'server'} failed {self.config.max_retries} attempts: {last}"
         ) from last
 

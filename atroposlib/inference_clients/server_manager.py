@@ -36,7 +36,12 @@ from openai.types.completion import Completion
 
 from atroposlib.errors import InferenceUnavailable
 from atroposlib.inference_clients.answers import merge_choices
-from atroposlib.inference_clients.backend import APIServer, ServerDown, TokensAndLogprobs
+from atroposlib.inference_clients.backend import (
+    APIServer,
+    ServerDown,
+    ServerSlow,
+    TokensAndLogprobs,
+)
 from atroposlib.inference_clients.backends.scripted import ScriptedServer
 from atroposlib.inference_clients.config import APIServerConfig, ReasoningConfig, ServerBaseline
 from atroposlib.inference_clients.managed_server import (
@@ -150,7 +155,8 @@ class ServerManager:
                 if time.monotonic() > deadline:
                     why = f"{last_url}: {why_down(last)}" if last is not None else "no server tried"
                     raise InferenceUnavailable(
-                        f"no inference server answered within {self.unavailable_wait:.0f}s ({why})"
+                        f"no inference server answered within {self.unavailable_wait:.0f}s ({why})",
+                        slow=isinstance(last, ServerSlow),
                     )
                 self.waiting.tick()
                 await asyncio.sleep(1.0)

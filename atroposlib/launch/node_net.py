@@ -14,7 +14,8 @@ interface holding it, and runs the command with
   the other nodes may not resolve, and
 * ``--rdzv-conf is_host=1`` on the node whose address is the rendezvous host's (``is_host=0``
   elsewhere) unless the command sets ``--rdzv-conf``: torchrun otherwise decides it from its host name,
-  and where that resolves to loopback no node hosts the store.
+  and where that resolves to loopback no node hosts the store; with it ``read_timeout`` (5 min, not
+  torchrun's 60 s), so a node that starts first waits for node 0's store.
 
 An address no interface of this node holds, a loopback address while the rendezvous host is not on
 loopback, or a host that cannot be resolved is one line on stderr and exit 2: the trainer never starts
@@ -38,6 +39,15 @@ from atroposlib.utils.cli import USAGE_ERROR
 PROG = "atroposlib.launch.node_net"
 _SIOCGIFADDR = 0x8915
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+RDZV_READ_TIMEOUT_S = 300
+"""torchrun's c10d ``read_timeout`` for the trainer nodes: how long a node waits to reach the store node
+0 hosts (torchrun's default, 60 s, fails the other nodes with ``RendezvousConnectionError`` when node 0
+starts later than that: a loaded node, a cold ``import torch``, a resume whose node came back first)."""
+
+
+def rdzv_conf(is_host: bool) -> str:
+    """torchrun's ``--rdzv-conf`` value for a trainer node: whether it hosts the store, and the wait."""
+    return f"is_host={int(is_host)},read_timeout={RDZV_READ_TIMEOUT_S}"
 _TORCHRUN = ("torch.distributed.run", "torchrun")
 
 
@@ -126,7 +136,7 @@ def with_local_addr(argv: list[str], addr: str, is_host: Optional[bool] = None) 
         if arg in _TORCHRUN or os.path.basename(arg) == "torchrun":
             extra = [] if _given(argv, "--local-addr") else ["--local-addr", addr]
             if is_host is not None and not _given(argv, "--rdzv-conf"):
-                extra += ["--rdzv-conf", f"is_host={int(is_host)}"]
+                extra += ["--rdzv-conf", rdzv_conf(is_host)]
             return argv[: i + 1] + extra + argv[i + 1 :]
     return list(argv)
 

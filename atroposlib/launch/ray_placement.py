@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from atroposlib.launch.node_net import rdzv_conf
 from atroposlib.launch.plan import Component, Plan
 
 PIN_AMOUNT = 0.001
@@ -55,7 +56,7 @@ def _with_host_flag(argv: list[str], node: int) -> list[str]:
     if "--rdzv-endpoint" not in argv:
         return list(argv)
     i = argv.index("--rdzv-endpoint") + 2
-    return argv[:i] + ["--rdzv-conf", f"is_host={1 if node == 0 else 0}"] + argv[i:]
+    return argv[:i] + ["--rdzv-conf", rdzv_conf(node == 0)] + argv[i:]
 
 
 def ray_units(plan: Plan) -> tuple[list[RayUnit], list[RayGroup]]:

@@ -113,7 +113,7 @@ class FailureTracker:
         if isinstance(exc, InferenceRejected) and exc.permanent:
             fatal = str(exc)
         elif isinstance(exc, InferenceUnavailable) and not ever_answered:
-            if "answers its health probe" in str(exc):  # alive, too slow for the request limit
+            if exc.slow:  # alive, too slow for the request limit
                 fatal = f"{exc}; no request was answered in time"
             else:
                 fatal = f"{exc}; the server never answered{self.unreachable_hint}"

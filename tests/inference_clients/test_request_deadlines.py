@@ -10,7 +10,7 @@ import time
 import pytest
 
 from atroposlib.errors import InferenceUnavailable
-from atroposlib.inference_clients.backend import ServerDown
+from atroposlib.inference_clients.backend import ServerDown, ServerSlow
 from atroposlib.inference_clients.backends.vllm import VLLMServer
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.server_manager import ServerManager
@@ -44,6 +44,7 @@ def test_an_attempt_past_its_timeout_fails_and_a_longer_budget_waits(tok_dir):
                 await server.chat_completion(messages=PROMPT, max_tokens=5)  # 0.5 + 0.5 s
             # alive (its /health answers) but slow: the words name the settings behind the limit
             assert "answers its health probe" in str(info.value)
+            assert isinstance(info.value, ServerSlow)  # typed: a caller tells slow from gone
             assert "--openai.min_tokens_per_second 10 " in str(info.value)
             assert "--openai.timeout_base 0.5 s" in str(info.value)
             out = await server.chat_completion(messages=PROMPT, max_tokens=20)  # 0.5 + 2 s

@@ -66,7 +66,7 @@ def test_torchrun_gets_the_local_address_and_the_rendezvous_host_once():
         "--local-addr",
         "10.0.0.2",
         "--rdzv-conf",
-        "is_host=1",
+        "is_host=1,read_timeout=300",  # not torchrun's 60 s: node 0 may start minutes later
     ]
     given = [*torchrun[:3], "--local-addr", "10.0.0.9", "--rdzv-conf", "is_host=0", *torchrun[3:]]
     assert with_local_addr(given, "10.0.0.2", True) == given

@@ -71,9 +71,18 @@ class Cluster:
         self.start_node_b()
 
     def start_node_b(self) -> None:
-        alive = self.alive_nodes()
+        """A new raylet on host2, waited for by its node id: a killed one may still count as
+        alive in Ray's table for a while, so a count of alive nodes cannot tell them apart."""
+        before = self.alive_node_ids()
         self._ray(self.node_b, "--address", self.address, "--resources", '{"node_b": 1}')
-        self.wait_nodes(alive + 1, 90)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if any(
+                a == self.node_b.addr for n, a in self.alive_node_ids().items() if n not in before
+            ):
+                return
+            time.sleep(1)
+        self._skip_not_up(f"no new node at {self.node_b.addr} within 90s")
 
     def ensure_node_b(self) -> None:
         """host2 in the cluster, whatever an earlier test did to it (killed: Ray is let notice
@@ -98,17 +107,24 @@ class Cluster:
                 return True
         return False
 
-    def alive_nodes(self) -> int:
+    def alive_node_ids(self) -> dict[str, str]:
+        """Node id -> address of each node Ray's table calls alive ({} when the head does not
+        answer)."""
         code = (
             "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
-            "print(sum(1 for n in ray.nodes() if n['Alive']))"
+            "[print('NODE', n['NodeID'], n['NodeManagerAddress']) for n in ray.nodes() if n['Alive']]"
         )
         done = self.head.run(
             [self.python, "-c", code, self.address], env=self.env(), capture_output=True, text=True
         )
+        if done.returncode != 0:
+            return {}
         # Ray may print a raylet's notice ("... has been marked dead") on the same stdout
-        counts = [line for line in done.stdout.split("\n") if line.strip().isdigit()]
-        return int(counts[0]) if done.returncode == 0 and counts else 0
+        rows = [line.split() for line in done.stdout.split("\n") if line.startswith("NODE ")]
+        return {row[1]: row[2] for row in rows if len(row) == 3}
+
+    def alive_nodes(self) -> int:
+        return len(self.alive_node_ids())
 
     def wait_nodes(self, n: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -116,10 +132,11 @@ class Cluster:
             if self.alive_nodes() >= n:
                 return
             time.sleep(1)
+        self._skip_not_up(f"{n} node(s) within {timeout}s")
+
+    def _skip_not_up(self, what: str) -> None:
         logs = "\n".join(p.read_text(errors="replace")[-800:] for p in self.tmp.glob("ray-*.log"))
-        pytest.skip(
-            f"the two-host Ray cluster did not come up ({n} node(s) within {timeout}s): {logs}"
-        )
+        pytest.skip(f"the two-host Ray cluster did not come up ({what}): {logs}")
 
     def launch(self, *args: str) -> subprocess.Popen:
         argv = [self.python, "-m", "atroposlib.cli.launch", *args]

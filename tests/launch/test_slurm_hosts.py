@@ -187,6 +187,13 @@ def _log(run: Path, job: str) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
+def _tail(path: Path, chars: int = 4000) -> str:
+    """The end of a component's log, for a failure message (the launcher's line points at it)."""
+    return f"\n--- {path.name} ---\n" + (
+        path.read_text(errors="replace")[-chars:] if path.exists() else "(none)"
+    )
+
+
 def test_a_lost_slurm_node_ends_the_job_in_one_line_and_resume_loses_nothing(
     tmp_path, slurm, topology
 ):
@@ -229,7 +236,7 @@ def test_a_lost_slurm_node_ends_the_job_in_one_line_and_resume_loses_nothing(
     job = _submit(slurm, topology, run, "--resume")
     state = slurm.wait_job(job, 360)
     log = _log(run, job)
-    assert state == ("COMPLETED", "0:0"), log[-3000:]
+    assert state == ("COMPLETED", "0:0"), log[-3000:] + _tail(run / "logs" / "trainer.log")
     assert _steps(run) == list(range(1, 7))  # each step once
     trainer_log = (run / "logs" / "trainer.log").read_text()
     assert "resumed from" in trainer_log and "are not in the model" not in trainer_log

@@ -156,6 +156,9 @@ def test_tracker_fatal_rules():
     assert t.failure(down, ever_answered=True).fatal is None  # an outage of a server that worked
     assert "never answered" in t.failure(down, ever_answered=False).fatal
     assert cause_of(down) == "inference server unreachable"
+    slow = InferenceUnavailable("no inference server answered within 3s (...)", slow=True)
+    verdict = t.failure(slow, ever_answered=False).fatal
+    assert verdict.endswith("no request was answered in time") and "never answered" not in verdict
 
 
 def test_urls_that_cannot_work_are_start_up_errors(tok_dir, tmp_path):
