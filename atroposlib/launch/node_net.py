@@ -48,6 +48,8 @@ starts later than that: a loaded node, a cold ``import torch``, a resume whose n
 def rdzv_conf(is_host: bool) -> str:
     """torchrun's ``--rdzv-conf`` value for a trainer node: whether it hosts the store, and the wait."""
     return f"is_host={int(is_host)},read_timeout={RDZV_READ_TIMEOUT_S}"
+
+
 _TORCHRUN = ("torch.distributed.run", "torchrun")
 
 
