@@ -55,7 +55,13 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         wanted["steps"] = args.steps
     if args.warmup_sft_steps is not None:
         wanted["warmup_sft_steps"] = args.warmup_sft_steps
-    if any(summary.get(k) != v for k, v in wanted.items()):
+    differ = [
+        f"{k} {summary.get(k)!r} (asked {v!r})" for k, v in wanted.items() if summary.get(k) != v
+    ]
+    if differ:
+        print(
+            f"[bench] not reusing {path}: made with {', '.join(differ)}; running again", flush=True
+        )
         return None
     return {**summary, "reused": True}
 

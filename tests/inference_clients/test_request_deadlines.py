@@ -5,6 +5,7 @@ that never answers anything (a real socket that accepts and stays silent) taken 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import pytest
@@ -89,3 +90,28 @@ def test_a_slow_server_that_answers_its_probes_is_not_declared_dead(tok_dir):
 
     with FakeOpenAIServer(tokenizer=tok_dir, responder=slow) as fake:
         assert asyncio.run(go(fake.base_url)) == "seven"
+
+
+def test_the_manager_says_slow_for_a_live_server_and_not_for_a_dead_port(tok_dir):
+    def slow(prompt_text: str, body: dict) -> str:
+        time.sleep(3)
+        return "seven"
+
+    async def go(url: str) -> InferenceUnavailable:
+        cfg = _cfg(url, timeout_base=0.3, min_tokens_per_second=100, max_retries=1)
+        sm = ServerManager([cfg], unavailable_wait=0.5)
+        try:
+            with pytest.raises(InferenceUnavailable) as info:
+                await asyncio.wait_for(sm.chat_completion(messages=PROMPT, max_tokens=5), 30)
+            return info.value
+        finally:
+            await sm.close()
+
+    with FakeOpenAIServer(tokenizer=tok_dir, responder=slow) as fake:
+        alive = asyncio.run(go(fake.base_url))
+    assert alive.slow and "answers its health probe" in str(alive), str(alive)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    dead = asyncio.run(go(dead_url))
+    assert not dead.slow and "answers its health probe" not in str(dead), str(dead)
