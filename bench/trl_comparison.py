@@ -70,6 +70,11 @@ cores and needs the machine to itself for its timings::
 
     python bench/trl_comparison.py [--steps 40] [--tasks single,two-digit] [--rows ours,trl]
         [--repeats 1] [--target 0.9] [--window 5] [--seed 0] [--out runs/bench-trl]
+        [--trainer-set FIELD=VALUE ...]
+
+``--trainer-set`` gives our rows an extra trainer setting (``atropos-demo --trainer-set``); the row
+measured with the LoRA loaded in the background was ``--rows ours-split --trainer-set
+async_lora_load=true``.
 """
 
 from __future__ import annotations
@@ -203,6 +208,8 @@ def run_ours(args: argparse.Namespace, task: str, out: Path, schedule: str = "ov
     argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--out", str(out)]
     argv += ["--operands", str(lo), str(hi)]
     argv += ["--schedule", schedule]
+    for pair in args.trainer_set:  # validated by the demo (one line and exit 2 when bad)
+        argv += ["--trainer-set", pair]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}.log"
@@ -426,6 +433,14 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="TRL's torch threads")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-trl")
+    p.add_argument(
+        "--trainer-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an extra setting of our trainer, for our rows (atropos-demo --trainer-set), e.g. "
+        "async_lora_load=true",
+    )
     args = p.parse_args()
     tasks = [t for t in args.tasks.split(",") if t]
     rows = [r for r in args.rows.split(",") if r]

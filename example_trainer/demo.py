@@ -144,7 +144,20 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help="smollm2: operand range of the questions 'What is a + b?' (default 1 9; e.g. 10 99 for "
         "two-digit sums).",
     )
+    p.add_argument(
+        "--trainer-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="Set one more trainer field (a TrainingConfig name, e.g. eps_high=0.2 or "
+        "overlong=keep); repeatable. For experiments such as the control's variants: the demo's "
+        "own flags (steps, lr, seed, control, ...) keep their own options.",
+    )
     args = p.parse_args(argv)
+    try:
+        args.trainer_set = trainer_overrides(args.trainer_set)
+    except ValueError as e:
+        p.error(f"--trainer-set: {e}")
     if args.schedule == "split" and args.model != "smollm2":
         p.error("--schedule split applies to --model smollm2 (vLLM's worker threads are placed)")
     if args.schedule == "split" and len(os.sched_getaffinity(0)) < 2:
@@ -177,6 +190,49 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         name += "-calculator" if args.task == "calculator" else ""
         args.out = REPO / "runs" / (name + ("-control" if args.control == "shuffled" else ""))
     return args
+
+
+# trainer fields the demo derives from its own flags or its layout: --trainer-set may not touch them
+DEMO_OWNED_FIELDS = frozenset(
+    {
+        "model_name",
+        "training_steps",
+        "batch_size",
+        "lr",
+        "seed",
+        "control",
+        "save_path",
+        "api_url",
+        "weight_refresh",
+        "device",
+    }
+)
+
+
+def trainer_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``FIELD=VALUE`` strings as validated trainer settings (values coerced as the trainer's config
+    would); raises ``ValueError`` with one line naming the bad pair."""
+    from pydantic import ValidationError
+
+    from example_trainer.config import TrainingConfig
+
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise ValueError(f"{pair!r} is not FIELD=VALUE")
+        if name not in TrainingConfig.model_fields:
+            raise ValueError(f"{name!r} is not a trainer field (see atropos-grpo --help)")
+        if name in DEMO_OWNED_FIELDS:
+            raise ValueError(f"{name!r} is set by the demo itself; use the demo's own flag")
+        try:
+            config = TrainingConfig.model_validate({"model_name": "m", name: raw})
+        except ValidationError as e:
+            reason = e.errors()[0]["msg"]
+            raise ValueError(f"{name}={raw!r}: {reason}") from None
+        values[name] = getattr(config, name)
+    return values
 
 
 def _child_settings(threads: int) -> dict[str, str]:
@@ -247,6 +303,7 @@ def demo_topology(args: argparse.Namespace, model_dir: Path, out: Path) -> Any:
         from example_trainer import demo_model
 
         parts = demo_model.topology_parts(args, model_dir, out, ENV_FILE)
+    parts["trainer"]["flags"].update(args.trainer_set)
     return parse_topology(
         {
             "name": "demo",
@@ -444,6 +501,7 @@ def write_report(
         "task": args.task,
         "model": "SmolLM2-135M-Instruct" if smol else "tiny Llama",
         "control": args.control,
+        "trainer_set": args.trainer_set,
         "steps": len(rows),
         "reward_first": first,
         "reward_last": last,

@@ -280,6 +280,7 @@ def finish(
         "task": "calculator",
         "model": "SmolLM2-135M-Instruct",
         "control": args.control,
+        "trainer_set": args.trainer_set,
         "steps": len(rows),
         "prompts_per_step": args.prompts_per_step,
         "group_size": args.group_size,

@@ -26,9 +26,11 @@ log = logging.getLogger("atropos-grpo")
 
 def weights_lag(cfg: TrainingConfig) -> int:
     """Steps by which the servers' weights can trail the trainer when a batch is formed: the
-    refresh interval - 1, plus one while an asynchronous reload is still being pushed."""
+    refresh interval - 1, plus one while an asynchronous reload or LoRA load is still in flight."""
     lag = cfg.vllm_restart_interval - 1
-    if cfg.weight_refresh == "reload" and cfg.async_refresh:
+    if (cfg.weight_refresh == "reload" and cfg.async_refresh) or (
+        cfg.weight_refresh == "lora" and cfg.async_lora_load
+    ):
         lag += 1
     return lag
 

@@ -451,6 +451,13 @@ class LoraRefresh(WeightRefresh):
     The adapter is published under ``lora_adapter_name`` in ``start`` (before the first rollout, from
     the freshly initialised or resumed adapter), so envs requesting that name never meet a 404, and is
     replaced in place on every refresh.
+
+    With ``async_lora_load`` the adapter is saved at once (a snapshot before the next optimizer step)
+    and the servers' loads run in a background thread while the trainer pulls and trains the next
+    batch, as in reload mode: the next refresh (or ``close``) waits for them first, so at most one is
+    in flight and a failed load surfaces one step later, never silently. Off by default: it costs a
+    step of policy lag, and where a load was slow (vLLM on one busy CPU core, 14-25 s) generation
+    stalled with it, so the trainer waited for its batch instead.
     """
 
     mode = "lora"
@@ -460,6 +467,10 @@ class LoraRefresh(WeightRefresh):
         self._http = httpx.Client(timeout=120.0)
         self._model: Any = None
         self._published = False
+        self._pool = ThreadPoolExecutor(max_workers=1) if cfg.async_lora_load else None
+        self._pending: Optional[Future] = None
+        # the newest completed load: (trainer step of its adapter, seconds the servers took)
+        self._done: Optional[tuple[int, float]] = None
 
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         from peft import LoraConfig, PeftModel, get_peft_model
@@ -480,9 +491,11 @@ class LoraRefresh(WeightRefresh):
     def start(self, model_path: str, step: int = 0) -> None:
         if self._model is None:
             raise ConfigError("lora: prepare_model must run before start")
+        # synchronous: envs must find the name before their first rollout
         self._publish(self._save(0, self._model, None, name="start"), step)
 
     def _publish(self, path: Path, step: int) -> None:
+        t0 = time.perf_counter()
         name = self.cfg.lora_adapter_name
         for url in self.urls:
             base = url.rstrip("/")
@@ -490,26 +503,49 @@ class LoraRefresh(WeightRefresh):
                 self._http, base, name, str(path.resolve()), replace=self._published, version=step
             )
         self._published = True
+        self._done = (step, time.perf_counter() - t0)
+        log.info(
+            "lora: step %d's adapter loaded by %d server(s) (%.2f s)",
+            step,
+            len(self.urls),
+            self._done[1],
+        )
+
+    def wait_published(self) -> None:
+        """Block until the adapter in flight (if any) is loaded; re-raises its failure here."""
+        if self._pending is not None:
+            fut, self._pending = self._pending, None
+            fut.result()
 
     def refresh(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
+        self.wait_published()  # the previous load, before its folder can be rotated away
         # One stable name, replaced each time: envs keep requesting the same model name and always get
         # the newest adapter, and servers never accumulate one adapter per step.
         path = self._save(step, model, None)  # a PeftModel saves only the adapter
-        t_load = time.perf_counter()
-        self._publish(path, step)
-        done = time.perf_counter()
+        if self._pool is not None:
+            self._pending = self._pool.submit(self._publish, path, step)
+        else:
+            self._publish(path, step)
+        # synchronous: this step's load; async: the newest that has completed (None before any)
+        done_step, load_s = self._done if self._done is not None else (None, None)
         return {
             "policy_version": step,
             "lora_name": self.cfg.lora_adapter_name,
-            "refresh_s": done - t0,
-            "server_load_s": done - t_load,  # the servers' /v1/load_lora_adapter, synchronous
+            "weights_version_step": done_step,
+            "refresh_s": time.perf_counter() - t0,
+            "server_load_s": load_s,  # the servers' /v1/load_lora_adapter (async: it overlapped a step)
         }
 
     def close(self) -> None:
-        self._http.close()
+        try:
+            self.wait_published()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._http.close()
 
 
 def _mib(n: Optional[int]) -> Optional[float]:

@@ -47,6 +47,18 @@ def test_the_demo_topology_carries_the_demo_flags(tmp_path):
     assert plan.topology.supervision.max_restarts == 0  # a crash in the demo stops it
 
 
+def test_trainer_set_reaches_the_trainers_command_line(tmp_path):
+    args = parse_args(
+        ["--trainer-set", "eps_high=0.2", "--trainer-set", "overlong=keep", "--control", "shuffled"]
+    )
+    plan = build_plan(
+        demo_topology(args, tmp_path / "warm", tmp_path), tmp_path, "local", gpus_here=0
+    )
+    trainer = plan.by_role("trainer")[0].argv
+    assert _arg(trainer, "--eps-high") == "0.2" and _arg(trainer, "--overlong") == "keep"
+    assert "--eps-low" not in trainer  # only what was set
+
+
 def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
     from example_trainer.demo_smollm2 import ADAPTER_NAME, BASE_NAME, MODEL_CACHE
 

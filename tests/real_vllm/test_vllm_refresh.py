@@ -221,13 +221,19 @@ def greedy_forward(model, prompt: list[int], n: int) -> list[int]:
     return ids[len(prompt) :]
 
 
-def test_lora_mode_publishes_at_start_and_replaces_in_place(dev_vllm, tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("async_load", [False, True])
+def test_lora_mode_publishes_at_start_and_replaces_in_place(
+    dev_vllm, tiny_model_dir, tmp_path, async_load
+):
     """The adapter name exists before the first rollout and never 404s across five refreshes; after
-    each the served logprobs are the trainer's adapter's; a resumed run republishes its adapter."""
+    each (asynchronous: once its load has landed) the served logprobs are the trainer's adapter's; a
+    resumed run republishes its adapter."""
     from example_trainer.checkpoint import save_model_folder
 
     url = dev_vllm["lora"].url
-    cfg = _cfg(tmp_path, "lora", url, lora_rank=4, lora_alpha=8)
+    cfg = _cfg(tmp_path, "lora", url, lora_rank=4, lora_alpha=8).model_copy(
+        update={"async_lora_load": async_load}
+    )
     strategy = LoraRefresh(cfg)
     model = strategy.prepare_model(_model(tiny_model_dir))
     strategy.start(str(tiny_model_dir))
@@ -239,7 +245,9 @@ def test_lora_mode_publishes_at_start_and_replaces_in_place(dev_vllm, tiny_model
                     if "lora_B" in n:
                         p.copy_(torch.randn_like(p) * 0.3)
             before = env.rollouts
-            strategy.refresh(step, model, None)
+            row = strategy.refresh(step, model, None)
+            assert row["weights_version_step"] == (step - 1 if async_load else step)
+            strategy.wait_published()
             ids, lps = greedy(url, PROMPT, model=cfg.lora_adapter_name)
             assert _close(lps, forward_logprobs(model, PROMPT, ids)) < 1e-4, f"step {step}"
             deadline = time.monotonic() + 60
@@ -257,6 +265,7 @@ def test_lora_mode_publishes_at_start_and_replaces_in_place(dev_vllm, tiny_model
                 p.zero_()
     strategy = LoraRefresh(cfg)
     strategy.refresh(REFRESHES + 1, model, None)
+    strategy.wait_published()
     resumed = LoraRefresh(cfg)
     resumed_model = resumed.prepare_model(_model(tiny_model_dir), resume_from=str(trained))
     resumed.start(str(trained))

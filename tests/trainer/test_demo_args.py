@@ -99,3 +99,36 @@ def test_the_calculator_task_needs_smollm2(capsys):
         exc.value.code == 2
         and "--heldout is a setting of --task calculator" in capsys.readouterr().err
     )
+
+
+def test_trainer_set_parses_into_validated_trainer_fields():
+    args = parse_args(
+        [
+            "--trainer-set",
+            "eps-high=100",
+            "--trainer-set",
+            "overlong=keep",
+            "--trainer-set",
+            "eps_low=0.5",
+        ]
+    )
+    assert args.trainer_set == {"eps_high": 100.0, "overlong": "keep", "eps_low": 0.5}
+    assert parse_args([]).trainer_set == {}
+
+
+@pytest.mark.parametrize(
+    "pair, why",
+    [
+        ("eps_low", "is not FIELD=VALUE"),
+        ("no_such_field=1", "'no_such_field' is not a trainer field"),
+        ("lr=0.1", "'lr' is set by the demo itself"),
+        ("overlong=maybe", "overlong='maybe': Input should be 'keep', 'mask' or 'penalize'"),
+        ("eps_low=2", "eps_low must be < 1"),
+    ],
+)
+def test_bad_trainer_set_is_a_one_line_usage_error(pair, why, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--trainer-set", pair])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("atropos-demo: error: --trainer-set: ") and why in err, err

@@ -47,6 +47,8 @@ def test_the_trainer_registers_how_far_its_servers_can_trail():
     assert weights_lag(TrainingConfig(**base, weight_refresh="restart")) == 2
     assert weights_lag(TrainingConfig(**base, weight_refresh="reload")) == 3  # async push
     assert weights_lag(TrainingConfig(**base, weight_refresh="reload", async_refresh=False)) == 2
+    assert weights_lag(TrainingConfig(**base, weight_refresh="lora")) == 2  # loaded in the step
+    assert weights_lag(TrainingConfig(**base, weight_refresh="lora", async_lora_load=True)) == 3
 
 
 def test_stale_drops_reach_the_step_metrics_and_the_interval_line(run_api, caplog):

@@ -65,7 +65,12 @@ def test_a_resumed_trainer_keeps_the_weights_it_just_wrote(tmp_path, tiny_model)
     ]
 
 
-def test_lora_trains_an_adapter_and_reports_a_server_without_lora(tmp_path, tiny_model, run_api):
+@pytest.mark.parametrize("async_load", [False, True])
+def test_lora_trains_an_adapter_and_reports_a_server_without_lora(
+    tmp_path, tiny_model, run_api, async_load
+):
+    """A server that cannot load adapters fails the refresh (synchronous) or the next one (the
+    asynchronous load's failure surfaces one step later): never a silent no-op."""
     from transformers import AutoModelForCausalLM
 
     api = run_api("--store", "memory")  # a real HTTP server that has no LoRA endpoint
@@ -76,13 +81,20 @@ def test_lora_trains_an_adapter_and_reports_a_server_without_lora(tmp_path, tiny
         inference_server="atropos",
         lora_rank=2,
         lora_alpha=4,
+        async_lora_load=async_load,
     )
     strategy = LoraRefresh(cfg)
     model = strategy.prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
-    with pytest.raises(InferenceError, match="load_lora_adapter"):
-        strategy.refresh(1, model, None)
+    if async_load:
+        row = strategy.refresh(1, model, None)  # the load runs in the background
+        assert row["server_load_s"] is None and row["weights_version_step"] is None
+        with pytest.raises(InferenceError, match="load_lora_adapter"):
+            strategy.refresh(2, model, None)
+    else:
+        with pytest.raises(InferenceError, match="load_lora_adapter"):
+            strategy.refresh(1, model, None)
     saved = tmp_path / "out" / "weights" / "step_0000001"
     assert (saved / "adapter_config.json").exists() and not (saved / "model.safetensors").exists()
     strategy.close()
@@ -127,8 +139,12 @@ def test_lora_resume_restores_the_trained_adapter(tmp_path, tiny_model):
     assert b and all(p.requires_grad and torch.all(p == 0.5) for p in b.values())
 
 
-def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tiny_model):
-    """Envs request one model name; after each refresh that name must serve the newest adapter."""
+@pytest.mark.parametrize("async_load", [False, True])
+def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(
+    tmp_path, tiny_model, async_load
+):
+    """Envs request one model name; after each refresh (asynchronous: once its load has landed) that
+    name must serve the newest adapter."""
     import subprocess
     import sys
     import threading
@@ -160,7 +176,14 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
     )
     try:
         wait_for_http(url + "/health", timeout=90, proc=proc)
-        cfg = _cfg(tmp_path, weight_refresh="lora", inference_urls=[url], lora_rank=2, lora_alpha=4)
+        cfg = _cfg(
+            tmp_path,
+            weight_refresh="lora",
+            inference_urls=[url],
+            lora_rank=2,
+            lora_alpha=4,
+            async_lora_load=async_load,
+        )
         strategy = LoraRefresh(cfg)
         model = strategy.prepare_model(AutoModelForCausalLM.from_pretrained(tiny_model))
         body = {
@@ -196,7 +219,12 @@ def test_lora_refresh_replaces_one_named_adapter_on_the_cpu_engine(tmp_path, tin
                         p.fill_(
                             fill
                         )  # step 1: a zero adapter (= base model); step 2: a changed one
-            assert strategy.refresh(step, model, None)["lora_name"] == "policy"
+            row = strategy.refresh(step, model, None)
+            assert row["lora_name"] == "policy"
+            # the newest load that had landed when the row was written: this step's when
+            # synchronous; the one before (start's is step 0) when it runs beside the next step
+            assert row["weights_version_step"] == (step - 1 if async_load else step)
+            strategy.wait_published()
             seen.append(served_logprob())
         stop.set()
         sampler.join()
