@@ -94,6 +94,7 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from example_trainer.demo import trainer_overrides  # noqa: E402
 from example_trainer.metrics import read_metrics  # noqa: E402
 
 TRL_VERSION = "1.16.0"  # keep equal to VERSION in scripts/setup_trl_bench.sh
@@ -208,8 +209,8 @@ def run_ours(args: argparse.Namespace, task: str, out: Path, schedule: str = "ov
     argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--out", str(out)]
     argv += ["--operands", str(lo), str(hi)]
     argv += ["--schedule", schedule]
-    for pair in args.trainer_set:  # validated by the demo (one line and exit 2 when bad)
-        argv += ["--trainer-set", pair]
+    for name, value in args.trainer_set.items():
+        argv += ["--trainer-set", f"{name}={value}"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}.log"
@@ -442,6 +443,10 @@ def main() -> int:
         "async_lora_load=true",
     )
     args = p.parse_args()
+    try:  # checked here, not after a TRL row has run
+        args.trainer_set = trainer_overrides(args.trainer_set)
+    except ValueError as e:
+        p.error(f"--trainer-set: {e}")
     tasks = [t for t in args.tasks.split(",") if t]
     rows = [r for r in args.rows.split(",") if r]
     bad = [t for t in tasks if t not in TASKS] + [r for r in rows if r not in ROWS]

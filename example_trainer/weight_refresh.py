@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
@@ -162,6 +163,38 @@ class NoRefresh(WeightRefresh):
     mode = "none"
 
 
+class BackgroundLoad:
+    """At most one server load in flight, beside the next training step (``enabled``), or none.
+
+    ``run`` starts a load (first waiting for the one before, whose failure it re-raises: a failed load
+    surfaces one step later, never silently); disabled, it runs the load before returning. Shared by
+    ``reload`` (``async_refresh``) and ``lora`` (``async_lora_load``)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1) if enabled else None
+        self._pending: Optional[Future] = None
+
+    def wait(self) -> None:
+        """Block until the load in flight (if any) has landed; re-raise its failure here."""
+        if self._pending is not None:
+            fut, self._pending = self._pending, None
+            fut.result()
+
+    def run(self, load: Callable[..., object], *args: Any) -> None:
+        self.wait()
+        if self._pool is not None:
+            self._pending = self._pool.submit(load, *args)
+        else:
+            load(*args)
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+
 class ReloadRefresh(WeightRefresh):
     """Save, then ask every server to load the folder in place (our engine, SGLang, vLLM).
 
@@ -176,8 +209,7 @@ class ReloadRefresh(WeightRefresh):
     def __init__(self, cfg: TrainingConfig, timeout: float = 120.0) -> None:
         super().__init__(cfg)
         self._http = httpx.Client(timeout=timeout)
-        self._pool = ThreadPoolExecutor(max_workers=1) if cfg.async_refresh else None
-        self._pending: Optional[Future] = None
+        self._loads = BackgroundLoad(cfg.async_refresh)
         # the newest completed push: (trainer step of its weights, first server's version, seconds)
         self._done: Optional[tuple[int, Any, float]] = None
         self.last_push_s: Optional[float] = None
@@ -244,23 +276,15 @@ class ReloadRefresh(WeightRefresh):
         )
         return versions
 
-    def _wait_pending(self) -> None:
-        if self._pending is not None:
-            fut, self._pending = self._pending, None
-            fut.result()  # re-raises the background failure here
-
     def refresh(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
-        self._wait_pending()
+        self._loads.wait()  # the previous push, before its folder can be rotated away
         path = str(
             self._save(step, model, tokenizer, state_dict, dtype=self.publish_dtype).resolve()
         )
-        if self._pool is not None:
-            self._pending = self._pool.submit(self._push, path, step)
-        else:
-            self._push(path, step)
+        self._loads.run(self._push, path, step)
         # synchronous: this step's push; async: the newest one that has completed (None before any)
         done_step, version, push_s = self._done if self._done is not None else (None, None, None)
         return {
@@ -275,10 +299,8 @@ class ReloadRefresh(WeightRefresh):
 
     def close(self) -> None:
         try:
-            self._wait_pending()
+            self._loads.close()
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
             self._http.close()
 
 
@@ -467,8 +489,7 @@ class LoraRefresh(WeightRefresh):
         self._http = httpx.Client(timeout=120.0)
         self._model: Any = None
         self._published = False
-        self._pool = ThreadPoolExecutor(max_workers=1) if cfg.async_lora_load else None
-        self._pending: Optional[Future] = None
+        self._loads = BackgroundLoad(cfg.async_lora_load)
         # the newest completed load: (trainer step of its adapter, seconds the servers took)
         self._done: Optional[tuple[int, float]] = None
 
@@ -513,9 +534,7 @@ class LoraRefresh(WeightRefresh):
 
     def wait_published(self) -> None:
         """Block until the adapter in flight (if any) is loaded; re-raises its failure here."""
-        if self._pending is not None:
-            fut, self._pending = self._pending, None
-            fut.result()
+        self._loads.wait()
 
     def refresh(
         self, step: int, model: Any, tokenizer: Any, state_dict: Any = None
@@ -525,10 +544,7 @@ class LoraRefresh(WeightRefresh):
         # One stable name, replaced each time: envs keep requesting the same model name and always get
         # the newest adapter, and servers never accumulate one adapter per step.
         path = self._save(step, model, None)  # a PeftModel saves only the adapter
-        if self._pool is not None:
-            self._pending = self._pool.submit(self._publish, path, step)
-        else:
-            self._publish(path, step)
+        self._loads.run(self._publish, path, step)
         # synchronous: this step's load; async: the newest that has completed (None before any)
         done_step, load_s = self._done if self._done is not None else (None, None)
         return {
@@ -541,10 +557,8 @@ class LoraRefresh(WeightRefresh):
 
     def close(self) -> None:
         try:
-            self.wait_published()
+            self._loads.close()
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
             self._http.close()
 
 
