@@ -9,7 +9,7 @@ import pytest
 from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.inference_clients.backend import APIServer
 from atroposlib.inference_clients.backends.engine import EngineServer
-from atroposlib.inference_clients.backends.vllm import VLLMServer
+from atroposlib.inference_clients.backends.vllm import VLLMRoutes, VLLMServer
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.registry import (
     BACKENDS,
@@ -88,6 +88,22 @@ def test_vllm_routes_explain_a_server_without_dev_mode(sglang_like, tmp_path):
             weight_routes("vllm").reload_from_disk(http, url, str(tmp_path))
         with pytest.raises(InferenceError, match="--enable-lora"):
             weight_routes("vllm").load_lora(http, url, "policy", str(tmp_path), replace=True)
+
+
+def test_vllm_lora_loads_warn_once_when_the_server_rereads_the_adapter_every_step(
+    sglang_like, tmp_path, caplog
+):
+    """A server without atroposlib's worker extension (no ``/collective_rpc``) would re-read an
+    in-place-loaded adapter at every model step: the first load says so once, with the fix."""
+    url, _ = sglang_like
+    routes = VLLMRoutes()
+    with httpx.Client() as http, caplog.at_level("WARNING"):
+        for _ in range(2):
+            with pytest.raises(InferenceError, match="--enable-lora"):
+                routes.load_lora(http, url, "policy", str(tmp_path), replace=True)
+    warned = [r.getMessage() for r in caplog.records if "33791" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "--worker-extension-cls atropos_vllm_ext.AtroposWorkerExtension" in warned[0]
 
 
 def test_probe_refuses_a_server_it_cannot_identify(run_api):

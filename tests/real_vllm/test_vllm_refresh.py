@@ -13,6 +13,8 @@ import httpx
 import pytest
 import torch
 
+from atroposlib.inference_clients.backends.vllm import lora_loads_once
+from atroposlib.inference_clients.weight_routes import load_lora_in_place
 from example_trainer.config import TrainingConfig
 from example_trainer.weight_refresh import LoraRefresh, ReloadRefresh
 
@@ -273,6 +275,39 @@ def test_lora_mode_publishes_at_start_and_replaces_in_place(
     assert _close(lps, forward_logprobs(resumed_model, PROMPT, ids)) < 1e-4
     strategy.close()
     resumed.close()
+
+
+def test_an_in_place_lora_load_reads_the_adapter_once(dev_vllm, tiny_model_dir, tmp_path):
+    """vLLM keeps ``load_inplace`` on the adapter it serves and, without atroposlib's worker
+    extension, re-reads the adapter's folder at every model step (vLLM issue 33791). With it, changing
+    the files after the load does not change what is served: the adapter is the one that was loaded."""
+    from example_trainer.checkpoint import save_model_folder
+
+    url = dev_vllm["lora"].url
+    strategy = LoraRefresh(_cfg(tmp_path, "lora", url, lora_rank=4, lora_alpha=8))
+    model = strategy.prepare_model(_model(tiny_model_dir))
+    torch.manual_seed(7)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.copy_(torch.randn_like(p) * 0.3)
+    folder = save_model_folder(model, None, tmp_path / "read-once")
+    with httpx.Client(timeout=120) as http:
+        assert lora_loads_once(http, url)
+        load_lora_in_place(http, url, "read-once", str(folder))
+    ids, lps = greedy(url, PROMPT, model="read-once")
+    assert _close(lps, forward_logprobs(model, PROMPT, ids)) < 1e-4
+
+    with torch.no_grad():  # the same folder now holds an adapter that does nothing
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.zero_()
+    save_model_folder(model, None, folder)
+    base_lps = forward_logprobs(model, PROMPT, ids)
+    assert _close(lps, base_lps) > 1e-2  # the two adapters serve measurably different logprobs
+    again_ids, again_lps = greedy(url, PROMPT, model="read-once")
+    assert again_ids == ids and _close(again_lps, lps) < 1e-4, "the adapter was re-read from disk"
+    strategy.close()
 
 
 def test_a_request_in_flight_survives_a_reload_and_says_both_versions(

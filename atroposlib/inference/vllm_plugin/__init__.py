@@ -12,6 +12,7 @@ from pathlib import Path
 
 EXTENSION_CLASS = "atropos_vllm_ext.AtroposWorkerExtension"
 RELOAD_METHOD = "atropos_reload_weights"
+LORA_ONCE_METHOD = "atropos_lora_loads_once"
 
 
 def extension_dir() -> Path:
@@ -19,4 +20,4 @@ def extension_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
-__all__ = ["EXTENSION_CLASS", "RELOAD_METHOD", "extension_dir"]
+__all__ = ["EXTENSION_CLASS", "LORA_ONCE_METHOD", "RELOAD_METHOD", "extension_dir"]

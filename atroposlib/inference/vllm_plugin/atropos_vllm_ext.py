@@ -17,6 +17,14 @@ Loading this module (vLLM does, for ``--worker-extension-cls``) also registers t
 weight-transfer backend (``atropos_vllm_transfer``): vLLM's NCCL weight-transfer routes with a gloo
 data plane, for a server without a GPU (``--weight-transfer-config '{"backend": "atropos_gloo"}'``).
 
+It also makes an in-place LoRA load happen once. vLLM's ``/v1/load_lora_adapter`` with
+``load_inplace: true`` stores the request *with* the flag and attaches it to every later generation
+request for that adapter, and the worker reloads any adapter whose request says ``load_inplace`` at
+each model step: the adapter is re-read from disk at every decode step (vLLM issue 33791; measured
+here on SmolLM2-135M, r16: generation of 32 replies fell to 20-40 tokens/s and a load waited 14-25 s).
+In the worker, an adapter already loaded under that id is now only touched at a model step; the
+explicit load (``add_lora``) still replaces it. ``atropos_lora_loads_once`` says the fix is active.
+
 This module runs inside vLLM's process and imports only vLLM and torch.
 """
 
@@ -34,6 +42,10 @@ class AtroposWorkerExtension:
         runner.reload_weights(weights_path=weights_path)
         repacked = repack_cpu_gemms(runner.get_model())
         return {"weights_path": weights_path, "repacked_layers": repacked}
+
+    def atropos_lora_loads_once(self) -> bool:
+        """True when this worker reloads an in-place-loaded adapter only at its load, not every step."""
+        return _LORA_FIX_INSTALLED
 
 
 def repack_cpu_gemms(model: Any) -> list[str]:
@@ -71,4 +83,34 @@ def _register_transfer_backend() -> None:
         pass
 
 
+def _load_in_place_once() -> bool:
+    """Make the worker's per-step adapter activation ignore ``load_inplace`` for an adapter it already
+    holds (see the module docstring); False on a vLLM without that manager."""
+    try:
+        import msgspec
+        from vllm.lora.worker_manager import LRUCacheWorkerLoRAManager
+    except ImportError:
+        return False
+    step_apply = LRUCacheWorkerLoRAManager._apply_adapters
+    if getattr(step_apply, "_atropos_once", False):
+        return True
+
+    def apply_adapters(self: Any, lora_requests: set[Any]) -> None:
+        loaded = self.list_adapters()
+        step_apply(
+            self,
+            {
+                msgspec.structs.replace(r, load_inplace=False)
+                if r and r.load_inplace and r.lora_int_id in loaded
+                else r
+                for r in lora_requests
+            },
+        )
+
+    apply_adapters._atropos_once = True  # type: ignore[attr-defined]
+    LRUCacheWorkerLoRAManager._apply_adapters = apply_adapters  # type: ignore[method-assign]
+    return True
+
+
 _register_transfer_backend()
+_LORA_FIX_INSTALLED = _load_in_place_once()

@@ -13,11 +13,15 @@ generated, recomputed with the new weights), ``/update_weight_version`` (the tra
 then reports it at ``/weight_info``, which the client reads around its requests, so a sequence
 generated across the refresh says both versions) and ``/resume``. ``PAUSE_MODE = "wait"`` restores
 the draining refresh (requests in flight finish on the old weights first). LoRA: ``/v1/load_lora_adapter`` with ``load_inplace: true``, then
-``/update_weight_version``. A vLLM server is recognised by ``GET /version``.
+``/update_weight_version``. vLLM keeps ``load_inplace`` on the adapter it serves and then re-reads it
+from disk at every model step (vLLM issue 33791); atroposlib's worker extension stops that, and the
+first LoRA load on a server asks it (``/collective_rpc atropos_lora_loads_once``) and warns once,
+with the fix, when the server does not have it. A vLLM server is recognised by ``GET /version``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar, Optional
 from urllib.parse import urlsplit
 
@@ -26,7 +30,7 @@ from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 
 from atroposlib.errors import InferenceError
-from atroposlib.inference.vllm_plugin import EXTENSION_CLASS, RELOAD_METHOD
+from atroposlib.inference.vllm_plugin import EXTENSION_CLASS, LORA_ONCE_METHOD, RELOAD_METHOD
 from atroposlib.inference_clients.answers import to_openai
 from atroposlib.inference_clients.backend import APIServer, TokensAndLogprobs, read_version_route
 from atroposlib.inference_clients.generation_log import note_missing_logprobs
@@ -41,11 +45,16 @@ from atroposlib.inference_clients.weight_routes import (
 )
 from atroposlib.inference_clients.weights_version import TokenResult, span_from_stamps
 
+logger = logging.getLogger(__name__)
+
 
 class VLLMRoutes(WeightRoutes):
     """vLLM's dev-mode reload routes and its in-place LoRA route (see the module docstring)."""
 
     PAUSE_MODE = "keep"  # "wait": requests in flight finish on the old weights (generation drains)
+
+    def __init__(self) -> None:
+        self._lora_checked: set[str] = set()  # servers already asked whether a load happens once
 
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         version = get(http, base + "/version")
@@ -110,9 +119,32 @@ class VLLMRoutes(WeightRoutes):
         replace: bool,
         version: Optional[int] = None,
     ) -> None:
+        if base not in self._lora_checked:
+            self._lora_checked.add(base)
+            if not lora_loads_once(http, base):
+                logger.warning(
+                    "lora: vLLM at %s will re-read adapter %s from disk at every model step after an "
+                    "in-place load (vLLM issue 33791), which slows generation several-fold: start it "
+                    "with VLLM_SERVER_DEV_MODE=1, --worker-extension-cls %s and the extension's folder "
+                    "on PYTHONPATH (atroposlib.inference.vllm_plugin.extension_dir()); atropos-launch "
+                    "does",
+                    base,
+                    name,
+                    EXTENSION_CLASS,
+                )
         load_lora_in_place(http, base, name, path)
         if version is not None:
             label_weights(http, base, version)
+
+
+def lora_loads_once(http: httpx.Client, base: str) -> bool:
+    """Whether every worker of the vLLM at ``base`` has atroposlib's fix for in-place LoRA loads."""
+    r = post(http, base + "/collective_rpc", "lora", json={"method": LORA_ONCE_METHOD})
+    if r.status_code != 200:
+        return False
+    results = json_body(r).get("results")
+    # vLLM's route sends back a worker's non-container result as its str()
+    return isinstance(results, list) and bool(results) and all(str(x) == "True" for x in results)
 
 
 class VLLMServer(APIServer):
@@ -173,4 +205,4 @@ class VLLMServer(APIServer):
         return await read_version_route(self, "/weight_info", "weight_version")
 
 
-__all__ = ["VLLMRoutes", "VLLMServer"]
+__all__ = ["VLLMRoutes", "VLLMServer", "lora_loads_once"]
