@@ -17,13 +17,9 @@ Loading this module (vLLM does, for ``--worker-extension-cls``) also registers t
 weight-transfer backend (``atropos_vllm_transfer``): vLLM's NCCL weight-transfer routes with a gloo
 data plane, for a server without a GPU (``--weight-transfer-config '{"backend": "atropos_gloo"}'``).
 
-It also makes an in-place LoRA load happen once. vLLM's ``/v1/load_lora_adapter`` with
-``load_inplace: true`` stores the request *with* the flag and attaches it to every later generation
-request for that adapter, and the worker reloads any adapter whose request says ``load_inplace`` at
-each model step: the adapter is re-read from disk at every decode step (vLLM issue 33791; measured
-here on SmolLM2-135M, r16: generation of 32 replies fell to 20-40 tokens/s and a load waited 14-25 s).
-In the worker, an adapter already loaded under that id is now only touched at a model step; the
-explicit load (``add_lora``) still replaces it. ``atropos_lora_loads_once`` says the fix is active.
+It also installs ``atropos_vllm_lora``'s two LoRA fixes: an in-place LoRA load happens once (not at
+every model step, vLLM issue 33791), and the CPU build's LoRA layers run as grouped matmuls instead of
+copying the adapter once per token. ``atropos_lora_loads_once`` says whether the first is active.
 
 This module runs inside vLLM's process and imports only vLLM and torch.
 """
@@ -31,6 +27,8 @@ This module runs inside vLLM's process and imports only vLLM and torch.
 from __future__ import annotations
 
 from typing import Any
+
+from atropos_vllm_lora import grouped_cpu_lora_ops, load_in_place_once
 
 
 class AtroposWorkerExtension:
@@ -83,34 +81,6 @@ def _register_transfer_backend() -> None:
         pass
 
 
-def _load_in_place_once() -> bool:
-    """Make the worker's per-step adapter activation ignore ``load_inplace`` for an adapter it already
-    holds (see the module docstring); False on a vLLM without that manager."""
-    try:
-        import msgspec
-        from vllm.lora.worker_manager import LRUCacheWorkerLoRAManager
-    except ImportError:
-        return False
-    step_apply = LRUCacheWorkerLoRAManager._apply_adapters
-    if getattr(step_apply, "_atropos_once", False):
-        return True
-
-    def apply_adapters(self: Any, lora_requests: set[Any]) -> None:
-        loaded = self.list_adapters()
-        step_apply(
-            self,
-            {
-                msgspec.structs.replace(r, load_inplace=False)
-                if r and r.load_inplace and r.lora_int_id in loaded
-                else r
-                for r in lora_requests
-            },
-        )
-
-    apply_adapters._atropos_once = True  # type: ignore[attr-defined]
-    LRUCacheWorkerLoRAManager._apply_adapters = apply_adapters  # type: ignore[method-assign]
-    return True
-
-
 _register_transfer_backend()
-_LORA_FIX_INSTALLED = _load_in_place_once()
+_LORA_FIX_INSTALLED = load_in_place_once()
+GROUPED_CPU_LORA = grouped_cpu_lora_ops()
