@@ -22,7 +22,8 @@ functions each fix reports itself not installed and changes nothing.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import torch
 
