@@ -123,11 +123,11 @@ class VLLMRoutes(WeightRoutes):
             self._lora_checked.add(base)
             if not lora_loads_once(http, base):
                 logger.warning(
-                    "lora: vLLM at %s will re-read adapter %s from disk at every model step after an "
-                    "in-place load (vLLM issue 33791), which slows generation several-fold: start it "
-                    "with VLLM_SERVER_DEV_MODE=1, --worker-extension-cls %s and the extension's folder "
-                    "on PYTHONPATH (atroposlib.inference.vllm_plugin.extension_dir()); atropos-launch "
-                    "does",
+                    "lora: vLLM at %s lacks atroposlib's worker extension: after an in-place load it "
+                    "re-reads adapter %s from disk at every model step (vLLM issue 33791), and its CPU "
+                    "build's LoRA kernels copy the adapter once per token; start it with "
+                    "VLLM_SERVER_DEV_MODE=1, --worker-extension-cls %s and the extension's folder on "
+                    "PYTHONPATH (atroposlib.inference.vllm_plugin.extension_dir()); atropos-launch does",
                     base,
                     name,
                     EXTENSION_CLASS,
