@@ -22,10 +22,13 @@ functions each fix reports itself not installed and changes nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 
 def load_in_place_once() -> bool:
@@ -80,81 +83,75 @@ def per_token_lora(
     return out
 
 
-def _grouped_shrink(original: Callable[..., None]) -> Callable[..., None]:
-    def bgmv_shrink(
-        inputs: torch.Tensor,
-        lora_b_weights: torch.Tensor,
-        output_tensor: torch.Tensor,
-        lora_indices_tensor: torch.Tensor,
-        scaling: float = 1.0,
-    ) -> None:
-        outputs = per_token_lora(inputs, lora_b_weights, lora_indices_tensor, output_tensor.dtype)
-        if outputs is None:
-            return original(inputs, lora_b_weights, output_tensor, lora_indices_tensor, scaling)
-        output_tensor[:, : outputs.shape[1]] = scaling * outputs
-
-    return bgmv_shrink
+def _write_shrink(
+    output: torch.Tensor, outputs: torch.Tensor, scaling: float = 1.0
+) -> Optional[bool]:
+    output[:, : outputs.shape[1]] = scaling * outputs
+    return True
 
 
-def _grouped_expand(original: Callable[..., None]) -> Callable[..., None]:
-    def bgmv_expand(
-        inputs: torch.Tensor,
-        lora_b_weights: torch.Tensor,
-        output_tensor: torch.Tensor,
-        lora_indices_tensor: torch.Tensor,
-        add_inputs: bool = True,
-    ) -> None:
-        outputs = per_token_lora(inputs, lora_b_weights, lora_indices_tensor, output_tensor.dtype)
-        if outputs is None or outputs.shape[0] != output_tensor.shape[0]:
-            return original(inputs, lora_b_weights, output_tensor, lora_indices_tensor, add_inputs)
-        width = min(outputs.shape[1], output_tensor.shape[1])  # the two may pad differently
-        if add_inputs:
-            output_tensor[:, :width] += outputs[:, :width]
-        else:
-            output_tensor[:, :width] = outputs[:, :width]
-
-    return bgmv_expand
+def _write_expand(
+    output: torch.Tensor, outputs: torch.Tensor, add_inputs: bool = True
+) -> Optional[bool]:
+    if outputs.shape[0] != output.shape[0]:
+        return None  # vLLM's op broadcasts a single row: leave that case to it
+    width = min(outputs.shape[1], output.shape[1])  # adapter and model may pad differently
+    if add_inputs:
+        output[:, :width] += outputs[:, :width]
+    else:
+        output[:, :width] = outputs[:, :width]
+    return True
 
 
-def _grouped_expand_slice(original: Callable[..., None]) -> Callable[..., None]:
-    def bgmv_expand_slice(
-        inputs: torch.Tensor,
-        lora_b_weights: torch.Tensor,
-        output_tensor: torch.Tensor,
-        lora_indices_tensor: torch.Tensor,
-        slice_offset: int,
-        slice_size: int,
-        add_inputs: bool = True,
-    ) -> None:
-        outputs = per_token_lora(inputs, lora_b_weights, lora_indices_tensor, output_tensor.dtype)
-        if outputs is None or outputs.shape[1] != slice_size:
-            return original(
-                inputs,
-                lora_b_weights,
-                output_tensor,
-                lora_indices_tensor,
-                slice_offset,
-                slice_size,
-                add_inputs,
-            )
-        if add_inputs:
-            output_tensor[:, slice_offset : slice_offset + slice_size] += outputs
-        else:
-            output_tensor[:, slice_offset : slice_offset + slice_size] = outputs
-
-    return bgmv_expand_slice
+def _write_expand_slice(
+    output: torch.Tensor,
+    outputs: torch.Tensor,
+    slice_offset: int,
+    slice_size: int,
+    add_inputs: bool = True,
+) -> Optional[bool]:
+    if outputs.shape[1] != slice_size:
+        return None
+    if add_inputs:
+        output[:, slice_offset : slice_offset + slice_size] += outputs
+    else:
+        output[:, slice_offset : slice_offset + slice_size] = outputs
+    return True
 
 
-GROUPED = {
-    "bgmv_shrink": _grouped_shrink,
-    "bgmv_expand": _grouped_expand,
-    "bgmv_expand_slice": _grouped_expand_slice,
+# vLLM's op name -> how its result is written into the output (the arguments after the indices)
+WRITERS: dict[str, Callable[..., Optional[bool]]] = {
+    "bgmv_shrink": _write_shrink,
+    "bgmv_expand": _write_expand,
+    "bgmv_expand_slice": _write_expand_slice,
 }
+
+
+def grouped(
+    original: Callable[..., None], write: Callable[..., Optional[bool]]
+) -> Callable[..., None]:
+    """vLLM's ``bgmv_*`` op ``original`` (same arguments) computed by ``per_token_lora`` and written
+    by ``write``; shapes either one declines go to ``original``."""
+
+    def op(
+        inputs: torch.Tensor,
+        weights: torch.Tensor,
+        output: torch.Tensor,
+        indices: torch.Tensor,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        outputs = per_token_lora(inputs, weights, indices, output.dtype)
+        if outputs is None or write(output, outputs, *args, **kwargs) is None:
+            original(inputs, weights, output, indices, *args, **kwargs)
+
+    op._atropos = True  # type: ignore[attr-defined]
+    return op
 
 
 def grouped_cpu_lora_ops() -> bool:
     """Replace the CPU build's per-token LoRA ops with grouped matmuls (fix 2) in every module that
-    holds them; False where vLLM is not on CPU or has no such ops."""
+    holds them; False (with a log line when vLLM is on CPU) where they cannot be replaced."""
     try:
         from vllm.lora.ops import torch_ops
         from vllm.lora.ops.torch_ops import lora_ops
@@ -163,19 +160,24 @@ def grouped_cpu_lora_ops() -> bool:
     except ImportError:
         return False
     if not current_platform.is_cpu():
+        return False  # GPUs use vLLM's Triton kernels: nothing to replace
+    missing = [name for name in WRITERS if not callable(getattr(lora_ops, name, None))]
+    if missing:
+        logger.warning(
+            "atroposlib: this vLLM has no %s in vllm.lora.ops.torch_ops: its CPU LoRA ops are left "
+            "as they are (they copy the adapter once per token)",
+            ", ".join(missing),
+        )
         return False
-    for name, wrap in GROUPED.items():
-        original = getattr(lora_ops, name, None)
-        if original is None:
-            return False
+    for name, write in WRITERS.items():
+        original = getattr(lora_ops, name)
         if getattr(original, "_atropos", False):
             continue
-        grouped = wrap(original)
-        grouped._atropos = True  # type: ignore[attr-defined]
+        op = grouped(original, write)
         for module in (lora_ops, torch_ops, punica_cpu):  # sgmv_* call lora_ops' names
             if hasattr(module, name):
-                setattr(module, name, grouped)
+                setattr(module, name, op)
     return True
 
 
-__all__ = ["GROUPED", "grouped_cpu_lora_ops", "load_in_place_once", "per_token_lora"]
+__all__ = ["WRITERS", "grouped", "grouped_cpu_lora_ops", "load_in_place_once", "per_token_lora"]

@@ -120,8 +120,9 @@ class VLLMRoutes(WeightRoutes):
         version: Optional[int] = None,
     ) -> None:
         if base not in self._lora_checked:
+            loads_once = lora_loads_once(http, base)  # an unreachable server raises: asked again
             self._lora_checked.add(base)
-            if not lora_loads_once(http, base):
+            if not loads_once:
                 logger.warning(
                     "lora: vLLM at %s lacks atroposlib's worker extension: after an in-place load it "
                     "re-reads adapter %s from disk at every model step (vLLM issue 33791), and its CPU "
