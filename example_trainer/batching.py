@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar
 
 import torch
 
@@ -20,6 +20,11 @@ from atroposlib.errors import SchemaError
 from atroposlib.type_definitions import MASK_IGNORE
 
 from .losses import group_advantages, shuffled_scores
+
+if TYPE_CHECKING:
+    from .prefix_packing import PackedLayout
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -167,17 +172,21 @@ def group_temperature(group: dict[str, Any], default: float) -> float:
 
 
 def split_micro_batches(
-    sequences: list[Sequence], *, num_micro_batches: int = 1, max_tokens: int = 0
-) -> list[list[Sequence]]:
-    """Sort by length and cut into ``num_micro_batches`` (or by a padded-token budget ``max_tokens``)."""
-    ordered = sorted(sequences, key=lambda s: len(s.tokens))
+    items: list[T], *, num_micro_batches: int = 1, max_tokens: int = 0, length: Any = None
+) -> list[list[T]]:
+    """Sort by length and cut into ``num_micro_batches`` (or by a padded-token budget ``max_tokens``).
+
+    ``items``: sequences, or rows of packed sequences with their ``length`` (a function; default:
+    a sequence's token count)."""
+    size_of = length or (lambda s: len(s.tokens))
+    ordered = sorted(items, key=size_of)
     if not ordered:
         return []
     if max_tokens > 0:
-        chunks: list[list[Sequence]] = [[]]
+        chunks: list[list[T]] = [[]]
         for s in ordered:
             cur = chunks[-1]
-            longest = max([len(x.tokens) for x in cur] + [len(s.tokens)])
+            longest = max([size_of(x) for x in cur] + [size_of(s)])
             if cur and longest * (len(cur) + 1) > max_tokens:
                 chunks.append([s])
             else:
@@ -204,9 +213,11 @@ class MicroBatch:
     # are zeros: that sequence sent none); None when the tensor is None
     inf_present: Optional[torch.Tensor] = None
     ref_present: Optional[torch.Tensor] = None
+    # the same sequences packed with their shared prefixes (prefix_packing.py); None = plain rows
+    packed: Optional[PackedLayout] = None
 
     def to(self, device: torch.device) -> MicroBatch:
-        def mv(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        def mv(t: Any) -> Any:
             return None if t is None else t.to(device, non_blocking=True)
 
         return MicroBatch(*(mv(getattr(self, f)) for f in self.__dataclass_fields__))

@@ -130,6 +130,15 @@ class TrainingConfig(BaseModel):
         description="Truncated importance sampling: cap on the train/inference ratio weight (0 = off); "
         "grpo and gspo (cispo clips its weight with eps_low/eps_high instead, and refuses it).",
     )
+    clip_reference: Literal["proximal", "behaviour"] = Field(
+        "proximal",
+        description="What the clipped ratio is taken against. proximal (decoupled PPO, as TRL's "
+        "GRPOTrainer with vLLM and AReaL): the trainer's weights at the start of the step, so with one "
+        "optimizer step per batch the clip bounds nothing, and a separate importance weight "
+        "min(pi / mu, tis_cap) corrects for the sampler's staleness and numerics; behaviour: the "
+        "sampler's logprobs mu, so tokens a stale sample's policy has already moved past the clip "
+        "get no gradient. cispo's weight is its own clip against mu either way.",
+    )
     use_inference_logprobs: bool = Field(
         True,
         description="Take the ratio against the inference logprobs carried in the batch (else on-policy).",
@@ -314,6 +323,13 @@ class TrainingConfig(BaseModel):
         description="Compute token log-probabilities from the output embedding this many positions at "
         "a time, never materialising [tokens, vocab] logits (0 = the full-vocabulary path).",
     )
+    prefix_sharing: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto: the sequences of a batch that share a prompt are packed into one row and "
+        "the prompt runs once, forward and backward (example_trainer/prefix_packing.py; same "
+        "log-probabilities, less arithmetic), when the model's attention takes a custom mask (eager, "
+        "sdpa) and a probe at set-up finds it exact; off: one padded row per sequence.",
+    )
     pure_bf16: bool = Field(
         False,
         description="Opt-in: bf16 weights and optimizer state with no fp32 master copy (half the "
@@ -378,6 +394,15 @@ class TrainingConfig(BaseModel):
             )
         if self.pure_bf16 and self.dtype != "bfloat16":
             raise ValueError("pure_bf16 needs dtype bfloat16")
+        if (
+            self.loss_type == "cispo"
+            and self.clip_reference == "proximal"
+            and "clip_reference" in self.model_fields_set
+        ):
+            raise ValueError(
+                "clip_reference proximal has no effect with loss_type cispo (its weight is the ratio "
+                "against the sampler, clipped): drop clip_reference, or use loss_type grpo or gspo"
+            )
         if self.loss_type == "cispo" and "tis_cap" in self.model_fields_set:
             raise ValueError(
                 "tis_cap has no effect with loss_type cispo (its importance weight is clipped to "

@@ -9,10 +9,14 @@ The algorithm, one optimizer step per API batch:
    broadcast over the sequence's trained tokens. Groups with ``reward_status="unavailable"`` (the
    grader failed, not the policy) are dropped, never trained as 0. ``--control shuffled`` permutes the
    scores inside each group first: the control run in which the reward carries no signal.
-3. Loss (``losses/``, one module per loss): the ratio r = pi_theta / mu against the *inference* logprobs mu carried in the
-   batch (the policy that sampled, a step or two stale, with the engine's numerics), PPO clipping with
-   asymmetric bounds [1 - eps_low, 1 + eps_high] (clip-higher) and truncated importance sampling (the
-   unclipped branch's weight is capped at ``tis_cap``); token-level aggregation over the whole batch.
+3. Loss (``losses/``, one module per loss): decoupled PPO by default (``clip_reference=proximal``): the
+   clipped ratio r = pi_theta / pi_prox against the weights the step starts from (one optimizer step
+   per batch: r = 1, the gradient of log pi), times the importance weight min(pi_prox / mu, tis_cap)
+   against the *inference* logprobs mu carried in the batch (the policy that sampled, a step or two
+   stale, with the engine's numerics); ``clip_reference=behaviour``: r = pi_theta / mu itself, PPO
+   clipping with asymmetric bounds [1 - eps_low, 1 + eps_high] (clip-higher) and truncated importance
+   sampling (the unclipped branch's weight is capped at ``tis_cap``); token-level aggregation over the
+   whole batch.
    Variants: GSPO (sequence-level ratio), CISPO (clipped, detached IS weight). Optional k3 KL to a
    reference model (off by default) and a top-k distillation term when the batch carries a teacher's
    ``distill_token_ids/distill_logprobs``.
@@ -94,6 +98,7 @@ from example_trainer.precision import (
     resolve_precision,
     warn_if_pure,
 )
+from example_trainer.prefix_packing import prefix_sharing_check
 from example_trainer.refresh_modes import make_weight_refresh
 from example_trainer.resume import restore_training_state, settle_resume
 from example_trainer.staleness import StalenessReport, weights_lag
@@ -123,6 +128,21 @@ def make_optimizer(
         opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
     )
     return opt, sched
+
+
+def prefix_sharing(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo) -> bool:
+    """Whether the steps pack sequences that share a prompt (``--prefix-sharing``): ``auto`` asks
+    ``prefix_sharing_check`` (a probe forward in one process; the config alone under
+    torch.distributed, where a forward is a collective), and says in one line what it decided."""
+    if cfg.prefix_sharing == "off":
+        return False
+    reason = prefix_sharing_check(model, probe=not info.enabled)
+    if info.is_main:
+        if reason is None:
+            log.info("prefix sharing: on (sequences that share a prompt run it once)")
+        else:
+            log.info("prefix sharing: off, %s", reason)
+    return reason is None
 
 
 def register(client: TrajectoryClient, cfg: TrainingConfig, step: int) -> None:
@@ -223,6 +243,7 @@ def train(cfg: TrainingConfig) -> int:
     refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision), device)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
+    share_prefix = prefix_sharing(model, cfg, info)
     cost = model_cost(model)  # matmul weights, for each step's FLOPs estimate
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
     pending.load_into(model, device)
@@ -300,7 +321,9 @@ def train(cfg: TrainingConfig) -> int:
                     note_batch(flat, cfg.seq_len)
             with timer.phase("optimizer"):
                 optimizer.zero_grad(set_to_none=True)
-            stats = train_step(model, ref_model, flat, cfg, info, device, pad_id, timer)
+            stats = train_step(
+                model, ref_model, flat, cfg, info, device, pad_id, timer, share_prefix
+            )
             with timer.phase("optimizer"):
                 grad_norm = float(
                     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)

@@ -209,6 +209,7 @@ def step_metrics(
         "adv_std": float(adv_t.std(unbiased=False)),
         "adv_abs_mean": float(adv_t.abs().mean()),
         "clip_frac": s["clipped"] / tok,
+        "tis_capped_frac": s.get("capped", 0.0) / tok,
         "ratio_mean": s["ratio_sum"] / tok,
         "ratio_max": s["ratio_max"],
         "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,

@@ -45,6 +45,13 @@ from example_trainer.losses import (
     sequence_weights,
 )
 from example_trainer.precision import autocast_context, resolve_precision
+from example_trainer.prefix_packing import (
+    PackedLayout,
+    layout,
+    pack_rows,
+    packed_model_inputs,
+    row_length,
+)
 from example_trainer.step_timing import NullTimer, StepTimer
 
 
@@ -59,7 +66,10 @@ def forward_logprobs(
     """``[B, T, K]`` fp32 log-probabilities of ``ids`` (chunked head when ``chunk_tokens`` > 0 and the
     model allows it, else the full-vocabulary path). The chunked head runs only at the trained
     positions (``mb.mask``): every loss term and statistic reads the log-probabilities through that
-    mask, so the prompt's and the padding's are never computed (0 there)."""
+    mask, so the prompt's and the padding's are never computed (0 there). With ``mb.packed`` the
+    forward runs over the packed rows and the result is mapped back to the sequences' layout."""
+    if mb.packed is not None:
+        return _packed_logprobs(model, mb, mb.packed, ids, chunk_tokens)
     if chunk_tokens > 0:
         trained = mb.mask > 0
         with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens, trained) as head:
@@ -67,6 +77,25 @@ def forward_logprobs(
                 return head.result(model(**_inputs(mb)).logits)
     logits = model(**_inputs(mb)).logits
     return full_vocab_logprobs(logits, ids, mb.inv_temperature)
+
+
+def _packed_logprobs(
+    model: torch.nn.Module,
+    mb: MicroBatch,
+    packed: PackedLayout,
+    ids: torch.Tensor,
+    chunk_tokens: int,
+) -> torch.Tensor:
+    inputs = packed_model_inputs(model, packed)
+    packed_ids = packed.scatter(ids)
+    inv_temp = None if mb.inv_temperature is None else packed.scatter(mb.inv_temperature, 1.0)
+    if chunk_tokens > 0:
+        trained = packed.scatter(mb.mask > 0, False)
+        with sampled_token_head(model, packed_ids, inv_temp, chunk_tokens, trained) as head:
+            if head is not None:
+                return packed.gather(head.result(model(**inputs).logits))
+    logits = model(**inputs).logits
+    return packed.gather(full_vocab_logprobs(logits, packed_ids, inv_temp))
 
 
 def _reference_logprobs(
@@ -133,10 +162,13 @@ def train_step(
     device: torch.device,
     pad_id: int,
     timer: Optional[StepTimer] = None,
+    share_prefix: bool = False,
 ) -> dict[str, float]:
     """Forward/backward over every micro-batch of this rank's shard; returns summed statistics.
 
-    ``timer`` (``step_timing.py``) gets the collate, forward and backward phases of each micro-batch."""
+    ``timer`` (``step_timing.py``) gets the collate, forward and backward phases of each micro-batch.
+    ``share_prefix``: the sequences sharing a prompt run it once, in packed rows (``prefix_packing.py``;
+    the trainer decides at set-up whether the model allows it)."""
     timer = timer if timer is not None else NullTimer()
     precision = resolve_precision(cfg, device, fsdp=info.enabled and cfg.parallel == "fsdp")
     seqs = flat.sequences
@@ -149,14 +181,18 @@ def train_step(
         cfg.kl_coef > 0 and ref_model is not None and any(s.ref_logprobs is None for s in seqs)
     )
     lockstep = info.enabled and cfg.parallel == "fsdp"
-    # the same global micro-batches on every rank (DDP needs equal counts), each split across ranks
+    # rows of sequences (one each, or packed with a shared prefix); the same global micro-batches of
+    # rows on every rank (DDP needs equal counts), each split across ranks
+    budget = cfg.resolved_micro_batch_tokens()
+    rows = pack_rows(seqs, budget) if share_prefix else [[s] for s in seqs]
     micro = split_micro_batches(
-        seqs,
+        rows,
         num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
-        max_tokens=cfg.resolved_micro_batch_tokens() * info.world_size,
+        max_tokens=budget * info.world_size,
+        length=row_length if share_prefix else (lambda row: len(row[0].tokens)),
     )
     stats: dict[str, float] = dict.fromkeys(
-        ("loss", "kl", "distill", "tokens", "clipped", "ratio_sum", "abs_delta_sum"), 0.0
+        ("loss", "kl", "distill", "tokens", "clipped", "capped", "ratio_sum", "abs_delta_sum"), 0.0
     )
     stats.update(
         mismatch_kl_sum=0.0,
@@ -169,7 +205,8 @@ def train_step(
         head_tokens=0.0,  # positions the output head ran at
     )
     for i, global_mb in enumerate(micro):
-        local = global_mb[info.rank :: info.world_size]
+        local_rows = global_mb[info.rank :: info.world_size]
+        local = [s for row in local_rows for s in row]
         sync = i == len(micro) - 1
         no_sync = info.enabled and not sync and hasattr(model, "no_sync")
         with model.no_sync() if no_sync else contextlib.nullcontext():
@@ -179,7 +216,10 @@ def train_step(
                     _dummy_pass(model, ref, device, pad_id, autocast_context(precision, device))
                 continue
             with timer.phase("prepare"):
-                mb = collate(local, pad_id=pad_id).to(device)
+                mb = collate(local, pad_id=pad_id)
+                if share_prefix:
+                    mb.packed = layout(local_rows, pad_id)
+                mb = mb.to(device)
             needs_ref = any(s.ref_logprobs is None for s in local)
             run_ref = ref_step and (lockstep or needs_ref)
             with timer.phase("forward"), autocast_context(precision, device):
@@ -193,14 +233,16 @@ def train_step(
         stats["kl"] += kl / norm
         stats["distill"] += distill / norm
         stats["seq_tokens"] += float(mb.attention_mask.sum())
-        rows, width = mb.input_ids.shape
-        stats["padded_tokens"] += float(rows * width)
-        stats["padded_square_sum"] += float(rows * width * width)
+        # what the forward computed: the packed rows, or the padded ones
+        n_rows, width = (mb.packed or mb).input_ids.shape
+        stats["padded_tokens"] += float(n_rows * width)
+        stats["padded_square_sum"] += float(n_rows * width * width)
         chunked = cfg.logprob_chunk_tokens > 0  # the chunked head runs at the trained tokens only
-        stats["head_tokens"] += parts_stats["tokens"] if chunked else float(rows * width)
+        stats["head_tokens"] += parts_stats["tokens"] if chunked else float(n_rows * width)
         for k in (
             "tokens",
             "clipped",
+            "capped",
             "ratio_sum",
             "abs_delta_sum",
             "mismatch_kl_sum",
@@ -245,6 +287,7 @@ def _micro_batch_loss(
         eps_low=cfg.eps_low,
         eps_high=cfg.eps_high,
         tis_cap=cfg.tis_cap,
+        clip_reference=cfg.clip_reference,
         weights=weights,
     )
     parts.stats["on_policy_seqs"] = on_policy

@@ -84,6 +84,20 @@ def test_a_tis_cap_that_would_do_nothing_is_refused():
     assert parse_config(["--model-name", "m", "--loss-type", "gspo", "--tis-cap", "3"]).tis_cap == 3
 
 
+def test_clip_reference_proximal_with_cispo_is_refused():
+    """CISPO's weight is its clipped ratio against the sampler: a proximal reference would do nothing."""
+    with pytest.raises(
+        ConfigError, match="clip_reference proximal has no effect with loss_type cispo"
+    ):
+        parse_config(["--model-name", "m", "--loss-type", "cispo", "--clip-reference", "proximal"])
+    assert parse_config(["--model-name", "m", "--loss-type", "cispo"]).clip_reference == "proximal"
+    assert parse_config(["--model-name", "m"]).clip_reference == "proximal"
+    assert (
+        parse_config(["--model-name", "m", "--clip-reference", "behaviour"]).clip_reference
+        == "behaviour"
+    )
+
+
 def test_yaml_is_layered_under_flags(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("model_name: from-yaml\nlr: 0.001\nbatch_size: 8\n")

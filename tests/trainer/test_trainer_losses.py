@@ -250,3 +250,52 @@ def test_a_registered_objective_is_a_loss_the_config_and_policy_loss_accept(monk
     assert parts.loss_sum.item() == pytest.approx(-(math.log(0.5) + 2 * math.log(0.25)))
     with pytest.raises(ValueError, match="grpo, gspo, cispo"):
         policy_loss(lp, None, adv, torch.ones_like(lp), loss_type="nope")
+
+
+def test_proximal_reference_keeps_the_gradient_a_stale_sample_would_clip():
+    """Decoupled PPO (the trainer's default): the clip is against the step's own start (ratio 1), and
+    the sampler's staleness is a separate weight min(pi / mu, tis_cap): a token the policy already
+    moved past the behaviour clip keeps its gradient, weighted, instead of losing it."""
+    adv = torch.tensor([[1.0, 1.0, -1.0]])
+    inf = _inf(0.5, 0.5, 0.5)
+    grads = {}
+    for ref in ("behaviour", "proximal"):
+        lp = _lp(0.5, 0.9, 0.1)  # ratios against mu: 1.0, 1.8, 0.2
+        parts = policy_loss(
+            lp,
+            inf,
+            adv,
+            torch.ones(1, 3),
+            eps_low=0.2,
+            eps_high=0.28,
+            tis_cap=2.0,
+            clip_reference=ref,
+        )
+        parts.loss_sum.backward()
+        grads[ref] = lp.grad[0].tolist()
+        if ref == "proximal":
+            # value -sum(w * A) with w = 1.0, 1.8, 0.2; no token clipped, none capped
+            assert parts.loss_sum.item() == pytest.approx(-(1.0 + 1.8 - 0.2))
+            assert parts.stats["clipped"] == 0 and parts.stats["capped"] == 0
+            assert parts.stats["ratio_max"] == pytest.approx(1.8)
+    # behaviour: the 1.8 token (A > 0, past 1.28) and the 0.2 token (A < 0, below 0.8) get nothing
+    assert grads["behaviour"] == pytest.approx([-1.0, 0.0, 0.0])
+    # proximal: d/dlogp of -(w * A * logp) = -w * A
+    assert grads["proximal"] == pytest.approx([-1.0, -1.8, 0.2])
+
+
+def test_proximal_importance_weight_is_capped_at_tis_cap():
+    lp = _lp(0.9, 0.5)
+    parts = policy_loss(
+        lp,
+        _inf(0.1, 0.5),  # ratio 9 on the first token
+        torch.tensor([[1.0, 1.0]]),
+        torch.ones(1, 2),
+        tis_cap=2.0,
+        clip_reference="proximal",
+    )
+    parts.loss_sum.backward()
+    assert lp.grad[0].tolist() == pytest.approx([-2.0, -1.0])
+    assert parts.stats["capped"] == 1
+    with pytest.raises(ValueError, match="clip_reference"):
+        policy_loss(lp, None, torch.ones(1, 2), torch.ones(1, 2), clip_reference="bogus")
