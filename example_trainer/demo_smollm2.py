@@ -132,6 +132,10 @@ def vllm_with_lora(model: str, max_model_len: int) -> dict[str, Any]:
             "--enable-lora",
             "--max-lora-rank",
             str(LORA_RANK),
+            # log-probabilities of the distribution sampled from (after temperature), which the
+            # trainer's own (logits / each group's temperature) are compared with
+            "--logprobs-mode",
+            "processed_logprobs",
         ],
     }
 
@@ -158,6 +162,9 @@ def lora_trainer_flags(
         "seed": args.seed,
         "device": "cpu",
         "dtype": TRAINER_DTYPE,
+        # vLLM reports the sampled distribution's log-probabilities (--logprobs-mode above): the
+        # trainer divides its logits by the temperature each group was sampled at
+        "temperature_from_groups": True,
     }
 
 

@@ -75,6 +75,9 @@ class VllmServer:
         return out
 
 
+CPU_BLOCK_SIZE = 32  # KV-cache block of the CPU build: its attention takes multiples of 32
+
+
 def vllm_server(
     model_path: str,
     port: int,
@@ -102,6 +105,11 @@ def vllm_server(
         argv += ["--dtype", "auto", "--gpu-memory-utilization", str(gpu_memory_utilization)]
     else:
         argv += ["--dtype", "float32", "--enforce-eager"]
+        if not any(a == "--block-size" or a.startswith("--block-size=") for a in extra_args):
+            # the CPU build's default block (128 tokens) is longer than most prompts, so the prefix
+            # cache never holds one and a group's n samples each prefill the whole prompt; 32 is the
+            # smallest its attention takes (measured: 5.6 -> 3.6 s for 4 prompts x 8 replies)
+            argv += ["--block-size", str(CPU_BLOCK_SIZE)]
         env["VLLM_TARGET_DEVICE"] = "cpu"
         env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
     if dev_mode:

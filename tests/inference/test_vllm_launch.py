@@ -27,7 +27,13 @@ def test_cpu_and_gpu_flags_and_dev_mode():
     assert cpu.argv[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
     assert "--enforce-eager" in cpu.argv and "--gpu-memory-utilization" not in cpu.argv
     assert cpu.env["VLLM_TARGET_DEVICE"] == "cpu" and "VLLM_SERVER_DEV_MODE" not in cpu.env
+    # the CPU build's 128-token default block is longer than most prompts: the prefix cache would
+    # never hold one, and a group's n samples would each prefill the whole prompt
+    assert cpu.argv[cpu.argv.index("--block-size") + 1] == "32"
+    own = vllm_server("M", 9001, python="py", cuda=False, extra_args=("--block-size", "64"))
+    assert own.argv.count("--block-size") == 1 and own.argv[-1] == "64"
     gpu = vllm_server("M", 9001, python="py", cuda=True, dev_mode=True, lora_rank=12)
+    assert "--block-size" not in gpu.argv
     assert "--gpu-memory-utilization" in gpu.argv and "--enforce-eager" not in gpu.argv
     assert gpu.argv[gpu.argv.index("--worker-extension-cls") + 1] == EXTENSION_CLASS
     assert gpu.argv[gpu.argv.index("--max-lora-rank") + 1] == "16"  # vLLM's next allowed size

@@ -202,13 +202,23 @@ def dev_vllm(vllm_python, tiny_model_dir, tmp_path_factory) -> Iterator[dict[str
     the structure of streams, so they use the plain one too (a vLLM start-up is ~30 s of the suite).
     The plain one also takes weights by broadcast (``--weight-transfer-config``, atroposlib's
     ``atropos_gloo`` backend: vLLM's NCCL weight transfer on its CPU build); the LoRA one has no
-    weight-transfer backend (it refuses that set-up, as an unconfigured vLLM does).
+    weight-transfer backend (it refuses that set-up, as an unconfigured vLLM does) and reports the
+    log-probabilities of the distribution it samples from (``--logprobs-mode processed_logprobs``,
+    as the SmolLM2 presets' server does).
     Idle, each holds ~3 GB and no CPU."""
     transfer = ("--weight-transfer-config", json.dumps({"backend": "atropos_gloo"}))
     plain, lora = start_servers(
         [
             (tiny_model_dir, {"dev_mode": True, "extra_args": transfer}),
-            (tiny_model_dir, {"dev_mode": True, "lora_rank": 4}),
+            # as the SmolLM2 presets run theirs: log-probabilities of the distribution sampled from
+            (
+                tiny_model_dir,
+                {
+                    "dev_mode": True,
+                    "lora_rank": 4,
+                    "extra_args": ("--logprobs-mode", "processed_logprobs"),
+                },
+            ),
         ],
         vllm_python,
         tmp_path_factory.mktemp("dev-vllm-logs"),
