@@ -127,13 +127,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--schedule",
-        choices=["overlap", "split", "turns"],
-        default="overlap",
-        help="How generation and training share the machine. overlap (default): the env samples the "
-        "next batch while the trainer trains (at most one batch ahead: up to one step of policy lag). "
-        "split (smollm2): the same, with the cores divided: vLLM's workers on the first half, the "
-        "trainer pinned to the rest. turns: the env waits for each step's weights (--env.on_policy: "
-        "no lag), so generation and training alternate, each with every core.",
+        choices=["auto", "overlap", "split", "turns"],
+        default="auto",
+        help="How generation and training share the machine. overlap: the env samples the next batch "
+        "while the trainer trains (at most one batch ahead: up to one step of policy lag). split "
+        "(smollm2): the same, with the cores divided: vLLM's workers on the first half, the trainer "
+        "pinned to the rest. turns: the env waits for each step's weights (--env.on_policy: no lag), "
+        "so generation and training alternate, each with every core. auto (default): split for "
+        "smollm2's arithmetic task on 2 cores or more (measured fastest there), else overlap.",
     )
     p.add_argument(
         "--operands",
@@ -158,6 +159,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         args.trainer_set = trainer_overrides(args.trainer_set)
     except ValueError as e:
         p.error(f"--trainer-set: {e}")
+    if args.schedule == "auto":
+        args.schedule = (
+            "split"
+            if args.model == "smollm2"
+            and args.task == "arithmetic"
+            and len(os.sched_getaffinity(0)) >= 2
+            else "overlap"
+        )
     if args.schedule == "split" and args.model != "smollm2":
         p.error("--schedule split applies to --model smollm2 (vLLM's worker threads are placed)")
     if args.schedule == "split" and len(os.sched_getaffinity(0)) < 2:
@@ -548,10 +557,20 @@ def step_breakdown_line(rows: list[dict[str, Any]], args: argparse.Namespace) ->
     if not b:
         return format_breakdown(b)
     dtype = trainer_dtype(args)
-    peak = matmul_peak(dtype, threads=args.threads, seconds=1.0)
-    return format_breakdown(
-        b, peak, f" ({dtype}, {args.threads} thread(s), measured after the run)"
-    )
+    threads = trainer_threads(args)
+    peak = matmul_peak(dtype, threads=threads, seconds=1.0)
+    return format_breakdown(b, peak, f" ({dtype}, {threads} thread(s), measured after the run)")
+
+
+def trainer_threads(args: argparse.Namespace) -> int:
+    """The trainer's torch threads in this demo: ``--threads``, or under ``--schedule split`` one per
+    core of its half (what the matmul peak is measured at)."""
+    if args.model == "smollm2" and args.schedule == "split":
+        from example_trainer.demo_smollm2 import placement
+
+        _, flags = placement(args.schedule, args.threads, sorted(os.sched_getaffinity(0)))
+        return int(flags["torch_threads"])
+    return int(args.threads)
 
 
 def _calculator_report(

@@ -132,3 +132,18 @@ def test_bad_trainer_set_is_a_one_line_usage_error(pair, why, capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert err.startswith("atropos-demo: error: --trainer-set: ") and why in err, err
+
+
+def test_auto_schedule_splits_the_cores_for_smollm2_arithmetic_only(monkeypatch):
+    from example_trainer.demo import trainer_threads
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0, 1})
+    split = parse_args(["--model", "smollm2"])
+    assert split.schedule == "split"
+    # the step breakdown's matmul peak is measured at the trainer's own thread count: one core's
+    assert trainer_threads(split) == 1 and trainer_threads(parse_args(["--threads", "2"])) == 2
+    assert parse_args(["--model", "smollm2", "--task", "calculator"]).schedule == "overlap"
+    assert parse_args([]).schedule == "overlap"  # the tiny model
+    assert parse_args(["--model", "smollm2", "--schedule", "turns"]).schedule == "turns"
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
+    assert parse_args(["--model", "smollm2"]).schedule == "overlap"  # one core: nothing to split
