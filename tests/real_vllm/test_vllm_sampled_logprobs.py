@@ -58,7 +58,7 @@ def _trainer_logprobs(model, outs, lps, temperature_from_groups: bool, share: bo
     seqs = [s for row in rows for s in row]
     mb = collate(seqs)
     if share:
-        assert len(rows) == 1, "the group shares its prompt: one packed row"
+        assert len(rows) < len(seqs), "the group shares its prompt: sequences share rows"
         mb.packed = layout(rows, pad_id=0)
     with torch.no_grad():
         got = forward_logprobs(model, mb, mb.targets.unsqueeze(-1), chunk_tokens=512)[..., 0]
