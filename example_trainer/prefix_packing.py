@@ -66,36 +66,81 @@ def _common(a: list[int], b: list[int]) -> int:
     return i
 
 
-def pack_rows(sequences: list[Sequence], max_row_tokens: int = 0) -> list[list[Sequence]]:
-    """The sequences grouped into rows (see the module docstring); ``max_row_tokens`` 0 = no cap."""
-    keyed = []
-    for s in sequences:
-        k = shareable_length(s)
-        keyed.append((s.tokens[:k], s))
-    keyed.sort(key=lambda kv: kv[0])
-    rows: list[list[Sequence]] = []
-    row_len = 0
-    own_square = 0  # sum of the row's sequences' input lengths squared
+def _greedy_rows(
+    keyed: list[tuple[list[int], int, int]], cap: int
+) -> tuple[list[list[int]], list[int]]:
+    """Cut the sorted sequences (shareable tokens, input length, index) into rows in order: a sequence
+    joins the row before it when it shares enough, the row stays within ``cap`` (0: none) and within
+    the attention bound. Returns the rows (indices) and their lengths."""
+    rows: list[list[int]] = []
+    lengths: list[int] = []
+    row_len = own_square = 0  # own_square: the row's sequences' input lengths squared, summed
     prev: list[int] = []
-    for shareable, s in keyed:
-        n = max(len(s.tokens) - 1, 0)
+    for shareable, n, i in keyed:
         shared = _common(prev, shareable) if rows else 0
         grown = row_len + n - shared
         joins = (
             rows
             and shared > 0
             and shared >= MIN_SHARED_FRACTION * n
-            and (max_row_tokens <= 0 or grown <= max_row_tokens)
+            and (cap <= 0 or grown <= cap)
             and grown * grown <= ATTENTION_FACTOR * (own_square + n * n)
         )
         if joins:
-            rows[-1].append(s)
+            rows[-1].append(i)
             row_len, own_square = grown, own_square + n * n
+            lengths[-1] = grown
         else:
-            rows.append([s])
+            rows.append([i])
             row_len, own_square = n, n * n
+            lengths.append(n)
         prev = shareable
-    return rows
+    return rows, lengths
+
+
+# the row lengths tried as caps when balancing rows (at most this many, spread over the candidates)
+CAP_CANDIDATES = 64
+
+
+def pack_rows(sequences: list[Sequence], max_row_tokens: int = 0) -> list[list[Sequence]]:
+    """The sequences grouped into rows (see the module docstring); ``max_row_tokens`` 0 = no cap.
+
+    Rows of one step are padded to the longest, so besides sharing they should be even: the cut is
+    made with the cap (a row length the uncapped cut passes through, or the longest sequence) that
+    gives the fewest tokens computed, rows x longest row. A system prompt common to every group
+    would otherwise pull many groups into one long row beside short ones."""
+    keyed = sorted(
+        (
+            (s.tokens[: shareable_length(s)], max(len(s.tokens) - 1, 0), i)
+            for i, s in enumerate(sequences)
+        ),
+        key=lambda kv: kv[0],
+    )
+    if not keyed:
+        return []
+    longest = max(n for _, n, _ in keyed)
+    # every length a row of the uncapped cut reaches as it grows is a candidate cap
+    reached: set[int] = {longest}
+    row_len, prev = 0, None
+    for shareable, n, _ in keyed:
+        row_len += n - (_common(prev, shareable) if prev is not None else n)
+        row_len = max(row_len, n)
+        reached.add(row_len)
+        prev = shareable
+    caps = sorted(
+        c for c in reached if c >= longest and (max_row_tokens <= 0 or c <= max_row_tokens)
+    )
+    if len(caps) > CAP_CANDIDATES:
+        step = len(caps) / CAP_CANDIDATES
+        caps = sorted({caps[int(k * step)] for k in range(CAP_CANDIDATES)} | {caps[-1]})
+    best: Optional[tuple[int, list[list[int]]]] = None
+    for cap in caps or [max_row_tokens]:
+        rows, lengths = _greedy_rows(keyed, cap)
+        cost = len(rows) * max(lengths)
+        if best is None or cost < best[0]:
+            best = (cost, rows)
+    assert best is not None
+    return [[sequences[i] for i in row] for row in best[1]]
 
 
 def row_length(row: list[Sequence]) -> int:

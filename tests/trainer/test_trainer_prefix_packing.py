@@ -62,9 +62,10 @@ def test_a_group_becomes_one_row_and_unrelated_prompts_stay_apart():
     prompt = [rng.randrange(3, 300) for _ in range(12)]
     group = [_seq(prompt + [rng.randrange(3, 300) for _ in range(4)], 12) for _ in range(6)]
     other = _seq([7] * 5 + [8, 9, 10], 5)  # shares no token with the group
-    rows = pack_rows([*group, other])
-    assert sorted(len(r) for r in rows) == [1, 6]
-    big = next(r for r in rows if len(r) == 6)
+    assert [other] in pack_rows([*group, other])
+    rows = pack_rows(group)
+    assert [len(r) for r in rows] == [6]
+    big = rows[0]
     # the prompt's first 11 input positions once, then 4 positions per reply: the prompt's last
     # token (its output predicts the reply's first token, a trained one) and the reply's first 3
     assert shareable_length(group[0]) == 11
@@ -72,6 +73,21 @@ def test_a_group_becomes_one_row_and_unrelated_prompts_stay_apart():
     # a cap on the row length splits the group
     capped = pack_rows(group, max_row_tokens=11 + 3 * 4)
     assert [len(r) for r in capped] == [3, 3] and all(row_length(r) <= 23 for r in capped)
+
+
+def test_rows_are_cut_even_when_a_system_prompt_links_every_group():
+    """Every group shares a long system prompt: one greedy row would hold most groups beside a short
+    last one, and all rows are padded to the longest; the cut is made even instead."""
+    rng = random.Random(1)
+    system = [rng.randrange(3, 300) for _ in range(30)]
+    seqs = []
+    for _ in range(4):
+        prompt = system + [rng.randrange(3, 300) for _ in range(6)]
+        seqs += [_seq(prompt + [rng.randrange(3, 300) for _ in range(16)], 36) for _ in range(8)]
+    rows = pack_rows(seqs)
+    lengths = [row_length(r) for r in rows]
+    assert len(rows) * max(lengths) <= 4 * (35 + 8 * 16)  # no worse than a row per group
+    assert max(lengths) - min(lengths) <= 16
 
 
 def test_attention_bound_keeps_long_replies_with_a_short_prompt_apart():
