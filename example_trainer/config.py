@@ -375,12 +375,14 @@ class TrainingConfig(BaseModel):
     def _cores_here(cls, v: list[int]) -> list[int]:
         import os
 
-        allowed = os.sched_getaffinity(0)
-        missing = sorted(set(v) - allowed)
+        # the machine's cores, not this process's affinity: a launcher may start the trainer from a
+        # process it kept off the trainer's cores (the demo's --schedule split does)
+        machine = set(range(os.cpu_count() or 1)) | os.sched_getaffinity(0)
+        missing = sorted(set(v) - machine)
         if missing:
             raise ValueError(
-                f"core(s) {', '.join(map(str, missing))} are not available here (this process may "
-                f"run on {', '.join(map(str, sorted(allowed)))})"
+                f"core(s) {', '.join(map(str, missing))} are not available here (this machine has "
+                f"cores 0-{max(machine)})"
             )
         return v
 

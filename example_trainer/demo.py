@@ -342,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
     backend (the code path ``atropos-launch run`` uses) and write the report."""
     from atroposlib.launch.local import LocalRun
     from atroposlib.launch.plan import build_plan
+    from example_trainer.demo_smollm2 import kept_on
     from example_trainer.metrics import read_metrics
 
     out: Path = args.out
@@ -368,7 +369,8 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(demo_topology(args, prep["warm"], out), out, "local", gpus_here=0)
     runner = LocalRun(plan, topology_path="atropos-demo", say=lambda line: None)
     watch = _Watch(runner, args.steps)
-    code = runner.run(on_tick=watch.tick)
+    with kept_on(_launcher_cores(args)):
+        code = runner.run(on_tick=watch.tick)
     if watch.tty:
         print(flush=True)
     if code != 0:
@@ -560,6 +562,15 @@ def step_breakdown_line(rows: list[dict[str, Any]], args: argparse.Namespace) ->
     threads = trainer_threads(args)
     peak = matmul_peak(dtype, threads=threads, seconds=1.0)
     return format_breakdown(b, peak, f" ({dtype}, {threads} thread(s), measured after the run)")
+
+
+def _launcher_cores(args: argparse.Namespace) -> Optional[list[int]]:
+    """Under the SmolLM2 ``split`` schedule, the cores everything but the trainer runs on."""
+    if args.model != "smollm2":
+        return None
+    from example_trainer.demo_smollm2 import launcher_cores
+
+    return launcher_cores(args.schedule, sorted(os.sched_getaffinity(0)))
 
 
 def trainer_threads(args: argparse.Namespace) -> int:

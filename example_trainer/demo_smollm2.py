@@ -15,9 +15,11 @@ model and with the trainer's last adapter.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO / "environments" / "chat_arithmetic_server.py"
@@ -102,7 +104,8 @@ def placement(
     * overlap: vLLM binds its worker threads itself (on a CPU: one core, another kept for its
       scheduler); the trainer runs ``threads`` threads wherever the OS puts them;
     * split: vLLM's workers on the first half of the cores, the trainer pinned to the rest with one
-      thread per core, so the two never wait for each other's cores while they overlap;
+      thread per core, so the two never wait for each other's cores while they overlap (everything
+      else the demo starts stays on vLLM's half too: ``launcher_cores``);
     * turns: they alternate, so each gets every core: vLLM's workers on all of them, the trainer
       ``threads`` threads.
     """
@@ -116,6 +119,31 @@ def placement(
     if schedule == "turns":
         return {"VLLM_CPU_OMP_THREADS_BIND": listed}, {"torch_threads": threads}
     return {}, {"torch_threads": threads}
+
+
+def launcher_cores(schedule: str, cores: list[int]) -> Optional[list[int]]:
+    """The cores the processes the launcher starts inherit (run-api, vLLM's API server, engine core
+    and workers, the env) under ``split``: vLLM's half. vLLM's engine core polls its workers' output
+    in a busy loop while they run a model step; left anywhere, it took a third of the trainer's core
+    (measured, 2 cores). The trainer pins itself to its own half (``--cpu-cores``). None: no pinning."""
+    if schedule != "split" or len(cores) < 2:
+        return None
+    return cores[: len(cores) // 2]
+
+
+@contextlib.contextmanager
+def kept_on(cores: Optional[list[int]]) -> Iterator[None]:
+    """Run the block with this process pinned to ``cores`` (what the processes it starts inherit),
+    then give it back its cores; ``None`` leaves it alone."""
+    if cores is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cores))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def vllm_with_lora(model: str, max_model_len: int) -> dict[str, Any]:

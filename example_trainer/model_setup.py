@@ -39,11 +39,16 @@ log = logging.getLogger("atropos-grpo")
 
 
 def pin_cpu_cores(cores: list[int]) -> None:
-    """Pin this process (and the threads it starts) to ``cores`` (checked against the cores this
-    process may run on when the config is parsed)."""
+    """Pin this process (and the threads it starts) to ``cores`` (checked against the machine's cores
+    when the config is parsed; a core its cgroup withholds is a ``ConfigError`` here)."""
     if not cores:
         return
-    os.sched_setaffinity(0, set(cores))
+    try:
+        os.sched_setaffinity(0, set(cores))
+    except OSError as e:  # a core outside the cgroup's cpuset
+        raise ConfigError(
+            f"cpu_cores: cannot pin the trainer to core(s) {', '.join(map(str, cores))}: {e.strerror}"
+        ) from None
     log.info("pinned to CPU core(s) %s", ", ".join(map(str, sorted(set(cores)))))
 
 

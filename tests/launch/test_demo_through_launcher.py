@@ -62,7 +62,7 @@ def test_trainer_set_reaches_the_trainers_command_line(tmp_path):
 def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
     from example_trainer.demo_smollm2 import ADAPTER_NAME, BASE_NAME, MODEL_CACHE
 
-    args = parse_args(["--model", "smollm2", "--steps", "5"])
+    args = parse_args(["--model", "smollm2", "--steps", "5", "--schedule", "overlap"])
     assert (args.inference, args.prompts_per_step, args.threads) == ("vllm", 4, 2)
     plan = build_plan(demo_topology(args, MODEL_CACHE, tmp_path), tmp_path, "local", gpus_here=0)
     assert [c.name for c in plan.components] == [

@@ -147,3 +147,37 @@ def test_auto_schedule_splits_the_cores_for_smollm2_arithmetic_only(monkeypatch)
     assert parse_args(["--model", "smollm2", "--schedule", "turns"]).schedule == "turns"
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
     assert parse_args(["--model", "smollm2"]).schedule == "overlap"  # one core: nothing to split
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs 2 CPU cores")
+def test_under_split_what_the_launcher_starts_stays_off_the_trainers_cores(tmp_path):
+    """vLLM's engine core polls in a busy loop; under split every process the demo's launcher starts
+    inherits vLLM's half of the cores, and the trainer still pins itself to the other half."""
+    import os
+    import subprocess
+    import sys
+
+    from example_trainer.demo_smollm2 import kept_on, launcher_cores, placement
+
+    cores = sorted(os.sched_getaffinity(0))
+    others = launcher_cores("split", cores)
+    _, trainer = placement("split", 1, cores)
+    assert others == cores[: len(cores) // 2] and not set(others) & set(trainer["cpu_cores"])
+    assert launcher_cores("overlap", cores) is None and launcher_cores("turns", cores) is None
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    pin = (
+        "import os; from example_trainer.config import parse_config; "
+        "from example_trainer.model_setup import pin_cpu_cores; "
+        f"cfg = parse_config(['--model-name', 'm', '--cpu-cores', "
+        f"{', '.join(repr(str(c)) for c in trainer['cpu_cores'])}]); "
+        "pin_cpu_cores(cfg.cpu_cores); print(sorted(os.sched_getaffinity(0)))"
+    )
+    with kept_on(others):
+        child = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True)
+        # a trainer started from there may still pin itself to cores its parent had left
+        pinned = subprocess.run([sys.executable, "-c", pin], capture_output=True, text=True)
+    assert child.stdout.strip() == str(others), child.stderr
+    assert pinned.stdout.strip() == str(trainer["cpu_cores"]), pinned.stderr
+    assert sorted(os.sched_getaffinity(0)) == cores  # the demo gets its cores back
+    with kept_on(None):
+        assert sorted(os.sched_getaffinity(0)) == cores
