@@ -80,8 +80,9 @@ Runs: every row once per seed of ``--seeds`` (and ``--repeats`` times), alternat
 ours, ...), so both see the same machine load over time; the table gives each run. When TRL cannot be
 installed the table says so in one line and still has our row.
 
-A benchmark, not a test: with the defaults (2 tasks x 2 rows x 40 steps) it takes about 40 minutes on 2
-quiet cores and needs the machine to itself for its timings::
+A benchmark, not a test: with the defaults (2 tasks x 2 rows x 40 steps, seed 0) it takes about 30
+minutes on 2 quiet cores (TRL's rows are two thirds of it), ``--tasks single --steps 20 --seeds 0,1,2``
+about 25, and it needs the machine to itself for its timings::
 
     python bench/trl_comparison.py [--steps 40] [--tasks single,two-digit] [--rows ours-split,trl]
         [--seeds 0,1,2] [--repeats 1] [--target 0.9] [--window 5] [--out runs/bench-trl]
