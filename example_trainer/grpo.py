@@ -130,13 +130,22 @@ def make_optimizer(
     return opt, sched
 
 
-def prefix_sharing(model: torch.nn.Module, cfg: TrainingConfig, info: DistInfo) -> bool:
+def prefix_sharing(
+    model: torch.nn.Module,
+    cfg: TrainingConfig,
+    info: DistInfo,
+    ref_model: Optional[torch.nn.Module] = None,
+) -> bool:
     """Whether the steps pack sequences that share a prompt (``--prefix-sharing``): ``auto`` asks
-    ``prefix_sharing_check`` (a probe forward in one process; the config alone under
-    torch.distributed, where a forward is a collective), and says in one line what it decided."""
+    ``prefix_sharing_check`` of the policy and of the KL reference (it runs the same packed rows; a
+    probe forward in one process, the config alone under torch.distributed, where a forward is a
+    collective), and says in one line what it decided."""
     if cfg.prefix_sharing == "off":
         return False
     reason = prefix_sharing_check(model, probe=not info.enabled)
+    if reason is None and ref_model is not None:
+        ref_reason = prefix_sharing_check(ref_model, probe=not info.enabled)
+        reason = None if ref_reason is None else f"the reference model: {ref_reason}"
     if info.is_main:
         if reason is None:
             log.info("prefix sharing: on (sequences that share a prompt run it once)")
@@ -243,7 +252,7 @@ def train(cfg: TrainingConfig) -> int:
     refresher: WeightRefresh = make_weight_refresh(cfg, publish_dtype(cfg, precision), device)
     model = refresher.prepare_model(model, resume_from=start_from if (lora and ckpt) else None)
     model.train()
-    share_prefix = prefix_sharing(model, cfg, info)
+    share_prefix = prefix_sharing(model, cfg, info, ref_model)
     cost = model_cost(model)  # matmul weights, for each step's FLOPs estimate
     model = wrap_model(model, info, cfg.parallel, device, mp_policy=fsdp_mp_policy(precision))
     pending.load_into(model, device)

@@ -20,6 +20,16 @@ REPO = Path(__file__).resolve().parents[2]
 TRAINER_RUN_TIMEOUT_S = 420
 
 
+def with_teacher_and_reference(groups: list[dict]) -> list[dict]:
+    """Give every position of ``groups`` a teacher's top-2 and a reference log-probability (in
+    place), so the KL and distillation terms run too; returns ``groups``."""
+    for g in groups:
+        g["distill_token_ids"] = [[[5, 6] for _ in t] for t in g["tokens"]]
+        g["distill_logprobs"] = [[[-0.1, -2.4] for _ in t] for t in g["tokens"]]
+        g["ref_logprobs"] = [[-5.0 for _ in t] for t in g["tokens"]]
+    return groups
+
+
 def scripted_groups(
     n_groups: int, group_size: int = 4, seed: int = 0, vocab: int = 300
 ) -> list[dict]:

@@ -8,7 +8,7 @@ import random
 
 import pytest
 import torch
-from _trainer_helpers import scripted_groups
+from _trainer_helpers import scripted_groups, with_teacher_and_reference
 
 from example_trainer.batching import Sequence, collate, flatten_batch
 from example_trainer.config import TrainingConfig
@@ -134,11 +134,9 @@ def test_layout_puts_every_input_token_at_its_own_position():
 )
 def test_packed_steps_give_the_plain_loss_and_gradient(policy, loss_type, aggregation):
     assert prefix_sharing_check(policy) is None
-    groups = scripted_groups(3, group_size=4, seed=21)
-    for g in groups:  # a teacher's top-2 and reference logprobs, so every term runs packed too
-        g["distill_token_ids"] = [[[5, 6] for _ in t] for t in g["tokens"]]
-        g["distill_logprobs"] = [[[-0.1, -2.4] for _ in t] for t in g["tokens"]]
-        g["ref_logprobs"] = [[-5.0 for _ in t] for t in g["tokens"]]
+    # a teacher's top-2 and reference logprobs, so every term runs packed too
+    groups = with_teacher_and_reference(scripted_groups(3, group_size=4, seed=21))
+    for g in groups:
         g["generation_params"] = {"temperature": 0.7}
     cfg = TrainingConfig(
         model_name="m",
@@ -158,6 +156,25 @@ def test_packed_steps_give_the_plain_loss_and_gradient(policy, loss_type, aggreg
     # 3 prompts of 4 tokens shared by 4 replies of 2-5: fewer tokens computed, nothing padded
     assert packed["padded_tokens"] < plain["padded_tokens"]
     assert packed["seq_tokens"] == plain["seq_tokens"]
+
+
+def test_a_reference_model_runs_packed_too(policy, tiny_model):
+    """Sequences without reference log-probabilities make the trainer run its reference model, which
+    then takes the packed rows as well: the KL term matches the plain layout's."""
+    from transformers import AutoModelForCausalLM
+
+    ref = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
+    with torch.no_grad():  # a reference that differs from the policy, so the KL is not 0
+        for p in ref.parameters():
+            p.mul_(0.9)
+    groups = scripted_groups(3, group_size=4, seed=8)
+    cfg = TrainingConfig(model_name="m", seq_len=32, kl_coef=0.5)
+    plain, g_plain = _step(policy, groups, cfg, share=False, ref_model=ref)
+    packed, g_packed = _step(policy, groups, cfg, share=True, ref_model=ref)
+    assert plain["kl"] > 0
+    assert packed["kl"] == pytest.approx(plain["kl"], rel=1e-5)
+    assert torch.allclose(g_plain, g_packed, atol=1e-6, rtol=1e-4)
+    assert packed["padded_tokens"] < plain["padded_tokens"]
 
 
 def test_a_multi_turn_episode_shares_only_what_precedes_its_first_trained_token(policy):
@@ -218,6 +235,26 @@ def test_the_check_refuses_kernels_without_a_custom_mask_and_local_attention(tin
     model.config._attn_implementation = "eager"
     model.config.layer_types = ["sliding_attention"] * model.config.num_hidden_layers
     assert "local" in (prefix_sharing_check(model, probe=False) or "")
+
+
+def test_the_trainer_shares_prefixes_only_when_its_reference_model_can_too(
+    policy, tiny_model, caplog
+):
+    import logging
+
+    from transformers import AutoModelForCausalLM
+
+    from example_trainer.grpo import prefix_sharing
+
+    cfg = TrainingConfig(model_name="m", kl_coef=0.1)
+    ref = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
+    assert prefix_sharing(policy, cfg, DistInfo(), ref)
+    ref.config._attn_implementation = "flash_attention_2"
+    with caplog.at_level(logging.INFO, logger="atropos-grpo"):
+        assert not prefix_sharing(policy, cfg, DistInfo(), ref)
+    assert "prefix sharing: off, the reference model: its attention kernel" in caplog.text
+    off = TrainingConfig(model_name="m", prefix_sharing="off")
+    assert not prefix_sharing(policy, off, DistInfo())
 
 
 def test_collate_order_matches_the_layout():

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from _trainer_helpers import scripted_groups
+from _trainer_helpers import scripted_groups, with_teacher_and_reference
 
 from example_trainer.batching import flatten_batch
 from example_trainer.config import TrainingConfig
@@ -47,11 +47,7 @@ def test_micro_batching_does_not_change_the_gradient(policy):
     "loss_type,aggregation", [("grpo", "token"), ("gspo", "sequence"), ("cispo", "constant")]
 )
 def test_every_variant_trains_with_kl_and_distillation(policy, loss_type, aggregation):
-    groups = scripted_groups(2, seed=12)
-    for g in groups:  # a teacher's top-2 at every position, and reference logprobs
-        g["distill_token_ids"] = [[[5, 6] for _ in t] for t in g["tokens"]]
-        g["distill_logprobs"] = [[[-0.1, -2.4] for _ in t] for t in g["tokens"]]
-        g["ref_logprobs"] = [[-5.0 for _ in t] for t in g["tokens"]]
+    groups = with_teacher_and_reference(scripted_groups(2, seed=12))
     cfg = TrainingConfig(
         model_name="m",
         seq_len=32,
