@@ -22,7 +22,7 @@ from atroposlib.type_definitions import MASK_IGNORE
 from .losses import group_advantages, shuffled_scores
 
 if TYPE_CHECKING:
-    from .prefix_packing import PackedLayout
+    from .packed_layout import PackedLayout
 
 T = TypeVar("T")
 
