@@ -547,6 +547,7 @@ def main() -> int:
         raise SystemExit("trl_comparison: nothing can run here")
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "tasks": {}}
     texts = []
+    every_run: list[Run] = []
     for task in tasks:
         base = {seed: _heldout_accuracy(model, task, seed, None) for seed in seeds}
         for seed, acc in base.items():
@@ -580,11 +581,21 @@ def main() -> int:
         print(text, flush=True)
         texts.append(text)
         report["tasks"][task] = {"base": base, "runs": [vars(r) for r in runs]}
+        every_run += runs
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.txt").write_text("\n".join(texts) + "\n")
     (args.out / "result.json").write_text(json.dumps(report, indent=1, default=str))
     if why:
         print(f"(TRL rows left out: {why})")
+    failed = [r for r in every_run if r.error]
+    if failed:
+        first = failed[0]
+        print(
+            f"trl_comparison: {len(failed)} of {len(every_run)} runs failed (first: {first.row} "
+            f"seed {first.seed}: {first.error.splitlines()[0]})",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
