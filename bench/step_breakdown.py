@@ -18,7 +18,7 @@ measured forward + backward time (CPU seconds over threads) over it. The plain l
 peak is also the shortest any trainer that runs every prompt once per completion could take.
 
     python bench/step_breakdown.py [--dtypes float32,bfloat16] [--threads 1,2] [--sharing off,auto]
-        [--steps 3]
+        [--steps 3] [--reply-tokens 16]
 
 Each configuration runs in its own process (thread settings do not leak). Takes 3-6 minutes on 2 quiet
 cores; the figures are only as good as the machine is quiet.
@@ -64,9 +64,12 @@ def synthetic_groups(tokenizer: Any, seed: int, reply_tokens: int = 16) -> list[
     return groups
 
 
-def measure(dtype: str, threads: int, steps: int, sharing: str = "off") -> dict[str, Any]:
+def measure(
+    dtype: str, threads: int, steps: int, sharing: str = "off", reply_tokens: int = 16
+) -> dict[str, Any]:
     """Run in a child process: time ``steps`` optimizer steps at ``dtype`` on ``threads`` threads,
-    ``sharing`` the trainer's ``prefix_sharing`` (auto: a group's prompt runs once)."""
+    ``sharing`` the trainer's ``prefix_sharing`` (auto: a group's prompt runs once), replies of
+    ``reply_tokens``."""
     import time
 
     import torch
@@ -110,7 +113,7 @@ def measure(dtype: str, threads: int, steps: int, sharing: str = "off") -> dict[
     share = sharing != "off" and prefix_sharing_check(model) is None
     cost = model_cost(model)
     optimizer, scheduler = make_optimizer(model, cfg)
-    groups = synthetic_groups(tokenizer, 0)
+    groups = synthetic_groups(tokenizer, 0, reply_tokens)
     info = DistInfo()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
@@ -166,12 +169,19 @@ def main() -> int:
         "group's prompt runs once)",
     )
     p.add_argument(
+        "--reply-tokens",
+        type=int,
+        default=16,
+        help="tokens per reply (16: the reply budget, what the untrained model writes; 11: the "
+        "trained policy's bare equations, the loop's steps late in a run)",
+    )
+    p.add_argument(
         "--child", nargs=3, metavar=("DTYPE", "THREADS", "SHARING"), help=argparse.SUPPRESS
     )
     args = p.parse_args()
     if args.child:
         dtype, threads, sharing = args.child
-        print(json.dumps(measure(dtype, int(threads), args.steps, sharing)))
+        print(json.dumps(measure(dtype, int(threads), args.steps, sharing, args.reply_tokens)))
         return 0
     from example_trainer.demo_smollm2 import MODEL_CACHE
 
@@ -185,6 +195,7 @@ def main() -> int:
             for sharing in args.sharing.split(","):
                 env = dict(os.environ, OMP_NUM_THREADS=threads, PYTHONPATH=str(REPO))
                 argv = [sys.executable, __file__, "--steps", str(args.steps)]
+                argv += ["--reply-tokens", str(args.reply_tokens)]
                 argv += ["--child", dtype, threads, sharing]
                 done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
                 if done.returncode != 0:
@@ -195,7 +206,8 @@ def main() -> int:
         return 1
     r0 = results[0]
     print(
-        f"\nSmolLM2-135M-Instruct + LoRA r16, one step of 32 sequences; "
+        f"\nSmolLM2-135M-Instruct + LoRA r16, one step of 32 sequences (replies of "
+        f"{args.reply_tokens} tokens); "
         f"{r0['matmul_params'] / 1e6:.0f}M matmul weights, {r0['trained_params'] / 1e6:.1f}M trained"
     )
     print(

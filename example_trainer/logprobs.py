@@ -65,6 +65,33 @@ class LogitTransform:
         return self.scale == 1.0 and self.cap is None
 
 
+# the attribute of a frozen output embedding holding its copy in the compute dtype:
+# (version, storage pointer, dtype, copy)
+_CAST_ATTR = "_atroposlib_compute_copy"
+
+
+def _weight_in(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``weight`` in ``dtype``. On a CPU a frozen weight's copy (LoRA training: the tied embedding) is
+    kept until the weight changes (an in-place write bumps its version, a new storage changes its
+    pointer): casting SmolLM2's 49,152 x 576 head there took ~37 ms, twice a step (forward and
+    backward), for a copy of half the fp32 head's memory. Elsewhere (a GPU casts in well under a
+    millisecond; an FSDP shard must not be kept whole) it is cast every time."""
+    if weight.dtype == dtype:
+        return weight
+    if weight.requires_grad or weight.device.type != "cpu":
+        return weight.to(dtype)
+    key = (weight._version, weight.data_ptr(), dtype)
+    hit = getattr(weight, _CAST_ATTR, None)
+    if hit is not None and hit[:3] == key:
+        return hit[3]
+    cast = weight.detach().to(dtype)
+    setattr(weight, _CAST_ATTR, (*key, cast))  # lives and dies with the weight
+    return cast
+
+
+_ENTROPY_ROWS = 32  # rows per block of the entropy's e^z' (32 x 49,152 fp32: 6 MB)
+
+
 def _compute_dtype(weight: torch.Tensor, hidden: torch.Tensor) -> torch.dtype:
     """The matmul dtype: autocast's when autocast is on for this device, else the weight's."""
     dev = hidden.device.type
@@ -87,9 +114,10 @@ class ChunkedLogprobs(torch.autograd.Function):
         chunk_tokens: int,
         cap: Optional[float] = None,  # soft-cap: logits are cap * tanh(scale * z / cap)
         scale: float = 1.0,  # with a cap (without one the scale is folded into inv_temp)
+        entropy_out: Optional[torch.Tensor] = None,  # [N] float32, filled (no gradient) when given
     ) -> torch.Tensor:
         cdt = _compute_dtype(weight, hidden)
-        w = weight.to(cdt)
+        w = _weight_in(weight, cdt)
         b = None if bias is None else bias.to(cdt)
         n = hidden.shape[0]
         out = torch.empty(ids.shape, dtype=torch.float32, device=hidden.device)
@@ -102,9 +130,27 @@ class ChunkedLogprobs(torch.autograd.Function):
                     z.mul_(scale / cap).tanh_().mul_(cap)
                 z.mul_(inv_temp[s:e, None])
                 picked = z.gather(-1, ids[s:e])
-                # logsumexp in z's own buffer (one [chunk, V] fp32 tensor alive at a time)
                 top = z.amax(dim=-1, keepdim=True)
-                lse[s:e] = z.sub_(top).exp_().sum(-1).log_().add_(top[:, 0])
+                if entropy_out is None:
+                    # logsumexp in z's own buffer (one [chunk, V] fp32 tensor alive at a time)
+                    lse[s:e] = z.sub_(top).exp_().sum(-1).log_().add_(top[:, 0])
+                else:
+                    # H = lse - E_p[z] = log(sum e^z') - sum(e^z' z') / sum(e^z'), z' = z - max; in
+                    # blocks of rows, whose e^z' buffer the allocator reuses (one [chunk, V] buffer
+                    # more, allocated per chunk, took 3x the time of the logsumexp itself)
+                    shifted = z.sub_(top)
+                    total = torch.empty(e - s, dtype=torch.float32, device=z.device)
+                    weighted = torch.empty_like(total)
+                    for r in range(0, e - s, _ENTROPY_ROWS):
+                        block = shifted[r : r + _ENTROPY_ROWS]
+                        ez = block.exp()
+                        total[r : r + _ENTROPY_ROWS] = ez.sum(-1)
+                        weighted[r : r + _ENTROPY_ROWS] = ez.mul_(block).sum(-1)
+                        del ez
+                    mean_z = weighted.div_(total)
+                    log_total = total.log_()
+                    entropy_out[s:e] = log_total - mean_z
+                    lse[s:e] = log_total + top[:, 0]
                 out[s:e] = picked - lse[s:e, None]
                 del z
         ctx.save_for_backward(hidden, weight, bias, ids, inv_temp, lse)
@@ -118,7 +164,7 @@ class ChunkedLogprobs(torch.autograd.Function):
         hidden, weight, bias, ids, inv_temp, lse = ctx.saved_tensors
         cdt, chunk = ctx.cdt, ctx.chunk_tokens
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        w = weight.to(cdt)
+        w = _weight_in(weight, cdt)
         b = None if bias is None else bias.to(cdt)
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = (
@@ -165,7 +211,7 @@ class ChunkedLogprobs(torch.autograd.Function):
                 del z, p, dz, dzc
         gw = None if grad_w is None else grad_w.to(weight.dtype)
         gb = None if grad_b is None else grad_b.to(bias.dtype)
-        return grad_h, gw, gb, None, None, None, None, None
+        return grad_h, gw, gb, None, None, None, None, None, None
 
 
 def chunked_logprobs(
@@ -177,10 +223,13 @@ def chunked_logprobs(
     inv_temperature: Optional[torch.Tensor] = None,
     chunk_tokens: int = 512,
     transform: Optional[LogitTransform] = None,
+    entropy_out: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """``hidden [..., H]``, ``ids [..., K]`` (negative ids read as 0), optional ``inv_temperature [...]``
     (1 / temperature per position) and the model's ``transform`` of its logits (applied before the
-    temperature); returns fp32 ``[..., K]`` log-probabilities."""
+    temperature); returns fp32 ``[..., K]`` log-probabilities. ``entropy_out`` (fp32, ``[...]``), when
+    given, receives the entropy of each position's distribution (the same transformed, tempered logits),
+    without a gradient."""
     lead = hidden.shape[:-1]
     h = hidden.reshape(-1, hidden.shape[-1])
     i = ids.clamp_min(0).reshape(h.shape[0], -1)
@@ -193,7 +242,14 @@ def chunked_logprobs(
         cap, scale = float(transform.cap), float(transform.scale)
     elif transform is not None and transform.scale != 1.0:
         t = t * transform.scale  # (scale * z) / T
-    out = ChunkedLogprobs.apply(h, weight, bias, i, t, max(1, int(chunk_tokens)), cap, scale)
+    flat_entropy = None
+    if entropy_out is not None:
+        flat_entropy = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
+    out = ChunkedLogprobs.apply(
+        h, weight, bias, i, t, max(1, int(chunk_tokens)), cap, scale, flat_entropy
+    )
+    if entropy_out is not None and flat_entropy is not None:
+        entropy_out.copy_(flat_entropy.reshape(entropy_out.shape))
     return out.reshape(*lead, i.shape[-1])
 
 
@@ -205,6 +261,19 @@ def full_vocab_logprobs(
     if inv_temperature is not None:
         z = z * inv_temperature.to(z.device, torch.float32).unsqueeze(-1)
     return torch.log_softmax(z, dim=-1).gather(-1, ids.clamp_min(0))
+
+
+def full_vocab_entropy(
+    logits: torch.Tensor, inv_temperature: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """fp32 entropy of ``softmax(logits / T)`` at every position (no gradient): the plain path's
+    counterpart of the chunked head's ``entropy_out``."""
+    with torch.no_grad():
+        z = logits.detach().float()
+        if inv_temperature is not None:
+            z = z * inv_temperature.to(z.device, torch.float32).unsqueeze(-1)
+        logp = torch.log_softmax(z, dim=-1)
+        return -(logp.exp() * logp).sum(-1)
 
 
 def _base(model: torch.nn.Module) -> torch.nn.Module:
@@ -381,6 +450,9 @@ class ChunkedHead:
     def __init__(self, transform: LogitTransform) -> None:
         self.transform = transform
         self.logprobs: Optional[torch.Tensor] = None
+        self.entropy: Optional[torch.Tensor] = (
+            None  # [B, T] with ``entropy=True`` (0 off ``positions``)
+        )
 
     def result(self, model_logits: torch.Tensor) -> torch.Tensor:
         lp = self.logprobs
@@ -398,6 +470,7 @@ def sampled_token_head(
     inv_temperature: Optional[torch.Tensor],
     chunk_tokens: int,
     positions: Optional[torch.Tensor] = None,
+    entropy: bool = False,
 ) -> Iterator[Optional[ChunkedHead]]:
     """While active, the model's output embedding computes ``[B, T, K]`` log-probabilities of
     ``ids [B, T, K]`` (with the model's logit transform); yields a ``ChunkedHead`` to read them from
@@ -405,7 +478,9 @@ def sampled_token_head(
 
     ``positions`` (``[B, T]`` bool): compute the head only there (the trained tokens) and leave 0 at
     every other position, whose log-probability no loss term reads; the head's matmuls (forward, the
-    recomputation and the backward) then scale with the trained tokens, not with prompts and padding."""
+    recomputation and the backward) then scale with the trained tokens, not with prompts and padding.
+    ``entropy``: the head also fills ``ChunkedHead.entropy`` (``[B, T]``, no gradient) with the entropy of
+    the distribution at each of those positions."""
     found = output_head(model)
     if found is None:
         yield None
@@ -414,6 +489,9 @@ def sampled_token_head(
     captured = ChunkedHead(transform)
 
     def forward(hidden: torch.Tensor) -> torch.Tensor:
+        where = ids.shape[:-1]
+        if entropy:
+            captured.entropy = torch.zeros(where, dtype=torch.float32, device=hidden.device)
         if positions is None:
             captured.logprobs = chunked_logprobs(
                 hidden,
@@ -423,8 +501,14 @@ def sampled_token_head(
                 inv_temperature=inv_temperature,
                 chunk_tokens=chunk_tokens,
                 transform=transform,
+                entropy_out=captured.entropy,
             )
             return captured.logprobs
+        picked_entropy = None
+        if captured.entropy is not None:
+            picked_entropy = torch.empty(
+                int(positions.sum()), dtype=torch.float32, device=hidden.device
+            )
         picked = chunked_logprobs(
             hidden[positions],
             head.weight,
@@ -433,7 +517,10 @@ def sampled_token_head(
             inv_temperature=None if inv_temperature is None else inv_temperature[positions],
             chunk_tokens=chunk_tokens,
             transform=transform,
+            entropy_out=picked_entropy,
         )
+        if captured.entropy is not None and picked_entropy is not None:
+            captured.entropy[positions] = picked_entropy
         full = torch.zeros(ids.shape, dtype=picked.dtype, device=picked.device)
         captured.logprobs = full.index_put((positions,), picked)
         return captured.logprobs

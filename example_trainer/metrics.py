@@ -170,7 +170,8 @@ def format_step_line(m: dict[str, Any], total: int) -> str:
     return (
         f"step {m['step']:>4}/{total} reward {_fmt(m.get('reward_mean'), '.3f')} "
         f"loss {_fmt(m.get('loss'), '+.4f')} tok/s {_fmt(m.get('tokens_per_s'), '7.0f')} "
-        f"lag {_fmt(m.get('policy_lag'), '.1f')} clip {_fmt(m.get('clip_frac'), '.3f')}"
+        f"lag {_fmt(m.get('policy_lag'), '.1f')} clip {_fmt(m.get('clip_frac'), '.3f')} "
+        f"entropy {_fmt(m.get('entropy'), '.3f')}"
     )
 
 
@@ -215,6 +216,7 @@ def step_metrics(
         "ratio_min": s["ratio_min"] if math.isfinite(s["ratio_min"]) else None,
         "mismatch_abs_delta": s["abs_delta_sum"] / tok,
         "mismatch_kl": s["mismatch_kl_sum"] / tok,
+        "entropy": s.get("entropy_sum", 0.0) / tok,
         "grad_norm": grad_norm,
         "lr": lr,
         "trained_tokens": int(s["tokens"]),

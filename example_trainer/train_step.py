@@ -36,7 +36,12 @@ from atroposlib.errors import ConfigError, SchemaError
 from example_trainer.batching import FlatBatch, MicroBatch, collate, split_micro_batches
 from example_trainer.config import TrainingConfig
 from example_trainer.distributed import DistInfo, all_reduce_sums
-from example_trainer.logprobs import full_vocab_logprobs, output_vocab_size, sampled_token_head
+from example_trainer.logprobs import (
+    full_vocab_entropy,
+    full_vocab_logprobs,
+    output_vocab_size,
+    sampled_token_head,
+)
 from example_trainer.losses import (
     distill_from_logprobs,
     kl_k3,
@@ -46,7 +51,6 @@ from example_trainer.losses import (
 )
 from example_trainer.precision import autocast_context, resolve_precision
 from example_trainer.prefix_packing import (
-    PackedLayout,
     layout,
     pack_rows,
     packed_model_inputs,
@@ -68,34 +72,46 @@ def forward_logprobs(
     positions (``mb.mask``): every loss term and statistic reads the log-probabilities through that
     mask, so the prompt's and the padding's are never computed (0 there). With ``mb.packed`` the
     forward runs over the packed rows and the result is mapped back to the sequences' layout."""
-    if mb.packed is not None:
-        return _packed_logprobs(model, mb, mb.packed, ids, chunk_tokens)
-    if chunk_tokens > 0:
-        trained = mb.mask > 0
-        with sampled_token_head(model, ids, mb.inv_temperature, chunk_tokens, trained) as head:
-            if head is not None:
-                return head.result(model(**_inputs(mb)).logits)
-    logits = model(**_inputs(mb)).logits
-    return full_vocab_logprobs(logits, ids, mb.inv_temperature)
+    return forward_logprobs_entropy(model, mb, ids, chunk_tokens, entropy=False)[0]
 
 
-def _packed_logprobs(
+def forward_logprobs_entropy(
     model: torch.nn.Module,
     mb: MicroBatch,
-    packed: PackedLayout,
     ids: torch.Tensor,
     chunk_tokens: int,
-) -> torch.Tensor:
-    inputs = packed_model_inputs(model, packed)
-    packed_ids = packed.scatter(ids)
-    inv_temp = None if mb.inv_temperature is None else packed.scatter(mb.inv_temperature, 1.0)
-    if chunk_tokens > 0:
+    entropy: bool = True,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """``forward_logprobs`` and, with ``entropy``, the ``[B, T]`` entropy (no gradient) of the policy's
+    tempered distribution at the trained positions (0 elsewhere); None without ``entropy``."""
+    packed = mb.packed
+    if packed is not None:
+        inputs = packed_model_inputs(model, packed)
+        run_ids = packed.scatter(ids)
+        inv_temp = None if mb.inv_temperature is None else packed.scatter(mb.inv_temperature, 1.0)
         trained = packed.scatter(mb.mask > 0, False)
-        with sampled_token_head(model, packed_ids, inv_temp, chunk_tokens, trained) as head:
+    else:
+        inputs, run_ids, inv_temp, trained = _inputs(mb), ids, mb.inv_temperature, mb.mask > 0
+
+    def unpack(x: torch.Tensor) -> torch.Tensor:
+        return x if packed is None else packed.gather(x)
+
+    if chunk_tokens > 0:
+        with sampled_token_head(model, run_ids, inv_temp, chunk_tokens, trained, entropy) as head:
             if head is not None:
-                return packed.gather(head.result(model(**inputs).logits))
+                lp = unpack(head.result(model(**inputs).logits))
+                return lp, None if head.entropy is None else unpack(head.entropy)
     logits = model(**inputs).logits
-    return packed.gather(full_vocab_logprobs(logits, packed_ids, inv_temp))
+    lp = unpack(full_vocab_logprobs(logits, run_ids, inv_temp))
+    if not entropy:
+        return lp, None
+    # at the trained positions only: a [tokens, vocab] copy of every position's would double the
+    # plain path's peak
+    at = torch.zeros(trained.shape, dtype=torch.float32, device=logits.device)
+    at[trained] = full_vocab_entropy(
+        logits[trained], None if inv_temp is None else inv_temp[trained]
+    )
+    return lp, unpack(at)
 
 
 def _reference_logprobs(
@@ -196,6 +212,7 @@ def train_step(
     )
     stats.update(
         mismatch_kl_sum=0.0,
+        entropy_sum=0.0,  # the policy's entropy summed over trained tokens (mask-weighted)
         ratio_max=0.0,
         ratio_min=float("inf"),
         seq_tokens=0.0,
@@ -247,6 +264,7 @@ def train_step(
             "abs_delta_sum",
             "mismatch_kl_sum",
             "on_policy_seqs",
+            "entropy_sum",
         ):
             stats[k] += parts_stats[k]
         stats["ratio_max"] = max(stats["ratio_max"], parts_stats["ratio_max"])
@@ -269,7 +287,7 @@ def _micro_batch_loss(
         ids = torch.cat(
             [ids, mb.distill_ids], dim=-1
         )  # one pass for the token and the teacher's top-k
-    lps = forward_logprobs(model, mb, ids, cfg.logprob_chunk_tokens)
+    lps, entropy = forward_logprobs_entropy(model, mb, ids, cfg.logprob_chunk_tokens)
     lp = lps[..., 0]
     weights = sequence_weights(mb.mask) if cfg.aggregation == "sequence" else None
     behaviour = None  # on-policy: the ratio against the detached current policy
@@ -291,6 +309,7 @@ def _micro_batch_loss(
         weights=weights,
     )
     parts.stats["on_policy_seqs"] = on_policy
+    parts.stats["entropy_sum"] = 0.0 if entropy is None else float((entropy * mb.mask).sum())
     loss = parts.loss_sum
     kl_value = distill_value = 0.0
     if cfg.kl_coef > 0:

@@ -6,8 +6,13 @@ import pytest
 import torch
 
 from example_trainer.batching import collate, flatten_batch
-from example_trainer.logprobs import chunked_logprobs, full_vocab_logprobs, sampled_token_head
-from example_trainer.train_step import forward_logprobs
+from example_trainer.logprobs import (
+    chunked_logprobs,
+    full_vocab_entropy,
+    full_vocab_logprobs,
+    sampled_token_head,
+)
+from example_trainer.train_step import forward_logprobs, forward_logprobs_entropy
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -123,3 +128,67 @@ def test_head_is_restored_and_bf16_autocast_stays_close(policy):
     trained = mb.mask > 0
     assert lp_chunk.dtype == torch.float32
     assert torch.allclose(lp_chunk[trained], lp_full[trained], atol=5e-2)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_head_reports_the_entropy_of_the_tempered_distribution(policy, temperature):
+    """The entropy the trainer logs (TRL logs the same quantity): -sum p log p of softmax(logits / T)
+    at each trained position, from the chunked head and from the full path alike, without changing
+    the log-probabilities or their gradient."""
+    mb = _micro_batch(temperature)
+    ids = mb.targets.unsqueeze(-1)
+    trained = mb.mask > 0
+    with torch.no_grad():
+        logits = policy(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    p = torch.softmax(logits.double() / temperature, -1)
+    direct = -(p * p.log()).sum(-1).float()
+    assert torch.allclose(full_vocab_entropy(logits, mb.inv_temperature), direct, atol=1e-4)
+    for chunk in (4, 0):
+        policy.zero_grad(set_to_none=True)
+        lp, entropy = forward_logprobs_entropy(policy, mb, ids, chunk)
+        lp.sum().backward()
+        grads = [x.grad.clone() for x in policy.parameters()]
+        policy.zero_grad(set_to_none=True)
+        plain = forward_logprobs(policy, mb, ids, chunk)
+        plain.sum().backward()
+        assert entropy is not None and entropy.shape == trained.shape
+        assert torch.allclose(entropy[trained], direct[trained], atol=1e-4), chunk
+        assert not entropy[~trained].any()
+        assert torch.equal(lp, plain)
+        for a, x in zip(grads, policy.parameters(), strict=True):
+            assert torch.allclose(a, x.grad, atol=1e-6)
+    # a sharper distribution (lower temperature) has lower entropy: the value is not a constant
+    if temperature != 1.0:
+        hot = _micro_batch(1.0)
+        _, e1 = forward_logprobs_entropy(policy, hot, hot.targets.unsqueeze(-1), 4)
+        assert e1 is not None and float(e1[trained].mean()) > float(entropy[trained].mean())
+
+
+def test_a_frozen_heads_compute_copy_follows_every_change_to_the_weight():
+    """Under bf16 autocast the head's bf16 copy of a frozen weight is kept between calls; an in-place
+    update or a new tensor behind the parameter must show in the next result, never the stale copy."""
+    g = torch.Generator().manual_seed(4)
+    hidden = torch.randn(6, 16, generator=g, requires_grad=True)
+    weight = torch.nn.Parameter(torch.randn(50, 16, generator=g), requires_grad=False)
+    ids = torch.randint(0, 50, (6, 1), generator=g)
+
+    def run() -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = chunked_logprobs(hidden, weight, ids, chunk_tokens=4)
+        out.sum().backward()  # the backward reads the same copy
+        return out.detach()
+
+    def expected() -> torch.Tensor:
+        logits = (hidden.detach().bfloat16() @ weight.detach().bfloat16().T).float()
+        return full_vocab_logprobs(logits, ids)
+
+    first = run()
+    assert torch.allclose(first, expected(), atol=1e-5)
+    assert torch.equal(run(), first)
+    with torch.no_grad():
+        weight.mul_(1.5)  # an optimizer step or a weight load writes in place
+    scaled = run()
+    assert not torch.allclose(scaled, first, atol=1e-3)
+    assert torch.allclose(scaled, expected(), atol=1e-5)
+    weight.data = torch.randn(50, 16, generator=g)  # a new tensor behind the same parameter
+    assert torch.allclose(run(), expected(), atol=1e-5)

@@ -151,7 +151,17 @@ def test_packed_steps_give_the_plain_loss_and_gradient(policy, loss_type, aggreg
     packed, g_packed = _step(policy, groups, cfg, share=True)
     assert g_plain.abs().sum() > 0
     assert torch.allclose(g_plain, g_packed, atol=1e-6, rtol=1e-4)
-    for key in ("loss", "kl", "distill", "tokens", "clipped", "ratio_sum", "mismatch_kl_sum"):
+    assert plain["entropy_sum"] > 0
+    for key in (
+        "loss",
+        "kl",
+        "distill",
+        "tokens",
+        "clipped",
+        "ratio_sum",
+        "mismatch_kl_sum",
+        "entropy_sum",
+    ):
         assert packed[key] == pytest.approx(plain[key], rel=1e-5, abs=1e-6), key
     # 3 prompts of 4 tokens shared by 4 replies of 2-5: fewer tokens computed, nothing padded
     assert packed["padded_tokens"] < plain["padded_tokens"]
