@@ -23,7 +23,7 @@ import resource
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 TASK_FILE = (
     Path(__file__).resolve().parent.parent / "atroposlib" / "utils" / "chat_arithmetic_task.py"
@@ -51,7 +51,54 @@ def sum_reward(completions: list[Any], a: list[int], b: list[int], **_: Any) -> 
     return out
 
 
-def parse_args() -> argparse.Namespace:
+# GRPOTrainer's settings beyond ``common_settings`` (also ``bench/trl_same_batch.py``'s)
+SYNC_SETTINGS: dict[str, Any] = {
+    "gradient_accumulation_steps": 1,
+    "num_iterations": 1,
+    "beta": 0.0,
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "mask_truncated_completions": False,
+    # the dataset's order is the env's draw order: both stacks see the same questions
+    "shuffle_dataset": False,
+    "use_vllm": False,
+    "remove_unused_columns": False,
+}
+
+
+def common_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields both TRL trainers get (``trl_comparison.py``'s docstring maps each to ours);
+    ``args`` as ``parse_args`` gives them."""
+    return {
+        "output_dir": str(Path(args.out) / "trl"),
+        "max_steps": args.steps,
+        "learning_rate": args.lr,
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "adam_beta1": 0.9,
+        "adam_beta2": 0.99,
+        "weight_decay": 0.0,
+        "max_grad_norm": 1.0,
+        "num_generations": args.group_size,
+        "max_completion_length": args.max_tokens,
+        "temperature": args.temperature,
+        "top_p": 1.0,
+        "top_k": 0,
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "seed": args.seed,
+        "use_cpu": True,
+        "bf16": args.dtype == "bfloat16",
+        # TRL turns it on by default; our trainer keeps it off on CPU (a 135M model's activations fit),
+        # and recomputing every layer in backward would cost TRL a third more compute
+        "gradient_checkpointing": False,
+    }
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -69,7 +116,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def main() -> int:
@@ -127,51 +174,12 @@ def main() -> int:
         task_type="CAUSAL_LM",
     )
     batch = args.prompts_per_step * args.group_size
-    common: dict[str, Any] = {
-        "output_dir": str(args.out / "trl"),
-        "max_steps": args.steps,
-        "learning_rate": args.lr,
-        "lr_scheduler_type": "constant",
-        "warmup_steps": 0,
-        "adam_beta1": 0.9,
-        "adam_beta2": 0.99,
-        "weight_decay": 0.0,
-        "max_grad_norm": 1.0,
-        "num_generations": args.group_size,
-        "max_completion_length": args.max_tokens,
-        "temperature": args.temperature,
-        "top_p": 1.0,
-        "top_k": 0,
-        "epsilon": 0.2,
-        "epsilon_high": 0.28,
-        "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "no",
-        "seed": args.seed,
-        "use_cpu": True,
-        "bf16": args.dtype == "bfloat16",
-        # TRL turns it on by default; our trainer keeps it off on CPU (a 135M model's activations fit),
-        # and recomputing every layer in backward would cost TRL a third more compute
-        "gradient_checkpointing": False,
-    }
+    common = common_settings(args)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     if args.trainer == "sync":
         from trl import GRPOConfig, GRPOTrainer
 
-        config = GRPOConfig(
-            **common,
-            per_device_train_batch_size=batch,
-            gradient_accumulation_steps=1,
-            num_iterations=1,
-            beta=0.0,
-            loss_type="dapo",
-            scale_rewards="group",
-            mask_truncated_completions=False,
-            # the dataset's order is the env's draw order: both stacks see the same questions
-            shuffle_dataset=False,
-            use_vllm=False,
-            remove_unused_columns=False,
-        )
+        config = GRPOConfig(**common, **SYNC_SETTINGS, per_device_train_batch_size=batch)
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
         trainer = GRPOTrainer(
             model=model,

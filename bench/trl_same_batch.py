@@ -6,16 +6,19 @@ matches. This takes one batch our loop trained on (a step of a finished run: its
 store, and the LoRA adapter the trainer had published before that step) and computes one step's
 gradient twice:
 
-* ours: ``example_trainer.train_step.train_step`` with the SmolLM2 preset's loss settings (token
-  aggregation, eps 0.2/0.28, ``clip_reference=proximal``, prefix sharing, the trainer's dtype);
-* TRL's: ``GRPOTrainer._compute_loss`` (``loss_type="dapo"``, ``num_iterations=1``, ``beta=0``, the
-  bench's config) in TRL's own environment (``scripts/setup_trl_bench.sh``), on the same prompts and
-  completions laid out as TRL lays them out (prompts left-padded, completions right-padded, the mask
-  up to and including the end-of-turn token).
+* ours: ``example_trainer.train_step.train_step``, set up as the trainer sets itself up, with the
+  SmolLM2 preset's loss settings (the trainer's defaults: token aggregation, eps 0.2/0.28,
+  ``clip_reference=proximal``, prefix sharing; the preset's dtype);
+* TRL's: ``GRPOTrainer._compute_loss`` with ``bench/trl_grpo_chat.py``'s config (the one
+  ``trl_comparison.py`` trains with: ``loss_type="dapo"``, ``num_iterations=1``, ``beta=0``), in TRL's
+  own environment (``scripts/setup_trl_bench.sh``), on the same prompts and completions laid out as
+  TRL lays them out (prompts left-padded, completions right-padded, the completion mask up to and
+  including the end-of-turn token, and a multi-turn episode's tool results out of the loss through
+  TRL's ``tool_mask``, counted as TRL counts them).
 
 Both get the same advantages, TRL's (``scale_rewards="group"``: (r - mean) / (unbiased std + 1e-4)),
-given to ours as the env-supplied per-token advantages, and both divide the logits by the sampling
-temperature. Ours runs twice: with the batch's inference log-probabilities (what the loop trained
+given to ours as the env-supplied per-token advantages, and both divide the logits by the
+temperature the groups were sampled at (their ``generation_params``). Ours runs twice: with the batch's inference log-probabilities (what the loop trained
 with: the importance weight min(pi/mu, tis_cap) against vLLM's sampler) and without them (on-policy,
 weight 1, which is what TRL computes when it generates itself). Prints, per precision, the cosine
 between the two LoRA gradients (over every LoRA tensor together, and the worst tensor), the ratio of
@@ -34,15 +37,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parent.parent
-TRL_VERSION = "1.16.0"  # scripts/setup_trl_bench.sh
-TEMPERATURE = 0.7
 STD_EPS = 1e-4  # TRL's, added to the unbiased group std
 
 
@@ -88,18 +88,22 @@ def load_batch(run: Path, step: int) -> list[dict[str, Any]]:
 
 
 def split_sequences(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per sequence: prompt ids (before the first trained token), completion ids (from it), the
-    inference log-probabilities of the completion, and TRL's advantage of its group."""
+    """Per sequence: prompt ids (before the first trained token), completion ids (from it), which
+    completion tokens are trained (a multi-turn episode's tool results and template tokens are not:
+    TRL's ``tool_mask``), the inference log-probabilities of the completion, and TRL's advantage of
+    its group."""
     out = []
     for g in groups:
         adv = trl_advantages([float(s) for s in g["scores"]])
         for i, toks in enumerate(g["tokens"]):
-            first = next(t for t, m in enumerate(g["masks"][i]) if m != -100)
+            masks = g["masks"][i]
+            first = next(t for t, m in enumerate(masks) if m != -100)
             inf = (g.get("inference_logprobs") or [None] * len(g["tokens"]))[i]
             out.append(
                 {
                     "prompt": [int(t) for t in toks[:first]],
                     "completion": [int(t) for t in toks[first:]],
+                    "trained": [int(m != -100) for m in masks[first:]],
                     "inference_logprobs": None if inf is None else [float(x) for x in inf[first:]],
                     "advantage": adv[i],
                     "score": float(g["scores"][i]),
@@ -108,60 +112,80 @@ def split_sequences(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def sampling_temperature(groups: list[dict[str, Any]]) -> Optional[float]:
+    """The one temperature the batch's groups record (``generation_params``), or None when none
+    records one (the trainer then reads them at its ``--temperature``, 1.0)."""
+    found = {(g.get("generation_params") or {}).get("temperature") for g in groups}
+    if len(found) != 1:
+        raise SystemExit(
+            f"the batch's groups record several temperatures: {sorted(found, key=str)}"
+        )
+    value = found.pop()
+    return None if value is None else float(value)
+
+
+def with_trl_advantages(groups: list[dict[str, Any]], inference: bool) -> list[dict[str, Any]]:
+    """``groups`` as our trainer gets them, with TRL's advantages as the env-supplied per-token
+    ones; without their inference log-probabilities unless ``inference`` (then the trainer takes
+    every sequence as on-policy: weight 1, as TRL when it generates itself)."""
+    out = []
+    for g in groups:
+        adv = trl_advantages([float(s) for s in g["scores"]])
+        copy = {k: v for k, v in g.items() if inference or k != "inference_logprobs"}
+        copy["advantages"] = [[a] * len(t) for a, t in zip(adv, g["tokens"], strict=True)]
+        out.append(copy)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Ours
 # ----------------------------------------------------------------------------------------------
 def our_gradient(
-    base: str, adapter: Path, seqs: list[dict[str, Any]], dtype: str, inference: bool
+    base: str, adapter: Path, groups: list[dict[str, Any]], dtype: str
 ) -> tuple[dict[str, Any], dict[str, float]]:
+    """One step's LoRA gradient from the trainer's own pieces, set up as the trainer sets itself up
+    (``bench/step_breakdown.py`` does the same), with the SmolLM2 preset's loss settings: the
+    trainer's defaults, ``dtype``, temperatures from the groups."""
     import torch
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
 
     from example_trainer.batching import flatten_batch
     from example_trainer.config import TrainingConfig
     from example_trainer.distributed import DistInfo
+    from example_trainer.logprobs import inspect_output_head
     from example_trainer.metrics import step_metrics
+    from example_trainer.model_setup import attention_kernel, load_policy, set_attention
+    from example_trainer.precision import resolve_precision
     from example_trainer.prefix_packing import prefix_sharing_check
     from example_trainer.train_step import train_step
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    # the trainer's choice on a CPU: eager attention under bf16 autocast (--attn-implementation auto)
-    model.set_attn_implementation("eager" if dtype == "bfloat16" else "sdpa")
+    cfg = TrainingConfig(model_name=base, seq_len=256, dtype=dtype, temperature_from_groups=True)
+    device = torch.device("cpu")
+    model, tokenizer = load_policy(base, torch.float32, device)
+    inspect_output_head(model)
+    precision = resolve_precision(cfg, device, fsdp=False)
+    set_attention(model, attention_kernel(cfg.attn_implementation, device, precision.compute))
     model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
     model.train()
-    groups = []
-    for s in seqs:
-        toks = s["prompt"] + s["completion"]
-        g: dict[str, Any] = {
-            "tokens": [toks],
-            "masks": [[-100] * len(s["prompt"]) + s["completion"]],
-            "scores": [s["score"]],
-            "advantages": [[s["advantage"]] * len(toks)],
-            "generation_params": {"temperature": TEMPERATURE},
-        }
-        if inference and s["inference_logprobs"] is not None:
-            g["inference_logprobs"] = [[1.0] * len(s["prompt"]) + s["inference_logprobs"]]
-        groups.append(g)
-    cfg = TrainingConfig(
-        model_name=base,
-        seq_len=256,
-        aggregation="token",
-        eps_low=0.2,
-        eps_high=0.28,
-        clip_reference="proximal",
-        temperature_from_groups=True,
-        dtype=dtype,
+    flat = flatten_batch(
+        groups,
+        seq_len=cfg.seq_len,
+        temperature=cfg.temperature,
+        temperature_from_groups=cfg.temperature_from_groups,
     )
-    flat = flatten_batch(groups, seq_len=cfg.seq_len, temperature=1.0, temperature_from_groups=True)
+    if flat.truncated:
+        raise SystemExit(f"{flat.truncated} sequences are longer than {cfg.seq_len} tokens")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     share = prefix_sharing_check(model) is None
-    stats = train_step(
-        model, None, flat, cfg, DistInfo(), torch.device("cpu"), 0, share_prefix=share
-    )
+    stats = train_step(model, None, flat, cfg, DistInfo(), device, pad, share_prefix=share)
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     m = step_metrics(1, flat, stats, 0.0, 0.0, 1.0, 0.0)
-    return grads, {"loss": float(m["loss"]), "entropy": float(m["entropy"])}
+    return grads, {
+        "loss": float(m["loss"]),
+        "entropy": float(m["entropy"]),
+        "on_policy_sequences": float(m["on_policy_sequences"]),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -174,29 +198,21 @@ def trl_side(args: argparse.Namespace) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    # the bench's own settings (trl_grpo_chat.py, beside this file), at this batch's temperature
+    from trl_grpo_chat import SYNC_SETTINGS, common_settings
+    from trl_grpo_chat import parse_args as bench_args
+
     torch.manual_seed(0)
     seqs = json.loads(Path(args.batch).read_text())
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model = PeftModel.from_pretrained(model, args.adapter, is_trainable=True)
+    bench = bench_args(
+        ["--model", args.model, "--out", str(args.out), "--dtype", args.dtype]
+        + ["--temperature", str(args.temperature), "--steps", "1"]
+    )
     config = GRPOConfig(
-        output_dir=str(Path(args.out) / "trl"),
-        per_device_train_batch_size=len(seqs),
-        gradient_accumulation_steps=1,
-        num_iterations=1,
-        num_generations=8,
-        beta=0.0,
-        loss_type="dapo",
-        scale_rewards="group",
-        epsilon=0.2,
-        epsilon_high=0.28,
-        temperature=TEMPERATURE,
-        max_completion_length=16,
-        use_cpu=True,
-        bf16=args.dtype == "bfloat16",
-        gradient_checkpointing=False,
-        report_to="none",
-        use_vllm=False,
+        **common_settings(bench), **SYNC_SETTINGS, per_device_train_batch_size=len(seqs)
     )
     dataset = Dataset.from_dict({"prompt": ["unused"] * len(seqs)})
     trainer = GRPOTrainer(
@@ -219,13 +235,17 @@ def trl_side(args: argparse.Namespace) -> int:
     completion_mask = torch.tensor(
         [[1] * len(s["completion"]) + [0] * (c_len - len(s["completion"])) for s in seqs]
     )
+    # TRL's multi-turn mask: 0 on the tool results inside a completion, which are not trained
+    tool_mask = torch.tensor([s["trained"] + [0] * (c_len - len(s["trained"])) for s in seqs])
     inputs = {
         "prompt_ids": prompt_ids,
         "prompt_mask": prompt_mask,
         "completion_ids": completion_ids,
         "completion_mask": completion_mask,
+        "tool_mask": tool_mask,
         "advantages": torch.tensor([s["advantage"] for s in seqs], dtype=torch.float32),
-        "num_items_in_batch": completion_mask.sum(),
+        # as TRL counts it: the tokens its loss reads (completion_mask * tool_mask)
+        "num_items_in_batch": (completion_mask * tool_mask).sum(),
         "old_per_token_logps": None,
     }
     trainer.model.train()
@@ -277,19 +297,6 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def trl_python() -> Path:
-    venv = Path(
-        os.environ.get("ATROPOS_TRL_BENCH_VENV")
-        or Path.home() / ".cache" / "atroposlib" / f"trl-bench-{TRL_VERSION}"
-    )
-    py = venv / "bin" / "python"
-    if not py.exists():
-        raise SystemExit(
-            f"TRL's environment is not installed ({venv}): run scripts/setup_trl_bench.sh"
-        )
-    return py
-
-
 def adapter_before(run: Path, step: int) -> Path:
     weights = run / "trainer" / "weights"
     name = "start" if step <= 1 else f"step_{step - 1:07d}"
@@ -308,7 +315,7 @@ def main() -> int:
         "--run", type=Path, help="a finished run of our loop (with api-data and trainer/weights)"
     )
     p.add_argument("--step", type=int, help="the step whose batch to compare")
-    p.add_argument("--model", default=str(REPO / "runs" / "models" / "SmolLM2-135M-Instruct"))
+    p.add_argument("--model", default=None, help="the run's base model (default: SmolLM2's)")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "same-batch")
     p.add_argument("--side", choices=["ours", "trl"], default="ours", help=argparse.SUPPRESS)
@@ -316,19 +323,34 @@ def main() -> int:
     p.add_argument("--adapter", help=argparse.SUPPRESS)
     p.add_argument("--dtype", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--temperature", type=float, default=1.0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.side == "trl":
         return trl_side(args)
     if args.run is None or args.step is None:
         p.error("--run and --step are required")
-    if not Path(args.model).exists():
-        raise SystemExit(f"no model at {args.model}: run the SmolLM2 demo's set-up first")
     sys.path.insert(0, str(REPO))
     import torch
+    from trl_comparison import find_trl_python
 
+    from example_trainer.demo_smollm2 import MODEL_CACHE
+
+    model = args.model or str(MODEL_CACHE)
+    if not (Path(model) / "config.json").is_file():
+        raise SystemExit(f"no model at {model}: run the SmolLM2 demo's set-up first")
+    if not (args.run / "api-data" / "trajectories.sqlite3").is_file():
+        raise SystemExit(f"{args.run} has no run-api store (api-data/trajectories.sqlite3)")
+    trl_python, why = find_trl_python()
+    if trl_python is None:
+        raise SystemExit(f"TRL's environment is not available: {why}")
     torch.set_num_threads(2)
     groups = load_batch(args.run, args.step)
     seqs = split_sequences(groups)
+    recorded = sampling_temperature(groups)
+    temperature = 1.0 if recorded is None else recorded
+    said = (
+        f"{temperature:g}" if recorded is not None else "1 (none recorded: the trainer's default)"
+    )
     adapter = adapter_before(args.run, args.step)
     args.out.mkdir(parents=True, exist_ok=True)
     batch_file = args.out / f"batch-step{args.step}.json"
@@ -336,18 +358,21 @@ def main() -> int:
     scores = [s["score"] for s in seqs]
     print(
         f"step {args.step} of {args.run}: {len(groups)} groups, {len(seqs)} sequences, "
-        f"mean reward {sum(scores) / len(scores):.3f}, weights {adapter.name}"
+        f"mean reward {sum(scores) / len(scores):.3f}, temperature {said}, "
+        f"weights {adapter.name}"
     )
     table = []
     for dtype in [d for d in args.dtypes.split(",") if d]:
         result = args.out / f"trl-{dtype}.pt"
         cmd = [
-            str(trl_python()),
+            trl_python,
             __file__,
             "--side",
             "trl",
             "--model",
-            args.model,
+            model,
+            "--temperature",
+            str(temperature),
             "--batch",
             str(batch_file),
             "--adapter",
@@ -365,7 +390,11 @@ def main() -> int:
             raise SystemExit(f"TRL's side failed ({dtype}): {tail[0]}")
         theirs = torch.load(result)
         for inference in (False, True):
-            grads, m = our_gradient(args.model, adapter, seqs, dtype, inference)
+            grads, m = our_gradient(model, adapter, with_trl_advantages(groups, inference), dtype)
+            if inference and m["on_policy_sequences"]:
+                print(
+                    f"({m['on_policy_sequences']:.0f} sequences came without vLLM log-probabilities)"
+                )
             c = compare(grads, theirs["grads"])
             table.append(
                 {

@@ -71,14 +71,16 @@ _CAST_ATTR = "_atroposlib_compute_copy"
 
 
 def _weight_in(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``weight`` in ``dtype``. On a CPU a frozen weight's copy (LoRA training: the tied embedding) is
-    kept until the weight changes (an in-place write bumps its version, a new storage changes its
-    pointer): casting SmolLM2's 49,152 x 576 head there took ~37 ms, twice a step (forward and
-    backward), for a copy of half the fp32 head's memory. Elsewhere (a GPU casts in well under a
-    millisecond; an FSDP shard must not be kept whole) it is cast every time."""
+    """``weight`` in ``dtype``. In one CPU process a frozen weight's copy (LoRA training: the tied
+    embedding) is kept until the weight changes (an in-place write bumps its version, a new storage
+    changes its pointer): casting SmolLM2's 49,152 x 576 head there took ~37 ms, twice a step
+    (forward and backward), for a copy of half the fp32 head's memory. Elsewhere it is cast every
+    time: a GPU casts in well under a millisecond, and under torch.distributed FSDP gathers the
+    weight into storage it frees and refills (keeping its version), whose copy must not be kept."""
     if weight.dtype == dtype:
         return weight
-    if weight.requires_grad or weight.device.type != "cpu":
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if weight.requires_grad or weight.device.type != "cpu" or distributed:
         return weight.to(dtype)
     key = (weight._version, weight.data_ptr(), dtype)
     hit = getattr(weight, _CAST_ATTR, None)

@@ -66,6 +66,7 @@ def test_a_steps_batch_comes_back_split_as_trl_lays_it_out(same_batch, tmp_path)
     assert [s["prompt"] for s in seqs] == [[5, 6, 7]] * 4 + [[20, 21]] * 2
     assert [s["completion"] for s in seqs] == [[8, 9], [10], [11, 12, 13], [14], [22], [23]]
     assert seqs[2]["inference_logprobs"] == [-0.5] * 3
+    assert seqs[2]["trained"] == [1, 1, 1]
     # TRL's scale_rewards="group": mean 0.25, unbiased std sqrt(0.75 / 3) = 0.5, plus 1e-4
     assert seqs[0]["advantage"] == pytest.approx(0.75 / (0.5 + 1e-4))
     assert seqs[1]["advantage"] == pytest.approx(-0.25 / (0.5 + 1e-4))
@@ -79,3 +80,40 @@ def test_a_step_without_a_batch_is_one_line(same_batch, tmp_path):
     _store_run(tmp_path, {1: [_group([1], [[2], [3]], [0.0, 1.0])]})
     with pytest.raises(SystemExit, match=r"no batch for step 7 .* it has steps 1\.\.1$"):
         same_batch.load_batch(tmp_path, 7)
+
+
+def test_a_tool_result_inside_a_completion_is_out_of_trls_loss_too(same_batch):
+    """A multi-turn episode: the completion runs from the first generated token to the end, and the
+    tool's reply inside it is masked for both trainers (TRL's ``tool_mask``)."""
+    episode = {
+        "tokens": [[1, 2, 3, 4, 5, 6, 7]],  # prompt 1 2 | call 3 4 | tool reply 5 | answer 6 7
+        "masks": [[-100, -100, 3, 4, -100, 6, 7]],
+        "scores": [1.0],
+    }
+    (seq,) = same_batch.split_sequences([episode])
+    assert seq["prompt"] == [1, 2] and seq["completion"] == [3, 4, 5, 6, 7]
+    assert seq["trained"] == [1, 1, 0, 1, 1]
+    assert seq["inference_logprobs"] is None
+
+
+def test_our_side_gets_trls_advantages_per_token_and_the_one_temperature(same_batch):
+    groups = [
+        {**_group([5, 6], [[7], [8, 9]], [1.0, 0.0]), "generation_params": {"temperature": 0.7}},
+        {**_group([5, 6], [[10], [11]], [0.0, 0.0]), "generation_params": {"temperature": 0.7}},
+    ]
+    assert same_batch.sampling_temperature(groups) == 0.7
+    on_policy = same_batch.with_trl_advantages(groups, inference=False)
+    lagged = same_batch.with_trl_advantages(groups, inference=True)
+    a = 0.5 / (math.sqrt(0.5) + 1e-4)  # unbiased std of (1, 0)
+    assert on_policy[0]["advantages"] == [[pytest.approx(a)] * 3, [pytest.approx(-a)] * 4]
+    assert on_policy[1]["advantages"] == [[0.0] * 3, [0.0] * 3]
+    assert all("inference_logprobs" not in g for g in on_policy)
+    assert [g["inference_logprobs"] for g in lagged] == [g["inference_logprobs"] for g in groups]
+    assert "advantages" not in groups[0]  # the store's groups are left as they were
+    groups[1]["generation_params"] = {"temperature": 1.0}
+    with pytest.raises(SystemExit, match=r"several temperatures: \[0.7, 1.0\]"):
+        same_batch.sampling_temperature(groups)
+    # none recorded: unknown, not a number made up (the caller says it uses the trainer's default)
+    assert same_batch.sampling_temperature([_group([1], [[2]], [1.0])]) is None
+    with pytest.raises(SystemExit, match="several temperatures"):
+        same_batch.sampling_temperature([_group([1], [[2]], [1.0]), groups[0]])
