@@ -38,7 +38,7 @@ import httpx
 from openai.types.chat.chat_completion import ChatCompletion
 from openai.types.completion import Completion
 
-from atroposlib.errors import InferenceError
+from atroposlib.errors import InferenceError, ServerDown, ServerSilent, ServerSlow
 from atroposlib.inference_clients.answers import rejected
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.generation_log import note_versions
@@ -61,20 +61,6 @@ TokensAndLogprobs = tuple[list[int], list[list[int]], list[list[float]], list[st
 VERSION_READ_MAX_AGE = 1.0
 """Seconds a read of a server's weights version serves as the lower bound of the requests sent
 after it; older, a request waits for a fresh read first (one per second at most, shared)."""
-
-
-class ServerDown(InferenceError):
-    """The server could not be reached (connection refused/reset, timeout, 5xx after retries)."""
-
-
-class ServerSlow(ServerDown):
-    """The server answers its health probe but a request ran past its time limit: alive, generating
-    slower than ``--openai.min_tokens_per_second`` allows."""
-
-
-class ServerSilent(ServerDown):
-    """The server accepts connections but, never seen working, answered nothing within its
-    ``silence_limit``, not even a health probe."""
 
 
 def api_root(base_url: str) -> str:
@@ -310,14 +296,20 @@ class APIServer(PromptLogprobsMixin):
 
     # --- public API (Atropos names) ----------------------------------------------------------
     async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
+        answer, _ = await self._issue(kwargs, self._request_chat, _choice_stamps, reasoning=True)
+        return answer
+
+    async def _issue(
+        self, kwargs: dict[str, Any], request: Any, stamps_of: Any, reasoning: bool = False
+    ) -> tuple[Any, list[Optional[Span]]]:
+        """What every public request does around ``request(kwargs)``: take out our own arguments
+        (``split``, ``skip_reasoning``), add the env's thinking settings to a chat request
+        (``reasoning``), name the configured model, and run it with retries, versioned."""
         split = kwargs.pop("split", "train")
-        if not kwargs.pop("skip_reasoning", False):
+        if not kwargs.pop("skip_reasoning", False) and reasoning:
             self._add_reasoning(kwargs)
         kwargs.setdefault("model", self.config.model_name)
-        answer, _ = await self._versioned(
-            lambda: self._with_retries(split, self._request_chat, kwargs), _choice_stamps
-        )
-        return answer
+        return await self._versioned(lambda: self._with_retries(split, request, kwargs), stamps_of)
 
     def _add_reasoning(self, kwargs: dict[str, Any]) -> None:
         """Chat requests carry the env's thinking settings in the backend's own terms: vLLM's
@@ -331,21 +323,11 @@ class APIServer(PromptLogprobsMixin):
             kwargs.setdefault("thinking_token_budget", self.reasoning["max_reasoning_tokens"])
 
     async def completion(self, **kwargs: Any) -> Completion:
-        split = kwargs.pop("split", "train")
-        kwargs.pop("skip_reasoning", None)
-        kwargs.setdefault("model", self.config.model_name)
-        answer, _ = await self._versioned(
-            lambda: self._with_retries(split, self._request_completion, kwargs), _choice_stamps
-        )
+        answer, _ = await self._issue(kwargs, self._request_completion, _choice_stamps)
         return answer
 
     async def tokens_and_logprobs_completion(self, **kwargs: Any) -> TokensAndLogprobs:
-        split = kwargs.pop("split", "train")
-        kwargs.pop("skip_reasoning", None)
-        kwargs.setdefault("model", self.config.model_name)
-        answer, spans = await self._versioned(
-            lambda: self._with_retries(split, self._request_tokens, kwargs), result_versions
-        )
+        answer, spans = await self._issue(kwargs, self._request_tokens, result_versions)
         prompt, outs, lps, reasons = answer
         return TokenResult(prompt, outs, lps, reasons, spans)
 

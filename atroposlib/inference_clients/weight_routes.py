@@ -6,7 +6,7 @@ needs to know which server speaks which protocol. The calls are synchronous (``h
 trainer refreshes from its own thread, outside any event loop.
 
 The helpers below are the routes more than one server shares: ``/update_weights_from_disk`` (our
-engine and SGLang) and vLLM's ``/v1/load_lora_adapter`` with ``load_inplace`` (vLLM and our engine).
+engine and SGLang, whose routes both derive from ``DiskReloadRoutes``) and vLLM's ``/v1/load_lora_adapter`` with ``load_inplace`` (vLLM and our engine).
 
 Every load names the ``version`` of the weights (the trainer step): the server labels what it serves
 with it and reports it with every completion or on request (``weights_version``), which is how a
@@ -55,6 +55,16 @@ class WeightRoutes(ABC):
     def label(self, http: httpx.Client, base: str, version: int) -> bool:
         """Label the weights the server holds now (after a restart); False when it cannot."""
         return label_weights(http, base, version)
+
+
+class DiskReloadRoutes(WeightRoutes):
+    """A server that takes a full checkpoint at ``POST /update_weights_from_disk`` (our engine,
+    SGLang); subclasses say how to recognise it and how it loads a LoRA."""
+
+    def reload_from_disk(
+        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
+    ) -> Any:
+        return update_weights_from_disk(http, base, path, version)
 
 
 def get(http: httpx.Client, url: str) -> Optional[httpx.Response]:
@@ -139,6 +149,7 @@ def check_lora_answer(r: httpx.Response, base: str, name: str) -> None:
 
 
 __all__ = [
+    "DiskReloadRoutes",
     "WeightRoutes",
     "check_lora_answer",
     "get",

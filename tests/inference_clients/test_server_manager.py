@@ -255,6 +255,31 @@ def test_thinking_settings_reach_the_servers(fake_server):
     assert third["reasoning_effort"] == "low"
 
 
+def test_every_request_kind_goes_through_one_prelude(fake_server):
+    """Chat, completion and token requests alike: ``split`` and ``skip_reasoning`` stay ours, the
+    configured model is named, and only a chat request carries the thinking settings."""
+
+    async def go():
+        sm = ServerManager([_cfg(fake_server.base_url)])
+        sm.set_reasoning(thinking_mode=True)
+        ours = {"split": "eval", "skip_reasoning": False, "max_tokens": 2}
+        try:
+            await sm.chat_completion(messages=[{"role": "user", "content": "hi"}], **ours)
+            await sm.completion(prompt="hi", **ours)
+            await sm.tokens_and_logprobs_completion(prompt="hi", **ours)
+        finally:
+            await sm.close()
+
+    asyncio.run(go())
+    chat, completion, tokens = fake_server.requests
+    for body in (chat, completion, tokens):
+        assert "split" not in body and "skip_reasoning" not in body
+        assert body["model"] == "tiny"
+    assert chat["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "chat_template_kwargs" not in completion and "chat_template_kwargs" not in tokens
+    assert tokens["return_token_ids"] is True
+
+
 def test_max_reasoning_tokens_reaches_the_server_as_vllms_thinking_budget(fake_server, caplog):
     """The env flag had no reader: setting it changed nothing."""
     import logging

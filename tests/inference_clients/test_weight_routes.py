@@ -8,7 +8,8 @@ import pytest
 
 from atroposlib.errors import ConfigError, InferenceError
 from atroposlib.inference_clients.backend import APIServer
-from atroposlib.inference_clients.backends.engine import EngineServer
+from atroposlib.inference_clients.backends.engine import EngineRoutes, EngineServer
+from atroposlib.inference_clients.backends.sglang import SGLangRoutes
 from atroposlib.inference_clients.backends.vllm import VLLMRoutes, VLLMServer
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.registry import (
@@ -19,6 +20,7 @@ from atroposlib.inference_clients.registry import (
     weight_routes,
 )
 from atroposlib.inference_clients.server_manager import ServerManager
+from atroposlib.inference_clients.weight_routes import DiskReloadRoutes
 from tests.inference_clients.sglang_like import sglang_like_server
 
 
@@ -77,6 +79,18 @@ def test_every_load_names_the_trainer_step_as_the_weights_version(sglang_like, t
         {"model_path": str(tmp_path / "step_3"), "weight_version": "3"},
     )
     assert calls[-1] == ("update_weight_version", {"new_version": "4"})
+
+
+def test_our_engine_and_sglang_reload_through_the_one_disk_route(sglang_like, tmp_path):
+    """Both post the same ``/update_weights_from_disk`` body, the version as SGLang's
+    ``weight_version`` (``DiskReloadRoutes``)."""
+    url, calls = sglang_like
+    with httpx.Client() as http:
+        for routes in (EngineRoutes(), SGLangRoutes()):
+            assert isinstance(routes, DiskReloadRoutes)
+            routes.reload_from_disk(http, url, str(tmp_path / "step_5"), version=5)
+    body = {"model_path": str(tmp_path / "step_5"), "weight_version": "5"}
+    assert calls == [("update_weights_from_disk", body)] * 2
 
 
 def test_vllm_routes_explain_a_server_without_dev_mode(sglang_like, tmp_path):

@@ -9,29 +9,23 @@ which reports ``weights_version``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import httpx
 
 from atroposlib.inference_clients.backends.vllm import VLLMServer
 from atroposlib.inference_clients.weight_routes import (
-    WeightRoutes,
+    DiskReloadRoutes,
     json_body,
     load_lora_in_place,
-    update_weights_from_disk,
 )
 
 
-class EngineRoutes(WeightRoutes):
+class EngineRoutes(DiskReloadRoutes):
     """Our engine's reload and LoRA routes (see the module docstring)."""
 
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         return health.status_code == 200 and "weights_version" in json_body(health)
-
-    def reload_from_disk(
-        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
-    ) -> Any:
-        return update_weights_from_disk(http, base, path, version)
 
     def load_lora(
         self,

@@ -17,12 +17,11 @@ from atroposlib.inference_clients.backends.vllm import VLLMServer
 from atroposlib.inference_clients.generation_log import note_missing_logprobs
 from atroposlib.inference_clients.logprobs import PromptLogprobsMixin, token_logprobs
 from atroposlib.inference_clients.weight_routes import (
-    WeightRoutes,
+    DiskReloadRoutes,
     check_lora_answer,
     get,
     label_weights,
     post,
-    update_weights_from_disk,
 )
 from atroposlib.inference_clients.weights_version import TokenResult, span_of_labels
 
@@ -39,17 +38,12 @@ _SGLANG_SAMPLING = {
 }
 
 
-class SGLangRoutes(WeightRoutes):
+class SGLangRoutes(DiskReloadRoutes):
     """SGLang's reload and LoRA routes (see the module docstring)."""
 
     def identify(self, http: httpx.Client, base: str, health: httpx.Response) -> bool:
         info = get(http, base + "/get_server_info")
         return info is not None and info.status_code == 200
-
-    def reload_from_disk(
-        self, http: httpx.Client, base: str, path: str, version: Optional[int] = None
-    ) -> Any:
-        return update_weights_from_disk(http, base, path, version)
 
     def load_lora(
         self,
