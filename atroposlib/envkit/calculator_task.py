@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from atroposlib.envkit.tool_calls import TOOLBOX, Tool
+from atroposlib.utils.chat_arithmetic_task import last_integer
 from atroposlib.utils.tool_call_parser import hermes_call_text
-
-_INTEGER = re.compile(r"-?\d+")
 
 #: what an episode ended with; the env counts each kind
 OUTCOMES = ("correct", "wrong answer", "malformed tool call", "past max_turns", "out of room")
@@ -98,12 +96,6 @@ def split_problems(
     while len(chosen) < held_out:
         chosen[CalcProblem(rng.randint(a_lo, a_hi), rng.randint(b_lo, b_hi))] = None
     return CalcSplit(tuple(chosen), a_range, b_range)
-
-
-def last_integer(text: str) -> Optional[int]:
-    """The last integer written in ``text`` (thousands separators allowed), or None."""
-    found = _INTEGER.findall(text.replace(",", ""))
-    return int(found[-1]) if found else None
 
 
 def tool_system_prompt(tools: Sequence[Tool]) -> str:

@@ -38,7 +38,8 @@ class ChatProblem:
 
 
 def last_integer(text: str) -> int | None:
-    """The last integer written in ``text`` (``None`` when there is none)."""
+    """The last integer written in ``text``, thousands separators allowed (``None`` when there is
+    none); the calculator task (``envkit.calculator_task``) reads its final answers with it too."""
     found = _INTEGER.findall(text.replace(",", ""))
     return int(found[-1]) if found else None
 
