@@ -7,7 +7,7 @@ For each length-sorted micro-batch of this rank's share of the batch (a padded-t
    mixed-precision policy, or plain fp32), the model's output embedding swapped for the chunked
    sampled-token head (``logprobs.py``), so no ``[tokens, vocab]`` logits exist; the logits are divided
    by each sequence's temperature (``--temperature`` or the group's ``generation_params``);
-2. the policy loss (``losses.py``) plus the optional k3 KL to a reference and the top-k distillation
+2. the policy loss (``losses/``) plus the optional k3 KL to a reference and the top-k distillation
    term, all with the same per-token weights, so each is aggregated the same way (token, sequence or
    constant). The ratio's behaviour policy is each sequence's inference logprobs; a sequence that sent
    none is on-policy (counted in ``on_policy_seqs``) without changing the others. The KL's reference is
@@ -28,20 +28,22 @@ a reference model nor ``ref_logprobs``.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
 from atroposlib.errors import ConfigError, SchemaError
-from example_trainer.batching import FlatBatch, MicroBatch, collate, split_micro_batches
+from example_trainer.batching import (
+    FlatBatch,
+    MicroBatch,
+    Sequence,
+    collate,
+    split_micro_batches,
+)
 from example_trainer.config import TrainingConfig
 from example_trainer.distributed import DistInfo, all_reduce_sums
-from example_trainer.logprobs import (
-    full_vocab_entropy,
-    full_vocab_logprobs,
-    output_vocab_size,
-    sampled_token_head,
-)
+from example_trainer.logprobs import full_vocab_entropy, full_vocab_logprobs, sampled_token_head
 from example_trainer.losses import (
     distill_from_logprobs,
     kl_k3,
@@ -49,7 +51,8 @@ from example_trainer.losses import (
     policy_loss,
     sequence_weights,
 )
-from example_trainer.precision import autocast_context, resolve_precision
+from example_trainer.output_head import output_vocab_size
+from example_trainer.precision import Precision, autocast_context, resolve_precision
 from example_trainer.prefix_packing import (
     layout,
     pack_rows,
@@ -169,6 +172,65 @@ def _dummy_pass(
     zero.backward()
 
 
+# the statistics a step sums over its micro-batches (then over ranks; ratio_max / ratio_min are the
+# extremes), in the order every rank reduces them; metrics.step_metrics turns them into the row
+_STEP_SUMS = ("loss", "kl", "distill", "tokens", "clipped", "capped", "ratio_sum", "abs_delta_sum")
+# those of them the policy loss reports per micro-batch (``losses.policy_loss``'s stats)
+_POLICY_SUMS = (
+    "tokens",
+    "clipped",
+    "capped",
+    "ratio_sum",
+    "abs_delta_sum",
+    "mismatch_kl_sum",
+    "on_policy_seqs",
+    "entropy_sum",
+)
+
+
+def _zero_stats() -> dict[str, float]:
+    stats: dict[str, float] = dict.fromkeys(_STEP_SUMS, 0.0)
+    stats.update(
+        mismatch_kl_sum=0.0,
+        entropy_sum=0.0,  # the policy's entropy summed over trained tokens (mask-weighted)
+        ratio_max=0.0,
+        ratio_min=float("inf"),
+        seq_tokens=0.0,
+        on_policy_seqs=0.0,
+        padded_tokens=0.0,  # rows x padded length: what the forward computes (step_flops)
+        padded_square_sum=0.0,
+        head_tokens=0.0,  # positions the output head ran at
+    )
+    return stats
+
+
+@dataclass
+class _StepContext:
+    """What every micro-batch of one step shares."""
+
+    model: torch.nn.Module
+    ref_model: Optional[torch.nn.Module]
+    cfg: TrainingConfig
+    info: DistInfo
+    device: torch.device
+    pad_id: int
+    timer: StepTimer
+    share_prefix: bool
+    precision: Precision
+    norm: float  # the whole batch's normaliser (losses.normaliser_for)
+    ref_step: bool  # some sequence lacks ref_logprobs: the reference model's forward runs
+    lockstep: bool  # FSDP: the sharded reference's forward is a collective every rank joins
+
+
+@dataclass
+class _MicroBatchResult:
+    mb: MicroBatch
+    loss: torch.Tensor  # summed over the micro-batch, before the normaliser
+    policy_stats: dict[str, float]
+    kl: float
+    distill: float
+
+
 def train_step(
     model: torch.nn.Module,
     ref_model: Optional[torch.nn.Module],
@@ -185,7 +247,6 @@ def train_step(
     ``timer`` (``step_timing.py``) gets the collate, forward and backward phases of each micro-batch.
     ``share_prefix``: the sequences sharing a prompt run it once, in packed rows (``prefix_packing.py``;
     the trainer decides at set-up whether the model allows it)."""
-    timer = timer if timer is not None else NullTimer()
     precision = resolve_precision(cfg, device, fsdp=info.enabled and cfg.parallel == "fsdp")
     seqs = flat.sequences
     n_tokens = float(sum(sum(s.trained[1:]) for s in seqs))
@@ -196,80 +257,97 @@ def train_step(
     ref_step = (
         cfg.kl_coef > 0 and ref_model is not None and any(s.ref_logprobs is None for s in seqs)
     )
-    lockstep = info.enabled and cfg.parallel == "fsdp"
-    # rows of sequences (one each, or packed with a shared prefix); the same global micro-batches of
-    # rows on every rank (DDP needs equal counts), each split across ranks
+    step = _StepContext(
+        model,
+        ref_model,
+        cfg,
+        info,
+        device,
+        pad_id,
+        timer if timer is not None else NullTimer(),
+        share_prefix,
+        precision,
+        norm,
+        ref_step,
+        lockstep=info.enabled and cfg.parallel == "fsdp",
+    )
+    micro = _global_micro_batches(seqs, cfg, info, share_prefix)
+    stats = _zero_stats()
+    for i, global_mb in enumerate(micro):
+        # the gradients are reduced over ranks once, at the last micro-batch
+        no_sync = info.enabled and i < len(micro) - 1 and hasattr(model, "no_sync")
+        with model.no_sync() if no_sync else contextlib.nullcontext():
+            result = _micro_batch_pass(step, global_mb[info.rank :: info.world_size])
+        if result is not None:
+            _add_micro_batch_stats(stats, result, step.norm, chunked=cfg.logprob_chunk_tokens > 0)
+    return all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
+
+
+def _global_micro_batches(
+    seqs: list[Sequence], cfg: TrainingConfig, info: DistInfo, share_prefix: bool
+) -> list[list[list[Sequence]]]:
+    """Rows of sequences (one each, or packed with a shared prefix) in the same global micro-batches
+    on every rank (DDP needs equal counts), each to be split across the ranks."""
     budget = cfg.resolved_micro_batch_tokens()
     rows = pack_rows(seqs, budget) if share_prefix else [[s] for s in seqs]
-    micro = split_micro_batches(
+    return split_micro_batches(
         rows,
         num_micro_batches=cfg.gradient_accumulation_steps * info.world_size,
         max_tokens=budget * info.world_size,
         length=row_length if share_prefix else (lambda row: len(row[0].tokens)),
     )
-    stats: dict[str, float] = dict.fromkeys(
-        ("loss", "kl", "distill", "tokens", "clipped", "capped", "ratio_sum", "abs_delta_sum"), 0.0
-    )
-    stats.update(
-        mismatch_kl_sum=0.0,
-        entropy_sum=0.0,  # the policy's entropy summed over trained tokens (mask-weighted)
-        ratio_max=0.0,
-        ratio_min=float("inf"),
-        seq_tokens=0.0,
-        on_policy_seqs=0.0,
-        padded_tokens=0.0,  # rows x padded length: what the forward computes (step_flops)
-        padded_square_sum=0.0,
-        head_tokens=0.0,  # positions the output head ran at
-    )
-    for i, global_mb in enumerate(micro):
-        local_rows = global_mb[info.rank :: info.world_size]
-        local = [s for row in local_rows for s in row]
-        sync = i == len(micro) - 1
-        no_sync = info.enabled and not sync and hasattr(model, "no_sync")
-        with model.no_sync() if no_sync else contextlib.nullcontext():
-            if not local:
-                ref = ref_model if (ref_step and lockstep) else None
-                with timer.phase("forward"):
-                    _dummy_pass(model, ref, device, pad_id, autocast_context(precision, device))
-                continue
-            with timer.phase("prepare"):
-                mb = collate(local, pad_id=pad_id)
-                if share_prefix:
-                    mb.packed = layout(local_rows, pad_id)
-                mb = mb.to(device)
-            needs_ref = any(s.ref_logprobs is None for s in local)
-            run_ref = ref_step and (lockstep or needs_ref)
-            with timer.phase("forward"), autocast_context(precision, device):
-                loss, parts_stats, kl, distill = _micro_batch_loss(
-                    model, ref_model if run_ref else None, mb, cfg
-                )
-            # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
-            with timer.phase("backward"):
-                (loss * info.world_size / norm).backward()
-        stats["loss"] += float(loss.detach()) / norm
-        stats["kl"] += kl / norm
-        stats["distill"] += distill / norm
-        stats["seq_tokens"] += float(mb.attention_mask.sum())
-        # what the forward computed: the packed rows, or the padded ones
-        n_rows, width = (mb.packed or mb).input_ids.shape
-        stats["padded_tokens"] += float(n_rows * width)
-        stats["padded_square_sum"] += float(n_rows * width * width)
-        chunked = cfg.logprob_chunk_tokens > 0  # the chunked head runs at the trained tokens only
-        stats["head_tokens"] += parts_stats["tokens"] if chunked else float(n_rows * width)
-        for k in (
-            "tokens",
-            "clipped",
-            "capped",
-            "ratio_sum",
-            "abs_delta_sum",
-            "mismatch_kl_sum",
-            "on_policy_seqs",
-            "entropy_sum",
-        ):
-            stats[k] += parts_stats[k]
-        stats["ratio_max"] = max(stats["ratio_max"], parts_stats["ratio_max"])
-        stats["ratio_min"] = min(stats["ratio_min"], parts_stats["ratio_min"])
-    return all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
+
+
+def _micro_batch_pass(
+    step: _StepContext, local_rows: list[list[Sequence]]
+) -> Optional[_MicroBatchResult]:
+    """Forward and backward of this rank's rows of one micro-batch; None when it has none (then a
+    zero-loss pass joins the other ranks' collectives)."""
+    timer, device = step.timer, step.device
+    local = [s for row in local_rows for s in row]
+    if not local:
+        ref = step.ref_model if (step.ref_step and step.lockstep) else None
+        with timer.phase("forward"):
+            _dummy_pass(
+                step.model, ref, device, step.pad_id, autocast_context(step.precision, device)
+            )
+        return None
+    with timer.phase("prepare"):
+        mb = collate(local, pad_id=step.pad_id)
+        if step.share_prefix:
+            mb.packed = layout(local_rows, step.pad_id)
+        mb = mb.to(device)
+    needs_ref = any(s.ref_logprobs is None for s in local)
+    run_ref = step.ref_step and (step.lockstep or needs_ref)
+    with timer.phase("forward"), autocast_context(step.precision, device):
+        loss, policy_stats, kl, distill = _micro_batch_loss(
+            step.model, step.ref_model if run_ref else None, mb, step.cfg
+        )
+    # DDP averages gradients over ranks; multiply back so the result is sum / global normaliser
+    with timer.phase("backward"):
+        (loss * step.info.world_size / step.norm).backward()
+    return _MicroBatchResult(mb, loss, policy_stats, kl, distill)
+
+
+def _add_micro_batch_stats(
+    stats: dict[str, float], result: _MicroBatchResult, norm: float, chunked: bool
+) -> None:
+    """Add one micro-batch's figures to the step's sums (``chunked``: the output head ran at the
+    trained tokens only)."""
+    mb, parts = result.mb, result.policy_stats
+    stats["loss"] += float(result.loss.detach()) / norm
+    stats["kl"] += result.kl / norm
+    stats["distill"] += result.distill / norm
+    stats["seq_tokens"] += float(mb.attention_mask.sum())
+    # what the forward computed: the packed rows, or the padded ones
+    n_rows, width = (mb.packed or mb).input_ids.shape
+    stats["padded_tokens"] += float(n_rows * width)
+    stats["padded_square_sum"] += float(n_rows * width * width)
+    stats["head_tokens"] += parts["tokens"] if chunked else float(n_rows * width)
+    for k in _POLICY_SUMS:
+        stats[k] += parts[k]
+    stats["ratio_max"] = max(stats["ratio_max"], parts["ratio_max"])
+    stats["ratio_min"] = min(stats["ratio_min"], parts["ratio_min"])
 
 
 def _micro_batch_loss(
@@ -313,19 +391,7 @@ def _micro_batch_loss(
     loss = parts.loss_sum
     kl_value = distill_value = 0.0
     if cfg.kl_coef > 0:
-        ref = mb.ref_logprobs
-        if ref_model is not None:
-            computed = _reference_logprobs(ref_model, mb, cfg.logprob_chunk_tokens)
-            ref = (
-                computed
-                if ref is None or mb.ref_present is None
-                else torch.where(mb.ref_present[:, None], ref, computed)
-            )
-        elif (
-            ref is None or mb.ref_present is None or not bool(mb.ref_present.all())
-        ):  # check_batch refuses this earlier
-            raise ConfigError("kl_coef > 0: a micro-batch has neither ref_logprobs nor a reference")
-        kl = kl_k3(lp, ref, mb.mask, weights)
+        kl = kl_k3(lp, _kl_reference(ref_model, mb, cfg.logprob_chunk_tokens), mb.mask, weights)
         loss = loss + cfg.kl_coef * kl
         kl_value = float(kl.detach())
     if distill:
@@ -335,3 +401,20 @@ def _micro_batch_loss(
         loss = loss + cfg.distill_coef * d
         distill_value = float(d.detach())
     return loss, parts.stats, kl_value, distill_value
+
+
+def _kl_reference(
+    ref_model: Optional[torch.nn.Module], mb: MicroBatch, chunk_tokens: int
+) -> torch.Tensor:
+    """The KL's reference log-probabilities: each sequence's ``ref_logprobs`` where it carries them,
+    the reference model's forward for the others (``ref_model`` given when one is to run)."""
+    ref = mb.ref_logprobs
+    if ref_model is not None:
+        computed = _reference_logprobs(ref_model, mb, chunk_tokens)
+        if ref is None or mb.ref_present is None:
+            return computed
+        return torch.where(mb.ref_present[:, None], ref, computed)
+    if ref is None or mb.ref_present is None or not bool(mb.ref_present.all()):
+        # check_batch refuses this earlier
+        raise ConfigError("kl_coef > 0: a micro-batch has neither ref_logprobs nor a reference")
+    return ref

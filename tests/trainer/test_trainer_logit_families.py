@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from example_trainer.batching import MicroBatch
-from example_trainer.logprobs import inspect_output_head, sampled_token_head
+from example_trainer.logprobs import sampled_token_head
+from example_trainer.output_head import inspect_output_head
 from example_trainer.train_step import forward_logprobs
 
 transformers = pytest.importorskip("transformers")
@@ -225,7 +226,8 @@ def test_granite_figure_from_the_issue_is_fixed():
 def test_chunked_function_with_scale_and_cap_matches_the_full_computation(transform):
     """The autograd function alone, for the combined form MuseSpark/MuseGlimmer use
     (``cap * tanh(scale * z / cap)``; their tiny configs need audio/vision towers to build)."""
-    from example_trainer.logprobs import LogitTransform, chunked_logprobs, full_vocab_logprobs
+    from example_trainer.logprobs import chunked_logprobs, full_vocab_logprobs
+    from example_trainer.output_head import LogitTransform
 
     t = LogitTransform(*transform)
     g = torch.Generator().manual_seed(7)

@@ -192,3 +192,20 @@ def test_a_frozen_heads_compute_copy_follows_every_change_to_the_weight():
     assert torch.allclose(scaled, expected(), atol=1e-5)
     weight.data = torch.randn(50, 16, generator=g)  # a new tensor behind the same parameter
     assert torch.allclose(run(), expected(), atol=1e-5)
+
+
+def test_the_probing_names_keep_their_old_import_path():
+    """The head probing lives in ``output_head.py``; ``logprobs`` still hands out the same objects
+    under the names model_setup, the benches and older code import from it."""
+    import example_trainer.logprobs as logprobs
+    import example_trainer.output_head as output_head
+
+    for name in (
+        "LogitTransform",
+        "adopt_head_verdict",
+        "head_verdict",
+        "inspect_output_head",
+        "output_head",
+        "output_vocab_size",
+    ):
+        assert getattr(logprobs, name) is getattr(output_head, name), name

@@ -24,7 +24,7 @@ from atroposlib.errors import ConfigError, SchemaError
 from example_trainer.batching import flatten_batch
 from example_trainer.config import TrainingConfig
 from example_trainer.distributed import DistInfo
-from example_trainer.logprobs import inspect_output_head
+from example_trainer.output_head import inspect_output_head
 from example_trainer.train_step import train_step
 from example_trainer.weight_refresh import ReloadRefresh
 
