@@ -1,0 +1,45 @@
+"""``create_app(server_manager, tokenizer, model_name)``: the managed-server proxy as a FastAPI app.
+
+External agent code that only speaks OpenAI's chat API creates a session (``POST
+/sessions/create``) and sends ``POST /{uuid}/v1/chat/completions``; every generation is recorded
+token-exactly by that session's managed server and can be read back from ``GET /{uuid}/nodes``
+(tokens, masks, logprobs) by the env that owns the session. Tool calls are translated both ways
+(see ``tool_call_translator``); blocks that do not parse come back in the message's
+``tool_call_errors``. Every session counts into the proxy's ``ServerManager.managed_stats``.
+Text-only (``openai``) backends get placeholder logprobs.
+
+Endpoints: ``GET /health``, ``GET /v1/models``, ``GET /servers``, ``POST /sessions/create``,
+``GET /sessions``, ``POST /{uuid}/v1/chat/completions``, ``POST /{uuid}/v1/chat/completions/render``,
+``GET /{uuid}/nodes``, ``DELETE /{uuid}``. Errors use OpenAI's ``{"error": {...}}`` body.
+
+The shape is the trajectory API's: this factory puts the shared ``ProxyState`` on ``app.state``
+(routes reach it through ``deps.get_proxy``) and includes one router per concern from ``routes/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from atroposlib.inference_clients.proxy.http import install_error_handlers
+from atroposlib.inference_clients.proxy.routes import chat, models, sessions, status
+from atroposlib.inference_clients.proxy.state import ProxyState
+from atroposlib.inference_clients.server_manager import ServerManager
+
+
+def create_app(
+    server_manager: ServerManager, tokenizer: Any, model_name: str = "unknown"
+) -> FastAPI:
+    """The proxy app over ``server_manager``'s servers (see the module docstring)."""
+    app = FastAPI(title="ManagedServer OpenAI proxy")
+    app.state.proxy = ProxyState(server_manager, tokenizer, model_name)
+    install_error_handlers(app)
+    # ``DELETE /{uuid}`` (sessions) also matches ``/health``, ``/servers``, ``/sessions``: it comes
+    # after them, so a wrong method on those answers their 405.
+    for module in (status, models, sessions, chat):
+        app.include_router(module.router)
+    return app
+
+
+__all__ = ["create_app"]

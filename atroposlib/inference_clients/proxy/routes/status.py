@@ -1,0 +1,45 @@
+"""The proxy's status: GET /health (its model, sessions and servers) and GET /servers (each backend
+server's url, health, model and type)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from atroposlib.inference_clients.proxy.deps import get_proxy
+from atroposlib.inference_clients.proxy.state import ProxyState
+
+router = APIRouter()
+
+
+@router.get("/health", response_model=None, status_code=200)
+async def health(proxy: ProxyState = Depends(get_proxy)) -> dict[str, Any]:
+    servers = proxy.server_manager.servers
+    healthy = sum(1 for s in servers if getattr(s, "server_healthy", True))
+    return {
+        "status": "ok",
+        "model": proxy.model_name,
+        "sessions": len(proxy.sessions),
+        "servers": len(servers),
+        "healthy_servers": healthy,
+    }
+
+
+@router.get("/servers", response_model=None, status_code=200)
+async def servers(proxy: ProxyState = Depends(get_proxy)) -> dict[str, Any]:
+    return {
+        "servers": [
+            {
+                "index": i,
+                "base_url": s.config.base_url,
+                "healthy": getattr(s, "server_healthy", True),
+                "model_name": s.config.model_name,
+                "server_type": s.config.server_type,
+            }
+            for i, s in enumerate(proxy.server_manager.servers)
+        ]
+    }
+
+
+__all__ = ["router"]
