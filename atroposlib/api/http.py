@@ -16,24 +16,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
+from atroposlib.errors import ApiProblem  # defined with the package's other errors
+
 logger = logging.getLogger("atroposlib.api")
-
-
-class ApiProblem(Exception):
-    """A client-visible error: answered as ``ErrorResponse`` JSON with ``status_code``."""
-
-    def __init__(
-        self,
-        status_code: int,
-        error: str,
-        detail: Any = None,
-        headers: Optional[dict[str, str]] = None,
-    ) -> None:
-        super().__init__(error)
-        self.status_code = status_code
-        self.error = error
-        self.detail = detail
-        self.headers = headers or {}
 
 
 def problem_response(p: ApiProblem) -> Response:

@@ -150,6 +150,7 @@ class BodyOffload:
         """Nothing to stop: children exit after their job, the fork server with the server."""
 
 
+# Internal: raised and caught in this module (it leaves as an ApiProblem 503).
 class ChildDied(Exception):
     def __init__(self, exitcode: Optional[int]) -> None:
         super().__init__(f"child exited with {exitcode}")

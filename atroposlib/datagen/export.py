@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from atroposlib.api.client import TrajectoryClient
 from atroposlib.datagen.selection import RULE_TARGET_REACHED, Selection, has_untrained_inside
-from atroposlib.errors import APIUnavailable, AtroposError, ConfigError
+from atroposlib.errors import APIUnavailable, ConfigError, TrainerAlreadyRegistered
 from atroposlib.report.groups import LoadStats, iter_groups_jsonl
 from atroposlib.type_definitions import Registration
 from atroposlib.utils.progress import Progress
@@ -31,10 +31,6 @@ from atroposlib.utils.progress import Progress
 log = logging.getLogger(__name__)
 
 SelectFn = Callable[[dict[str, Any]], Selection]
-
-
-class TrainerAlreadyRegistered(AtroposError):
-    """The API already serves a trainer; pulling batches would take them away from it."""
 
 
 @dataclass

@@ -24,7 +24,11 @@ from typing import Any, Optional, Union
 from pydantic import Field
 
 from atroposlib.envs.base import BaseEnv
-from atroposlib.errors import ConfigError, ModelLoadError, TokenizerMismatch
+from atroposlib.errors import (  # the teacher's errors are defined there
+    ModelLoadError,
+    TeacherSetupError,
+    TeacherTokenizerMismatch,
+)
 from atroposlib.groups import Groups
 from atroposlib.inference_clients.server_manager import (
     APIServerConfig,
@@ -38,15 +42,6 @@ from atroposlib.utils.tokenizer_loading import load_tokenizer
 logger = logging.getLogger(__name__)
 
 TeacherConfigs = Optional[Union[ServerConfigs, APIServerConfig]]
-
-
-class TeacherSetupError(ConfigError, ValueError):
-    """The teacher is missing or cannot be used (no servers, another tokenizer); one line on the
-    command line, and a ``ValueError`` as in Atropos."""
-
-
-class TeacherTokenizerMismatch(TeacherSetupError, TokenizerMismatch):
-    """The teacher's tokenizer maps some token to another id than the student's."""
 
 
 class TeacherDistillationConfig(BaseEnvConfig):

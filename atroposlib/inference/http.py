@@ -12,15 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from atroposlib.errors import InferenceUnavailable
-
-
-class BadRequest(Exception):
-    """A request the engine refuses; becomes an OpenAI-shaped 4xx."""
-
-    def __init__(self, message: str, param: Optional[str] = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.message, self.param, self.status = message, param, status
+from atroposlib.errors import BadRequest, InferenceUnavailable  # BadRequest: defined there
 
 
 def error_response(

@@ -17,19 +17,30 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
+
+from atroposlib.errors import RunFailed, StopRequested
+from atroposlib.utils.readiness import wait_until_answering
 
 if TYPE_CHECKING:
     from atroposlib.launch.topology import Supervision
 
 
-class RunFailed(Exception):
-    """The run cannot go on; the message is the one line the launcher prints."""
+@dataclass
+class Awaited:
+    """A started component the run waits for before the next role starts: its ``/health`` URL and
+    limit, its log, and the backend's two views of it."""
 
-
-class StopRequested(Exception):
-    """Ctrl-C, SIGTERM or ``atropos-launch stop``."""
+    name: str
+    health: str
+    timeout: float
+    log: Path
+    exit_code: Callable[[], Optional[int]]
+    """Its exit code once it has ended (or, supervised elsewhere, will not answer); else None."""
+    ready: Callable[[], None]
+    """Called once it answers."""
 
 
 class SupervisedRun:
@@ -98,6 +109,37 @@ class SupervisedRun:
         if limit and now - self._progress_at > limit:
             raise RunFailed(f"{self._stalled(limit)}; continue with: {self.resume_hint()}")
 
+    # --- waiting for servers ----------------------------------------------------------------
+    def _await_health(self, comps: list[Awaited]) -> None:
+        """Wait until each of ``comps`` answers its ``/health`` (``utils.readiness``'s rule), saving
+        the state every round; ``RunFailed`` naming the log when one ends first or misses its limit."""
+        by_name = {c.name: c for c in comps}
+
+        def exited(name: str) -> Optional[RunFailed]:
+            c = by_name[name]
+            code = c.exit_code()
+            if code is None:
+                return None
+            return RunFailed(f"{name} exited with code {code} before it answered; see {c.log}")
+
+        def timed_out(name: str, _last: Optional[Exception]) -> RunFailed:
+            c = by_name[name]
+            return RunFailed(f"{name} did not answer {c.health} within {c.timeout:.0f}s; see {c.log}")
+
+        def before_round() -> None:
+            self._check_stop()
+            self.save_state()
+
+        wait_until_answering(
+            {c.name: c.health for c in comps},
+            {c.name: c.timeout for c in comps},
+            exited=exited,
+            timed_out=timed_out,
+            ready=lambda name: by_name[name].ready(),
+            before_round=before_round,
+        )
+        self.save_state()
+
     # --- the loop ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         self._stop_signal = signum
@@ -159,4 +201,4 @@ class SupervisedRun:
             self._close()
 
 
-__all__ = ["RunFailed", "StopRequested", "SupervisedRun"]
+__all__ = ["Awaited", "RunFailed", "StopRequested", "SupervisedRun"]

@@ -49,6 +49,7 @@ KIND_TIMEOUT = "timeout"
 KIND_NO_SCORE = "no score"
 
 
+# Internal: raised and caught in this module (SampleScorer counts it as the sample's error).
 class _Failed(Exception):
     """A sample's scoring failed in a worker process: the exception's type, message, traceback."""
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import errno
 import socket
-import time
 from typing import TYPE_CHECKING, Any, Optional
 
-import httpx
+from atroposlib.utils.readiness import wait_until_answering
 
 if TYPE_CHECKING:
     import subprocess
@@ -62,18 +61,18 @@ def wait_for_http(
     proc: Optional[subprocess.Popen[Any]] = None,
     headers: Optional[dict[str, str]] = None,
 ) -> None:
-    """Poll ``url`` until it answers (any status < 500). Raises ``TimeoutError`` or, if ``proc``
-    (a ``subprocess.Popen``) exits first, ``RuntimeError`` with its exit code."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
+    """Poll ``url`` until it answers (any status < 500; the rule of ``readiness``). Raises
+    ``TimeoutError`` or, if ``proc`` (a ``subprocess.Popen``) exits first, ``RuntimeError`` with its
+    exit code."""
+
+    def exited(_: str) -> Optional[BaseException]:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with code {proc.returncode} before {url} answered")
-        try:
-            r = httpx.get(url, timeout=2.0, headers=headers)
-            if r.status_code < 500:
-                return
-        except httpx.TransportError as e:
-            last = e
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer within {timeout:.0f}s (last error: {last!r})")
+            return RuntimeError(f"process exited with code {proc.returncode} before {url} answered")
+        return None
+
+    def timed_out(_: str, last: Optional[Exception]) -> BaseException:
+        return TimeoutError(f"{url} did not answer within {timeout:.0f}s (last error: {last!r})")
+
+    wait_until_answering(
+        {url: url}, {url: timeout}, exited=exited, timed_out=timed_out, headers=headers
+    )

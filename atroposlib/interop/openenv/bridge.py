@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from atroposlib.errors import EpisodeOver  # defined with the package's other errors
 from atroposlib.interop.openenv.client import StepResult
 from atroposlib.interop.openenv.client_replies import CURRENT, EpisodeChannel, Question
 
@@ -35,10 +36,6 @@ class Frame(StepResult):
         if self.metadata:
             data["metadata"] = self.metadata
         return data
-
-
-class EpisodeOver(Exception):
-    """A step after the episode ended (or before any reset)."""
 
 
 def _first_group(groups: Any) -> Any:

@@ -23,25 +23,10 @@ from typing import Any, Optional
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-KINDS = {
-    "unreachable": "could not be reached",
-    "timeout": "did not answer in time",
-    "closed": "closed the connection mid-episode",
-    "refused": "refused the session (at capacity)",
-    "malformed": "sent a malformed frame",
-    "error": "answered with an error",
-    "empty": "ended the episode before the first step",
-    "too_long": "gave a first observation longer than max_token_length",
-}
+from atroposlib.errors import EpisodeError  # defined with the package's other errors
+
+KINDS = EpisodeError.KINDS
 """The kinds of failed episode, with the words the env's one log line per kind uses."""
-
-
-class EpisodeError(Exception):
-    """An episode that cannot go on; ``kind`` is one of ``KINDS``."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"openenv server {KINDS[kind]}: {detail}")
-        self.kind, self.detail = kind, detail
 
 
 @dataclass
