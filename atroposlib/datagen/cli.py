@@ -37,6 +37,7 @@ from atroposlib.datagen.selection import (
 from atroposlib.errors import APIError, APIUnavailable, AtroposError
 from atroposlib.report.tokenizer import load_tokenizer, make_decoder
 from atroposlib.utils.cli import (
+    USAGE_ERROR,
     CliParser,
     fail,
     non_negative_float,
@@ -60,7 +61,14 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         description=f"Write {what} as JSONL from a trajectory API (as its trainer) or from a groups file.",
     )
     p.add_argument("filepath", help=f"Output JSONL file for the {what}.")
-    src = p.add_argument_group("source")
+    _source_flags(p.add_argument_group("source"), kind)
+    _selection_flags(p.add_argument_group("selection"), kind)
+    _output_flags(p.add_argument_group("output"))
+    return p
+
+
+def _source_flags(src: argparse._ArgumentGroup, kind: str) -> None:
+    """Where groups come from: a file, or the trajectory API joined as its trainer."""
     src.add_argument(
         "--input",
         metavar="GROUPS.jsonl",
@@ -121,7 +129,10 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         default=1.0,
         help="Seconds between empty /batch polls.",
     )
-    sel = p.add_argument_group("selection")
+
+
+def _selection_flags(sel: argparse._ArgumentGroup, kind: str) -> None:
+    """What is written of each group: the generator's selection options and the record format."""
     sel.add_argument(
         "--tokenizer",
         default=None,
@@ -147,7 +158,9 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     )
     option("allow_negative_scores", action="store_true")
     option("minimum_score_diff_max_min", type=float)
-    out = p.add_argument_group("output")
+
+
+def _output_flags(out: argparse._ArgumentGroup) -> None:
     out.add_argument(
         "--append-to-previous", action="store_true", help="Append to an existing output file."
     )
@@ -158,7 +171,6 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
         action="store_true",
         help="Check the tokenizer, the input or the API (read-only) and exit; writes nothing.",
     )
-    return p
 
 
 def count_lines(path: str) -> int:
@@ -218,14 +230,18 @@ def _dry_run(prog: str, args: argparse.Namespace) -> int:
     return 0
 
 
-def run(kind: str, argv: Optional[list[str]] = None) -> int:
-    """Parse ``argv`` and run the generator; returns the exit status."""
-    import os
+class _Refused(Exception):
+    """A user mistake found while setting the run up: ``run`` reports it with ``fail`` and exits
+    with ``code``."""
 
-    prog = f"atropos-{kind}-gen"
-    args = build_parser(kind).parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    def __init__(self, message: str, code: int = USAGE_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _checked_options(prog: str, kind: str, args: argparse.Namespace) -> SftOptions | DpoOptions:
+    """The selection options the flags give, after the checks that need nothing but the flags
+    (``args.save_messages`` is turned on without ``--tokenizer``; ``args.api_url`` is stripped)."""
     if args.tokenizer is None and not args.save_messages:
         args.save_messages = True
         print(
@@ -235,65 +251,109 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
         )
     keep_roles = tuple(r.strip() for r in args.keep_roles.split(","))
     if not all(keep_roles):
-        return fail(prog, f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}")
+        raise _Refused(f"--keep-roles needs comma-separated role names, got {args.keep_roles!r}")
     options = OPTIONS[kind]
-    opts: SftOptions | DpoOptions
     try:
         values = {name: getattr(args, name) for name in options.model_fields}
         opts = options(**{**values, "keep_roles": keep_roles})
     except ValidationError as e:  # names the flag of each bad option
-        return fail(prog, format_validation_error(e, options, lead="", as_flags=True))
+        raise _Refused(format_validation_error(e, options, lead="", as_flags=True)) from None
     if not args.input:
         problem = base_url_error(args.api_url, "--api-url")
         if problem:
-            return fail(prog, problem)
+            raise _Refused(problem)
         args.api_url = args.api_url.strip()
+    return opts
+
+
+def _open_feed(args: argparse.Namespace) -> JsonlFeed | ApiFeed:
+    """The groups' source: the ``--input`` file, or the API joined as its trainer."""
+    import os
+
+    if args.input:
+        if args.reset or args.consume:
+            raise _Refused("--reset/--consume apply to the API, not to --input files")
+        feed = JsonlFeed(args.input)
+        print(f"reading groups from {args.input}", file=sys.stderr)
+        return feed
+    api_feed = ApiFeed(
+        ApiFeedConfig(
+            api_url=args.api_url,
+            api_token=args.api_token or os.environ.get("ATROPOS_API_TOKEN"),
+            group_size=args.group_size,
+            max_token_len=args.max_token_len,
+            tasks_per_step=args.tasks_per_step,
+            num_steps=args.num_seqs_to_save * 2,
+            consume=args.consume,
+            reset=args.reset,
+            poll_interval=args.poll_interval,
+            idle_timeout=args.idle_timeout,
+            api_wait=args.wait_for_api,
+        )
+    )
+    print(f"{args.api_url}: {api_feed.join()}", file=sys.stderr)
+    return api_feed
+
+
+def _selector(opts: SftOptions | DpoOptions, args: argparse.Namespace) -> Any:
+    """The generator's selection of records from a group, decoding tokens unless messages are kept."""
+    decode = None if args.save_messages else make_decoder(load_tokenizer(args.tokenizer))
+    if isinstance(opts, SftOptions):
+        return partial(select_sft, opts=opts, decode=decode)
+    return partial(select_dpo, opts=opts, decode=decode)
+
+
+def _report(
+    prog: str,
+    kind: str,
+    args: argparse.Namespace,
+    feed: JsonlFeed | ApiFeed,
+    summary: Any,
+    out_path: Path,
+    mode: str,
+) -> int:
+    """The run's last lines (and ``--summary-json``); a file with no readable group is a failure
+    that leaves no new, empty output file behind."""
+    if args.input and summary.groups_read == 0:
+        if mode == "w" and out_path.exists() and out_path.stat().st_size == 0:
+            out_path.unlink()  # a new, empty file: leave nothing behind
+        skipped = sum(feed.stats.skipped.values()) if isinstance(feed, JsonlFeed) else 0
+        return fail(prog, f"{args.input}: no readable scored group ({skipped} lines unreadable)", 1)
+    print(f"{prog}: wrote {out_path}")
+    for line in summary.lines("pairs" if kind == "dpo" else "records"):
+        print(line)
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    return 0
+
+
+def run(kind: str, argv: Optional[list[str]] = None) -> int:
+    """Parse ``argv`` and run the generator; returns the exit status."""
+    prog = f"atropos-{kind}-gen"
+    args = build_parser(kind).parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     feed: JsonlFeed | ApiFeed | None = None
     try:
+        opts = _checked_options(prog, kind, args)
         if args.dry_run:
             return _dry_run(prog, args)
         out_path, mode = open_output(args.filepath, args.append_to_previous)
-        decode = None if args.save_messages else make_decoder(load_tokenizer(args.tokenizer))
-        if isinstance(opts, SftOptions):
-            select = partial(select_sft, opts=opts, decode=decode)
-        else:
-            select = partial(select_dpo, opts=opts, decode=decode)
-        if args.input:
-            if args.reset or args.consume:
-                return fail(prog, "--reset/--consume apply to the API, not to --input files")
-            feed = JsonlFeed(args.input)
-            print(f"reading groups from {args.input}", file=sys.stderr)
-        else:
-            token = args.api_token or os.environ.get("ATROPOS_API_TOKEN")
-            api_feed = ApiFeed(
-                ApiFeedConfig(
-                    api_url=args.api_url,
-                    api_token=token,
-                    group_size=args.group_size,
-                    max_token_len=args.max_token_len,
-                    tasks_per_step=args.tasks_per_step,
-                    num_steps=args.num_seqs_to_save * 2,
-                    consume=args.consume,
-                    reset=args.reset,
-                    poll_interval=args.poll_interval,
-                    idle_timeout=args.idle_timeout,
-                    api_wait=args.wait_for_api,
-                )
-            )
-            print(f"{args.api_url}: {api_feed.join()}", file=sys.stderr)
-            feed = api_feed
-        unit = "seq" if kind == "sft" else "pair"
+        select = _selector(opts, args)
+        feed = _open_feed(args)
         summary = run_datagen(
             feed,
             select,
             out_path,
             mode,
             args.num_seqs_to_save,
-            unit=unit,
+            unit="seq" if kind == "sft" else "pair",
             desc=f"Grabbing {kind.upper()} data",
             progress=not args.no_progress,
             available=count_lines(args.input) if args.input else None,
         )
+    except _Refused as e:
+        return fail(prog, str(e), e.code)
     except KeyboardInterrupt:
         return fail(prog, "interrupted; records written so far are kept", 130)
     except TrainerAlreadyRegistered as e:
@@ -309,17 +369,7 @@ def run(kind: str, argv: Optional[list[str]] = None) -> int:
     finally:
         if feed is not None:
             feed.close()
-    if args.input and summary.groups_read == 0:
-        if mode == "w" and out_path.exists() and out_path.stat().st_size == 0:
-            out_path.unlink()  # a new, empty file: leave nothing behind
-        skipped = sum(feed.stats.skipped.values()) if isinstance(feed, JsonlFeed) else 0
-        return fail(prog, f"{args.input}: no readable scored group ({skipped} lines unreadable)", 1)
-    print(f"{prog}: wrote {out_path}")
-    for line in summary.lines("pairs" if kind == "dpo" else "records"):
-        print(line)
-    if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
-    return 0
+    return _report(prog, kind, args, feed, summary, out_path, mode)
 
 
 __all__ = ["DEFAULT_TOKENIZER", "OPTIONS", "build_parser", "run"]
