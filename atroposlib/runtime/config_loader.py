@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from atroposlib.errors import ConfigError
+from atroposlib.errors import ConfigError, HelpRequested  # HelpRequested: defined there
 from atroposlib.inference_clients.config import APIServerConfig, ServerBaseline
 from atroposlib.runtime.config import BaseEnvConfig, ServerConfigs
 from atroposlib.runtime.config_help import render_help
@@ -351,6 +351,95 @@ def _resolve_servers(
     return servers
 
 
+@dataclass
+class _FlagValues:
+    """The command line's values, by where they go."""
+
+    env: dict[str, Any] = field(default_factory=dict)
+    openai: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # by server namespace
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by env-config section
+
+
+def _yaml_layer(
+    config_path: Optional[str],
+    env_model: type[BaseModel],
+    namespaces: Sequence[str],
+    sources: dict[str, str],
+    top: dict[str, bool],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the whole ``--config`` mapping, its checked ``env`` part); notes in ``sources`` where each
+    env and openai key came from and sets ``top``'s ``slurm`` and ``testing``."""
+    yaml_data: dict[str, Any] = _read_yaml(config_path, namespaces) if config_path else {}
+    yaml_env = _check_keys(yaml_data.get("env") or {}, env_model, f"--config {config_path}: env")
+    for k in yaml_env:
+        sources[f"env.{k}"] = f"--config {config_path}"
+    yaml_openai = yaml_data.get("openai")
+    for entry in yaml_openai if isinstance(yaml_openai, list) else [yaml_openai]:
+        for k in entry if isinstance(entry, dict) else ():
+            sources[f"openai.{k}"] = f"--config {config_path}"
+    for key in ("slurm", "testing"):
+        value = yaml_data.get(key, False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"--config {config_path}: {key} must be true or false, got {value!r}")
+        top[key] = value
+    return yaml_data, yaml_env
+
+
+def _flag_layer(
+    flags: dict[str, str],
+    env_model: type[BaseModel],
+    namespaces: Sequence[str],
+    sources: dict[str, str],
+    top: dict[str, bool],
+) -> _FlagValues:
+    """Each flag's value parsed for the field it names; the top-level booleans go to ``top``."""
+    values = _FlagValues(extra={ns: {} for ns in namespaces})
+    sections = sections_of(env_model)
+    for name, raw in flags.items():
+        sources[name] = f"--{name}"
+        head, _, key = name.partition(".")
+        if name.startswith("env."):
+            values.env[key] = _parse_value(env_model, key, raw)
+        elif name.startswith("openai."):
+            values.openai[key] = _parse_value(APIServerConfig, key, raw)
+        elif head in values.extra:
+            values.extra[head][key] = _parse_value(APIServerConfig, key, raw)
+        elif head in sections:
+            values.sections.setdefault(head, {})[key] = _parse_value(sections[head], key, raw)
+            sources[f"env.{name}"] = f"--{name}"
+        else:
+            low = raw.strip().lower()
+            if low not in _TRUE | _FALSE:
+                raise ConfigError(f"invalid value for --{name}: {raw!r} (use true or false)")
+            top[name] = low in _TRUE
+    return values
+
+
+def _env_config(
+    env_model: type[BaseEnvConfig],
+    layers: list[dict[str, Any]],
+    cli_sections: dict[str, dict[str, Any]],
+    sources: dict[str, str],
+) -> BaseEnvConfig:
+    """The env config from its ``layers`` (lowest first) and the sections' flags, validated; a
+    mistake is one ``ConfigError`` naming the flag or key it came from."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    merged = merge_sections(merged, layers, cli_sections, env_model)
+    _check_url(merged.get("rollout_server_url"), "env.rollout_server_url", sources)
+    try:
+        env = env_model.model_validate(merged)
+    except ValidationError as e:
+        text = _format_validation_error(e, sources, "env.")
+        for sec in sections_of(env_model):  # a section field's flag is --<section>.<field>
+            text = text.replace(f"--env.{sec}.", f"--{sec}.")
+        raise ConfigError(text) from None
+    _check_groups_path(env.data_path_to_save_groups, sources)
+    return env
+
+
 def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> LoadedConfig:
     """Build the env and server configs for ``subcommand`` from defaults, ``--config`` YAML and flags.
 
@@ -374,76 +463,28 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         raise HelpRequested(text)
 
     sources: dict[str, str] = {}
-    yaml_data: dict[str, Any] = {}
+    top: dict[str, bool] = {}
     config_path = flags.pop("config", None)
-    if config_path:
-        yaml_data = _read_yaml(config_path, list(namespaces))
-    yaml_env = _check_keys(yaml_data.get("env") or {}, env_model, f"--config {config_path}: env")
-    for k in yaml_env:
-        sources[f"env.{k}"] = f"--config {config_path}"
-    yaml_openai = yaml_data.get("openai")
-    for entry in yaml_openai if isinstance(yaml_openai, list) else [yaml_openai]:
-        for k in entry if isinstance(entry, dict) else ():
-            sources[f"openai.{k}"] = f"--config {config_path}"
-
-    cli_env: dict[str, Any] = {}
-    cli_openai: dict[str, Any] = {}
-    cli_extra: dict[str, dict[str, Any]] = {ns: {} for ns in namespaces}
-    cli_sections: dict[str, dict[str, Any]] = {}
-    sections = sections_of(env_model)
-    top: dict[str, Any] = {}
-    for key in ("slurm", "testing"):
-        value = yaml_data.get(key, False)
-        if not isinstance(value, bool):
-            raise ConfigError(f"--config {config_path}: {key} must be true or false, got {value!r}")
-        top[key] = value
-    for name, raw in flags.items():
-        sources[name] = f"--{name}"
-        if name.startswith("env."):
-            cli_env[name[4:]] = _parse_value(env_model, name[4:], raw)
-        elif name.startswith("openai."):
-            cli_openai[name[7:]] = _parse_value(APIServerConfig, name[7:], raw)
-        elif name.partition(".")[0] in cli_extra:
-            ns, _, key = name.partition(".")
-            cli_extra[ns][key] = _parse_value(APIServerConfig, key, raw)
-        elif name.partition(".")[0] in sections:
-            sec, _, key = name.partition(".")
-            cli_sections.setdefault(sec, {})[key] = _parse_value(sections[sec], key, raw)
-            sources[f"env.{name}"] = f"--{name}"
-        else:
-            low = raw.strip().lower()
-            if low not in _TRUE | _FALSE:
-                raise ConfigError(f"invalid value for --{name}: {raw!r} (use true or false)")
-            top[name] = low in _TRUE
-
-    merged = {**env_base, **yaml_env, **cli_env}
-    merged = merge_sections(merged, [env_base, yaml_env, cli_env], cli_sections, env_model)
-    _check_url(merged.get("rollout_server_url"), "env.rollout_server_url", sources)
-    try:
-        env = env_model.model_validate(merged)
-    except ValidationError as e:
-        text = _format_validation_error(e, sources, "env.")
-        for sec in sections:  # a section field's flag is --<section>.<field>
-            text = text.replace(f"--env.{sec}.", f"--{sec}.")
-        raise ConfigError(text) from None
-    _check_groups_path(env.data_path_to_save_groups, sources)
+    yaml_data, yaml_env = _yaml_layer(config_path, env_model, list(namespaces), sources, top)
+    cli = _flag_layer(flags, env_model, list(namespaces), sources, top)
+    env = _env_config(env_model, [env_base, yaml_env, cli.env], cli.sections, sources)
     notices: list[str] = []
     servers = _resolve_servers(
         server_default,
         yaml_data.get("openai"),
-        cli_openai,
+        cli.openai,
         sources,
         str(config_path),
         notices=notices,
     )
     extra: dict[str, ServerConfigs] = {}
     for ns, default in namespaces.items():
-        if default is None and yaml_data.get(ns) is None and not cli_extra[ns]:
+        if default is None and yaml_data.get(ns) is None and not cli.extra[ns]:
             continue  # nothing configures it: the env gets its own default (None)
         extra[ns] = _resolve_servers(
             default,
             yaml_data.get(ns),
-            cli_extra[ns],
+            cli.extra[ns],
             sources,
             str(config_path),
             namespace=ns,
@@ -459,10 +500,6 @@ def load_config(env_cls: EnvClass, subcommand: str, argv: Sequence[str]) -> Load
         extra_servers=extra,
         notices=notices,
     )
-
-
-class HelpRequested(Exception):
-    """Raised by ``load_config`` when ``--help`` was given; ``str(exc)`` is the help text."""
 
 
 __all__ = [
