@@ -11,20 +11,14 @@ read from the same counters ``GET /metrics`` exports, so the line and the metric
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
 from atroposlib.api.metrics import ApiMetrics
 from atroposlib.type_definitions import Status
+from atroposlib.utils.activity_log import ActivityLine, Totals, increase
 
 logger = logging.getLogger("atroposlib.api")
-
-Totals = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def _sum(totals: Totals, sample: str) -> float:
-    return sum(v for (name, _), v in totals.items() if name == sample)
 
 
 def _by_env(totals: Totals, sample: str) -> dict[str, float]:
@@ -33,31 +27,21 @@ def _by_env(totals: Totals, sample: str) -> dict[str, float]:
     }
 
 
-class ActivityLog:
+class ActivityLog(ActivityLine):
     """Compares the API's counters with the last look and logs what changed (see the module)."""
 
     def __init__(self, metrics: ApiMetrics, status: Callable[[], Status], interval: float) -> None:
         self.metrics = metrics
         self.status = status
-        self.interval = interval
-        self.last: Totals = metrics.sample_totals()
+        super().__init__(metrics.sample_totals, interval, logger)
 
     def line(self) -> str | None:
         """The line for what happened since the last call, or None when nothing did."""
-        now = self.metrics.sample_totals()
-        before, self.last = self.last, now
-        groups = _sum(now, "atropos_groups_received_total") - _sum(
-            before, "atropos_groups_received_total"
-        )
-        seqs = _sum(now, "atropos_sequences_received_total") - _sum(
-            before, "atropos_sequences_received_total"
-        )
-        batches = _sum(now, "atropos_batches_formed_total") - _sum(
-            before, "atropos_batches_formed_total"
-        )
-        refused = _sum(now, "atropos_backpressure_rejections_total") - _sum(
-            before, "atropos_backpressure_rejections_total"
-        )
+        before, now = self.advance()
+        groups = increase(before, now, "atropos_groups_received_total")
+        seqs = increase(before, now, "atropos_sequences_received_total")
+        batches = increase(before, now, "atropos_batches_formed_total")
+        refused = increase(before, now, "atropos_backpressure_rejections_total")
         if not (groups or batches or refused):
             return None
         old = _by_env(before, "atropos_groups_received_total")
@@ -81,14 +65,6 @@ class ActivityLog:
             else ("no trainer yet" if not st.registered else "trainer registered, no batch asked")
         )
         return "run-api: " + "; ".join(parts)
-
-    async def run(self) -> None:
-        """Log ``line()`` every ``interval`` seconds until cancelled."""
-        while True:
-            await asyncio.sleep(self.interval)
-            text = self.line()
-            if text:
-                logger.info(text)
 
 
 __all__ = ["ActivityLog"]

@@ -12,29 +12,25 @@ read from the counters ``GET /metrics`` exports.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 
 from atroposlib.inference.engine import InferenceEngine
+from atroposlib.utils.activity_log import ActivityLine, increase
 
 logger = logging.getLogger("atroposlib.inference")
 
-Totals = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
-
-class EngineActivity:
+class EngineActivity(ActivityLine):
     """Compares the engine's counters with the last look and logs what changed."""
 
     def __init__(self, engine: InferenceEngine, interval: float) -> None:
         self.engine = engine
-        self.interval = interval
-        self.last: Totals = engine.metrics.sample_totals()
+        super().__init__(lambda: engine.metrics.sample_totals(), interval, logger)
 
     def line(self) -> str | None:
         """The line for the requests since the last call, or None when none came."""
-        now = self.engine.metrics.sample_totals()
-        before, self.last = self.last, now
+        before, now = self.advance()
         by_route: Counter[tuple[str, str]] = Counter()
         for (name, labels), value in now.items():
             if name == "atropos_inference_requests_total":
@@ -45,8 +41,7 @@ class EngineActivity:
         total = sum(by_route.values())
         if not total:
             return None
-        key = ("atropos_inference_generated_tokens_total", ())
-        tokens = now.get(key, 0.0) - before.get(key, 0.0)
+        tokens = increase(before, now, "atropos_inference_generated_tokens_total")
         routes: dict[str, list[str]] = {}
         for (endpoint, status), n in sorted(by_route.items()):
             routes.setdefault(endpoint, []).append(f"{status}: {n}")
@@ -56,14 +51,6 @@ class EngineActivity:
             f"{tokens:.0f} tokens generated, {tokens / self.interval:.1f} tokens/s; "
             f"queue {self.engine.queue_depth()}; weights v{self.engine.weights_version}"
         )
-
-    async def run(self) -> None:
-        """Log ``line()`` every ``interval`` seconds until cancelled."""
-        while True:
-            await asyncio.sleep(self.interval)
-            text = self.line()
-            if text:
-                logger.info(text)
 
 
 __all__ = ["EngineActivity"]

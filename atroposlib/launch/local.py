@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
-
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Component, Plan
-from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
+from atroposlib.launch.run_loop import Awaited, RunFailed, StopRequested, SupervisedRun
+from atroposlib.launch.spawn import package_root, start_logged
 from atroposlib.launch.state import write_state
 from atroposlib.utils.procs import group_stopped, stop_groups
 
@@ -36,13 +35,6 @@ def _localize(text: str) -> str:
     for k in range(64):
         text = text.replace(f"@NODE{k}@", LOCAL_HOST)
     return text
-
-
-def _package_root() -> str:
-    """The folder holding ``atroposlib`` (and ``example_trainer``): children import the same code."""
-    import atroposlib
-
-    return str(Path(atroposlib.__file__).resolve().parent.parent)
 
 
 @dataclass
@@ -84,7 +76,7 @@ class LocalRun(SupervisedRun):
         super().__init__()
         base = dict(os.environ)
         base.update(plan.topology.env)
-        root = _package_root()
+        root = package_root()
         base["PYTHONPATH"] = os.pathsep.join(p for p in (root, base.get("PYTHONPATH", "")) if p)
         self.procs: list[_Proc] = []
         for c in plan.components:
@@ -135,54 +127,32 @@ class LocalRun(SupervisedRun):
 
     # --- processes -------------------------------------------------------------------------
     def _spawn(self, p: _Proc) -> None:
-        log = self.out / p.comp.log
-        with open(log, "ab") as fh:
-            fh.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(p.argv)}\n".encode())
-            fh.flush()
-            p.popen = subprocess.Popen(
-                p.argv,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=p.env,
-                start_new_session=True,  # its own process group: a stop reaches all it starts
-            )
+        p.popen = start_logged(p.argv, p.env, self.out / p.comp.log)
         p.state, p.exit_code, p.restart_at = "running", None, None
         self.save_state()
 
     def _wait_health(self, procs: list[_Proc]) -> None:
-        waiting = {id(p): p for p in procs if p.health}
-        deadline = {id(p): time.monotonic() + p.comp.startup_timeout for p in procs}
-        for p in waiting.values():
+        waiting = [p for p in procs if p.health]
+        for p in waiting:
             p.state = "starting"
-        self.save_state()
-        with httpx.Client(timeout=2.0) as client:
-            while waiting:
-                self._check_stop()
-                for key, p in list(waiting.items()):
-                    assert p.popen is not None and p.health is not None
-                    rc = p.popen.poll()
-                    if rc is not None:
-                        p.state, p.exit_code = "failed", rc
-                        raise RunFailed(
-                            f"{p.comp.name} exited with code {rc} before it answered; see {self.out / p.comp.log}"
-                        )
-                    try:
-                        if client.get(p.health).status_code < 500:
-                            p.state = "running"
-                            del waiting[key]
-                            self.say(f"[launch] {p.comp.name} ready at {p.url}")
-                            continue
-                    except httpx.TransportError:
-                        pass
-                    if time.monotonic() > deadline[key]:
-                        raise RunFailed(
-                            f"{p.comp.name} did not answer {p.health} within "
-                            f"{p.comp.startup_timeout:.0f}s; see {self.out / p.comp.log}"
-                        )
-                self.save_state()
-                time.sleep(0.1)
-        self.save_state()
+        self._await_health([self._awaited(p) for p in waiting])
+
+    def _awaited(self, p: _Proc) -> Awaited:
+        def exit_code() -> Optional[int]:
+            assert p.popen is not None
+            rc = p.popen.poll()
+            if rc is not None:
+                p.state, p.exit_code = "failed", rc
+            return rc
+
+        def ready() -> None:
+            p.state = "running"
+            self.say(f"[launch] {p.comp.name} ready at {p.url}")
+
+        assert p.health is not None
+        return Awaited(
+            p.comp.name, p.health, p.comp.startup_timeout, self.out / p.comp.log, exit_code, ready
+        )
 
     def _prepare(self) -> None:
         for p in self.procs:

@@ -29,13 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
-
 from atroposlib.launch.metrics import mirror_lines
 from atroposlib.launch.plan import Plan
-from atroposlib.launch.ray_connect import package_root
 from atroposlib.launch.ray_placement import RayUnit, ray_units
-from atroposlib.launch.run_loop import RunFailed, StopRequested, SupervisedRun
+from atroposlib.launch.run_loop import Awaited, RunFailed, StopRequested, SupervisedRun
+from atroposlib.launch.spawn import package_root
 from atroposlib.launch.state import write_state
 from atroposlib.launch.supervisor import ProcessSupervisor
 from atroposlib.utils.procs import stop_groups
@@ -414,37 +412,23 @@ class RayRun(SupervisedRun):
         a.state = "starting" if u.comp.health else "running"
 
     def _wait_health(self, group: list[_Actor]) -> None:
-        waiting = {a.unit.name: a for a in group if a.unit.comp.health}
-        deadline = {n: time.monotonic() + a.unit.comp.startup_timeout for n, a in waiting.items()}
-        self.save_state()
-        with httpx.Client(timeout=2.0) as client:
-            while waiting:
-                self._check_stop()
-                for name, a in list(waiting.items()):
-                    st = self._get(a.handle.status.remote(), a)
-                    if st["state"] in ("failed", "restarting", "done"):
-                        a.state, a.exit_code = "failed", st["exit_code"]
-                        raise RunFailed(
-                            f"{name} exited with code {st['exit_code']} before it answered; "
-                            f"see {self.out / a.unit.log}"
-                        )
-                    health = self._fill(a.unit.comp.health or "")
-                    try:
-                        if client.get(health).status_code < 500:
-                            a.state = "running"
-                            del waiting[name]
-                            self.say(f"[launch] {name} ready at {a.url} on {a.host}")
-                            continue
-                    except httpx.TransportError:
-                        pass
-                    if time.monotonic() > deadline[name]:
-                        raise RunFailed(
-                            f"{name} did not answer {health} within "
-                            f"{a.unit.comp.startup_timeout:.0f}s; see {self.out / a.unit.log}"
-                        )
-                self.save_state()
-                time.sleep(0.1)
-        self.save_state()
+        self._await_health([self._awaited(a) for a in group if a.unit.comp.health])
+
+    def _awaited(self, a: _Actor) -> Awaited:
+        def exit_code() -> Optional[int]:
+            st = self._get(a.handle.status.remote(), a)
+            if st["state"] not in ("failed", "restarting", "done"):
+                return None
+            a.state, a.exit_code = "failed", st["exit_code"]
+            return int(st["exit_code"])
+
+        def ready() -> None:
+            a.state = "running"
+            self.say(f"[launch] {a.unit.name} ready at {a.url} on {a.host}")
+
+        health = self._fill(a.unit.comp.health or "")
+        log = self.out / a.unit.log
+        return Awaited(a.unit.name, health, a.unit.comp.startup_timeout, log, exit_code, ready)
 
     def _start(self) -> None:
         (self.out / "logs").mkdir(parents=True, exist_ok=True)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
 from typing import Any, Optional
 
 from atroposlib.errors import ConfigError
 from atroposlib.launch.plan import Plan
 from atroposlib.launch.ray_placement import PIN_AMOUNT, ray_units
+from atroposlib.launch.spawn import package_root
 
 INSTALL_HINT = "pip install 'atroposlib[ray]'"
 PROBE_TIMEOUT_S = 3.0
@@ -63,12 +63,6 @@ def probe(address: str, timeout: float = PROBE_TIMEOUT_S) -> None:
             f"--ray-address {address}: nothing answers at {where[0]}:{where[1]} ({why}); "
             "is the Ray cluster up (ray start --head)?"
         ) from None
-
-
-def package_root() -> str:
-    import atroposlib
-
-    return str(Path(atroposlib.__file__).resolve().parent.parent)
 
 
 def connect(address: str, namespace: str) -> Any:

@@ -3,7 +3,10 @@
 ``SupervisedRun.run`` starts the components, ticks until the trainer ends, and always stops
 everything in order, whatever ended the run: the trainer finishing (exit 0), a component failing for
 good (``RunFailed``: one line, exit 1), or Ctrl-C / SIGTERM / ``atropos-launch stop``
-(``StopRequested``: exit 128 + signal). A backend supplies how to start, tick, stop and record.
+(``StopRequested``: exit 128 + signal); both are ``atroposlib.errors`` classes, so a failed launch is an
+``AtroposError``. A backend supplies how to start, tick, stop and record; the API and inference servers
+it starts are waited for with one rule (``_await_health``: ``utils.readiness``, ``RunFailed`` naming the
+log when one exits first or misses its ``startup_timeout``).
 
 Progress: once every component is started, a trainer that writes no new step to its metrics for
 ``supervision.progress_timeout_s`` ends the run the same way, with one line naming what stopped (the
@@ -124,7 +127,9 @@ class SupervisedRun:
 
         def timed_out(name: str, _last: Optional[Exception]) -> RunFailed:
             c = by_name[name]
-            return RunFailed(f"{name} did not answer {c.health} within {c.timeout:.0f}s; see {c.log}")
+            return RunFailed(
+                f"{name} did not answer {c.health} within {c.timeout:.0f}s; see {c.log}"
+            )
 
         def before_round() -> None:
             self._check_stop()

@@ -15,10 +15,10 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from atroposlib.errors import ConfigError
 from atroposlib.launch.plan import Component, Plan
+from atroposlib.launch.spawn import package_root
 from atroposlib.launch.state import write_state
 
 _HEALTH = (
@@ -133,7 +133,7 @@ def render_sbatch(plan: Plan, topology_path: str = "") -> str:
         "set -u",
         *cl.setup,
         *(f"export {k}={shell_arg(v)}" for k, v in topo.env.items()),
-        f"export PYTHONPATH={shell_arg(_package_root())}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"export PYTHONPATH={shell_arg(package_root())}${{PYTHONPATH:+:$PYTHONPATH}}",
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         *(f'NODE{k}="${{NODES[{k}]}}"' for k in range(plan.nodes)),
         "node_addr() {  # NODE: the address SLURM reaches it at (its NodeAddr), else its name",
@@ -233,12 +233,6 @@ def _comment_url(url: str) -> str:
     for k in range(64):
         url = url.replace(f"@NODE{k}@", f"$HOST{k}")
     return url
-
-
-def _package_root() -> str:
-    import atroposlib
-
-    return str(Path(atroposlib.__file__).resolve().parent.parent)
 
 
 def cluster_nodes(partition: str | None = None) -> int | None:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from atroposlib.launch.spawn import start_logged
 from atroposlib.utils.procs import group_stopped, stop_groups
 
 
@@ -68,21 +69,7 @@ class ProcessSupervisor:
 
     # --- the child -------------------------------------------------------------------------
     def _spawn(self) -> None:
-        Path(self.log).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as fh:
-            stamp = time.strftime("%H:%M:%S")
-            fh.write(
-                f"\n=== start {stamp} on {socket.gethostname()}: {' '.join(self.argv)}\n".encode()
-            )
-            fh.flush()
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.env,
-                start_new_session=True,  # its own process group: a stop reaches all it starts
-            )
+        self.popen = start_logged(self.argv, self.env, Path(self.log), host=socket.gethostname())
         self.state, self.exit_code = "running", None
 
     def start(self, argv: list[str], env: dict[str, str]) -> int:
