@@ -82,6 +82,7 @@ from example_trainer.batching import FlatBatch, flatten_batch
 from example_trainer.config import TrainingConfig, parse_config
 from example_trainer.distributed import barrier
 from example_trainer.step_outputs import checkpoint, publish
+from example_trainer.step_report import StepResult
 from example_trainer.train_step import train_step
 from example_trainer.trainer_setup import make_optimizer, prefix_sharing, set_up
 from example_trainer.training_run import TrainingRun
@@ -143,7 +144,9 @@ def train_on_batch(run: TrainingRun, delivery: Delivery, waited_from: float) -> 
     published = run.publisher.after_step(run.step)
     lr = run.scheduler.get_last_lr()[0]
     wait_time = started - waited_from
-    run.report.log_step(run.step, flat, stats, grad_norm, lr, step_time, wait_time, published)
+    run.report.log_step(
+        StepResult(run.step, flat, stats, grad_norm, lr, step_time, wait_time, published)
+    )
     run.checkpointer.after_step(run.step)
     run.feed.ack(delivery)
 

@@ -10,6 +10,7 @@ rank joins the gathers of the full weights (and optimizer state); rank 0 alone p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -78,24 +79,22 @@ def checkpoint(
         )
 
 
-class WeightPublisher:
+@dataclass
+class _StepOutput:
+    """What both outputs work on: the (wrapped) model and its tokenizer, on this rank, timed per step."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    cfg: TrainingConfig
+    info: DistInfo
+    timer: StepTimer
+
+
+@dataclass
+class WeightPublisher(_StepOutput):
     """The weight refresh on its schedule; see the module docstring."""
 
-    def __init__(
-        self,
-        refresher: WeightRefresh,
-        model: torch.nn.Module,
-        tokenizer: Any,
-        cfg: TrainingConfig,
-        info: DistInfo,
-        timer: StepTimer,
-    ) -> None:
-        self.refresher = refresher
-        self.model = model
-        self.tokenizer = tokenizer
-        self.cfg = cfg
-        self.info = info
-        self.timer = timer
+    refresher: WeightRefresh
 
     def after_step(self, step: int) -> dict[str, Any]:
         """Publish when ``step`` is due (charged to its ``publish`` phase); the refresh's figures for
@@ -111,26 +110,12 @@ class WeightPublisher:
             self.refresher.close()
 
 
-class Checkpointer:
+@dataclass
+class Checkpointer(_StepOutput):
     """Resumable checkpoints on their schedule; see the module docstring."""
 
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        tokenizer: Any,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LRScheduler,
-        cfg: TrainingConfig,
-        info: DistInfo,
-        timer: StepTimer,
-    ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.optimizer = optimizer
-        self.scheduler = scheduler
-        self.cfg = cfg
-        self.info = info
-        self.timer = timer
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
 
     def due(self, step: int) -> bool:
         """Whether ``checkpoint_interval`` asks for a checkpoint at ``step``."""

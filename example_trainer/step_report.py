@@ -10,6 +10,7 @@ stands in on the other ranks of a ``torchrun`` run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from example_trainer.flops import ModelCost, step_flops
@@ -19,6 +20,20 @@ from example_trainer.step_timing import StepTimer
 
 if TYPE_CHECKING:
     from example_trainer.batching import FlatBatch
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One trained step, as its metrics row reads it."""
+
+    step: int
+    flat: FlatBatch  # the batch's sequences, as trained
+    stats: dict[str, float]  # train_step's sums
+    grad_norm: float
+    lr: float
+    step_time: float  # from the batch's preparation to the schedule's step
+    wait_time: float  # waiting for the batch
+    published: dict[str, Any]  # the weight refresh's figures (empty when none ran this step)
 
 
 class SilentReport:
@@ -31,17 +46,7 @@ class SilentReport:
     def note_batch(self, flat: FlatBatch) -> None:
         """Say what the batch lost on the way in (truncation, missing teacher data)."""
 
-    def log_step(
-        self,
-        step: int,
-        flat: FlatBatch,
-        stats: dict[str, float],
-        grad_norm: float,
-        lr: float,
-        step_time: float,
-        wait_time: float,
-        published: dict[str, Any],
-    ) -> None:
+    def log_step(self, result: StepResult) -> None:
         """Write the step's metrics row and print its progress line."""
 
     def close(self) -> None:
@@ -72,22 +77,12 @@ class StepReport(SilentReport):
     def note_batch(self, flat: FlatBatch) -> None:
         note_batch(flat, self.seq_len)
 
-    def log_step(
-        self,
-        step: int,
-        flat: FlatBatch,
-        stats: dict[str, float],
-        grad_norm: float,
-        lr: float,
-        step_time: float,
-        wait_time: float,
-        published: dict[str, Any],
-    ) -> None:
-        """``published``: what the weight refresh reported this step (empty when none ran)."""
-        m = step_metrics(step, flat, stats, grad_norm, lr, step_time, wait_time)
-        m.update(published)
-        m.update(self.staleness.step_metrics(step, m))
-        m.update(timing_fields(self.timer, self.cost, stats))
+    def log_step(self, result: StepResult) -> None:
+        r = result
+        m = step_metrics(r.step, r.flat, r.stats, r.grad_norm, r.lr, r.step_time, r.wait_time)
+        m.update(r.published)
+        m.update(self.staleness.step_metrics(r.step, m))
+        m.update(timing_fields(self.timer, self.cost, r.stats))
         self._logger.log(m)
         print(format_step_line(m, self.total_steps), flush=True)
 
@@ -111,4 +106,4 @@ def timing_fields(timer: StepTimer, cost: ModelCost, stats: dict[str, float]) ->
     return row
 
 
-__all__ = ["SilentReport", "StepReport", "timing_fields"]
+__all__ = ["SilentReport", "StepReport", "StepResult", "timing_fields"]

@@ -100,8 +100,10 @@ def set_up(cfg: TrainingConfig) -> TrainingRun:
         timer=timer,
         feed=feed,
         report=report,
-        publisher=WeightPublisher(models.refresher, model, tokenizer, cfg, info, timer),
-        checkpointer=Checkpointer(model, tokenizer, optimizer, scheduler, cfg, info, timer),
+        publisher=WeightPublisher(model, tokenizer, cfg, info, timer, refresher=models.refresher),
+        checkpointer=Checkpointer(
+            model, tokenizer, cfg, info, timer, optimizer=optimizer, scheduler=scheduler
+        ),
         # the first batch trained after --resume settles the step (resume.py)
         resume=ResumeSettling(cfg.resume, ckpt is not None, cfg.checkpoint_interval, report),
         step=step,
