@@ -159,6 +159,83 @@ def _resolve_file(path: str, base: Optional[Path], what: str, out: Path) -> str:
     raise ConfigError(f"{what}: no such file {path!r}")
 
 
+def _allocation(topo: Topology, backend: Backend, gpus_here: Optional[int]) -> tuple[int, _Placer]:
+    """The allocation's node count and its GPU bookkeeping (the local backend: this machine, whose
+    GPUs must cover the topology's)."""
+    if backend != "local":
+        per_node = topo.cluster.gpus_per_node
+        # on Ray the cluster's own GPUs are checked when it connects; gpus_per_node is a limit if set
+        limit = per_node if per_node or backend != "ray" else 1 << 20
+        return topo.cluster.nodes, _Placer(topo.cluster.nodes, limit)
+    have = local_gpu_count() if gpus_here is None else gpus_here
+    want = topo.gpus_wanted()
+    if want > have:
+        raise ConfigError(
+            f"the topology asks for {want} GPU(s) but this machine has {have} "
+            f"(set gpus: 0 to run on CPU)"
+        )
+    if topo.trainer.nnodes > 1:
+        raise ConfigError(
+            f"trainer.nnodes {topo.trainer.nnodes}: the local backend runs on one machine "
+            "(use --backend ray or slurm)"
+        )
+    return 1, _Placer(1, have)
+
+
+def _bind_host(topo: Topology, backend: Backend) -> str:
+    """Where servers listen: loopback here (and on a loopback test cluster), every interface on a
+    SLURM cluster, the address of the node Ray placed it on."""
+    if backend == "ray":
+        return "@HOST@"
+    loop = backend == "local" or (topo.cluster.loopback and backend == "slurm")
+    return "127.0.0.1" if loop else "0.0.0.0"
+
+
+class _Ports:
+    """The servers' ports: a free loopback port each here; on a cluster the wanted port, or the next
+    one not yet taken on that node (on Ray over the whole plan: a port there names one server)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.used: dict[int, set[int]] = {}
+
+    def take(self, node: int, wanted: int) -> int:
+        if self.backend == "local":
+            return free_port()
+        taken = self.used.setdefault(0 if self.backend == "ray" else node, set())
+        port = wanted
+        while port in taken:
+            port += 1
+        taken.add(port)
+        return port
+
+
+@dataclass
+class _Resolution:
+    """What resolving one topology for one backend shares from step to step."""
+
+    topo: Topology
+    out: Path
+    backend: Backend
+    resume: bool
+    topology_dir: Optional[Path]
+    nodes: int
+    placer: _Placer
+    ports: _Ports
+    bind: str
+
+    @property
+    def local(self) -> bool:
+        return self.backend == "local"
+
+    def subst(self, value: str) -> str:
+        return _subst(value, self.out)
+
+    def flags(self, flags: dict[str, Any]) -> dict[str, Any]:
+        """``flags`` with ``{out}`` and ``{python}`` filled in its strings."""
+        return {k: self.subst(v) if isinstance(v, str) else v for k, v in flags.items()}
+
+
 def build_plan(
     topo: Topology,
     out: Path,
@@ -169,158 +246,157 @@ def build_plan(
     gpus_here: Optional[int] = None,
 ) -> Plan:
     """Resolve ``topo`` for ``backend`` into components; every user mistake is a ``ConfigError``."""
-    out = out.resolve()
-    local = backend == "local"
-    if local:
-        nodes = 1
-        have = local_gpu_count() if gpus_here is None else gpus_here
-        want = topo.gpus_wanted()
-        if want > have:
-            raise ConfigError(
-                f"the topology asks for {want} GPU(s) but this machine has {have} "
-                f"(set gpus: 0 to run on CPU)"
-            )
-        if topo.trainer.nnodes > 1:
-            raise ConfigError(
-                f"trainer.nnodes {topo.trainer.nnodes}: the local backend runs on one machine "
-                "(use --backend ray or slurm)"
-            )
-        placer = _Placer(1, have)
-    else:
-        nodes = topo.cluster.nodes
-        per_node = topo.cluster.gpus_per_node
-        # on Ray the cluster's own GPUs are checked when it connects; gpus_per_node is a limit if set
-        placer = _Placer(nodes, per_node if per_node or backend != "ray" else 1 << 20)
-    used_ports: dict[int, set[int]] = {k: set() for k in range(nodes)}
-    # where servers listen: loopback here (and on a loopback test cluster), every interface on a
-    # SLURM cluster, the address of the node Ray placed it on
-    loop = local or (topo.cluster.loopback and backend == "slurm")
-    bind = "@HOST@" if backend == "ray" else "127.0.0.1" if loop else "0.0.0.0"
+    nodes, placer = _allocation(topo, backend, gpus_here)
+    r = _Resolution(
+        topo=topo,
+        out=out.resolve(),
+        backend=backend,
+        resume=resume,
+        topology_dir=topology_dir,
+        nodes=nodes,
+        placer=placer,
+        ports=_Ports(backend),
+        bind=_bind_host(topo, backend),
+    )
+    comps = _prepare_components(r)
+    api = _api_component(r)
+    comps.append(api)
+    trainer_nodes, trainer_gpus = _trainer_placement(r)  # reserved before the inference servers
+    servers, urls, refresh_urls = _inference_components(r)
+    comps += servers
+    api_url = api.url or ""
+    for ei, e in enumerate(topo.envs):
+        comps += _env_components(r, ei, e, urls, api_url)
+    trainer, save_path = _trainer_component(r, api_url, refresh_urls, trainer_nodes, trainer_gpus)
+    comps.append(trainer)
+    return Plan(topo, r.out, backend, comps, api_url, save_path / "metrics.jsonl", nodes)
 
-    def port(node: int, wanted: int) -> int:
-        if local:
-            return free_port()
-        key = 0 if backend == "ray" else node  # Ray: unique over the plan (it names one server)
-        p = wanted
-        while p in used_ports.setdefault(key, set()):
-            p += 1
-        used_ports[key].add(p)
-        return p
 
-    def sub(values: list[str]) -> list[str]:
-        return [_subst(v, out) for v in values]
-
-    py = sys.executable
-    comps: list[Component] = []
-    for step in topo.prepare:
-        comps.append(
-            Component(
-                name=f"prepare-{step.name}",
-                role="prepare",
-                argv=sub(step.argv),
-                nodes=[0],
-                creates=_subst(step.creates, out) if step.creates else None,
-            )
+def _prepare_components(r: _Resolution) -> list[Component]:
+    return [
+        Component(
+            name=f"prepare-{step.name}",
+            role="prepare",
+            argv=[r.subst(a) for a in step.argv],
+            nodes=[0],
+            creates=r.subst(step.creates) if step.creates else None,
         )
+        for step in r.topo.prepare
+    ]
 
-    # --- API -------------------------------------------------------------------------------
-    api_node = topo.api.node
-    if api_node >= nodes:
-        raise ConfigError(f"api.node {api_node} is outside the {nodes}-node allocation")
-    api_port = port(api_node, topo.api.port)
-    api_url = f"http://{node_host(api_node)}:{api_port}"
-    api_argv = [py, "-m", "atroposlib.cli.run_api", "--host", bind]
-    api_argv += ["--port", str(api_port), "--data-dir", str(out / "api-data")]
-    api_argv += ["--resume" if resume else "--fresh"]
-    api_argv += flag_args(
-        {k: _subst(v, out) if isinstance(v, str) else v for k, v in topo.api.flags.items()}
-    )
-    comps.append(
-        Component("api", "api", api_argv, [api_node], url=api_url, health=api_url + "/health")
-    )
 
-    # --- inference servers (the trainer's node(s) are reserved first on a cluster) ----------------
-    tr = topo.trainer
-    tr_first = tr.node if tr.node is not None else max(0, nodes - tr.nnodes)
-    tr_nodes = list(range(tr_first, tr_first + tr.nnodes))
-    if tr_nodes[-1] >= nodes:
+def _api_component(r: _Resolution) -> Component:
+    node = r.topo.api.node
+    if node >= r.nodes:
+        raise ConfigError(f"api.node {node} is outside the {r.nodes}-node allocation")
+    port = r.ports.take(node, r.topo.api.port)
+    url = f"http://{node_host(node)}:{port}"
+    argv = [sys.executable, "-m", "atroposlib.cli.run_api", "--host", r.bind]
+    argv += ["--port", str(port), "--data-dir", str(r.out / "api-data")]
+    argv += ["--resume" if r.resume else "--fresh"]
+    argv += flag_args(r.flags(r.topo.api.flags))
+    return Component("api", "api", argv, [node], url=url, health=url + "/health")
+
+
+def _trainer_placement(r: _Resolution) -> tuple[list[int], list[int]]:
+    """The trainer's nodes (the last ones unless pinned) and its GPU indices on each."""
+    tr = r.topo.trainer
+    first = tr.node if tr.node is not None else max(0, r.nodes - tr.nnodes)
+    nodes = list(range(first, first + tr.nnodes))
+    if nodes[-1] >= r.nodes:
         raise ConfigError(
-            f"trainer: nodes {tr_nodes[0]}..{tr_nodes[-1]} do not fit a {nodes}-node allocation"
+            f"trainer: nodes {nodes[0]}..{nodes[-1]} do not fit a {r.nodes}-node allocation"
         )
-    tr_gpus = [placer.take(k, tr.gpus_per_node, "trainer") for k in tr_nodes][0]
-    inf_urls: dict[str, list[str]] = {}
+    gpus = [r.placer.take(k, tr.gpus_per_node, "trainer") for k in nodes][0]
+    return nodes, gpus
+
+
+def _inference_components(
+    r: _Resolution,
+) -> tuple[list[Component], dict[str, list[str]], list[str]]:
+    """Every inference server; their base URLs by group; the URLs the trainer refreshes."""
+    comps: list[Component] = []
+    urls: dict[str, list[str]] = {}
     refresh_urls: list[str] = []
-    for gi, g in enumerate(topo.inference):
-        inf_urls[g.name] = []
+    for gi, g in enumerate(r.topo.inference):
+        urls[g.name] = []
         for i in range(g.servers):
-            name = f"inference-{g.name}-{i}"
             if g.kind == "external":
                 url = g.urls[i].rstrip("/")
-                comps.append(Component(name, "inference", [], [], url=url, external=True))
+                name = f"inference-{g.name}-{i}"
+                comp = Component(name, "inference", [], [], url=url, external=True)
             else:
-                who = f"inference[{gi}] {g.name}"
-                node = g.node if g.node is not None else placer.first_fit(g.gpus, who)
-                gpus = placer.take(node, g.gpus, who)
-                p = port(node, g.port + i)
-                url = f"http://{node_host(node)}:{p}"
-                argv, extra_env = _server_command(g, p, local, bind, out)
-                if gpus or g.gpus:
-                    extra_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(x) for x in gpus)
-                comps.append(
-                    Component(
-                        name,
-                        "inference",
-                        argv,
-                        [node],
-                        env=extra_env,
-                        url=url,
-                        health=url + "/health",
-                        gpus=gpus,
-                        restart=True,
-                        startup_timeout=g.startup_timeout,
-                    )
-                )
-            inf_urls[g.name].append(url)
+                comp = _inference_server(r, gi, g, i)
+            comps.append(comp)
+            urls[g.name].append(comp.url or "")
             if g.refresh:
-                refresh_urls.append(url)
+                refresh_urls.append(comp.url or "")
+    return comps, urls, refresh_urls
 
-    # --- env workers ---------------------------------------------------------------------------
-    for ei, e in enumerate(topo.envs):
-        comps += _env_components(ei, e, topo, inf_urls, api_url, out, topology_dir, nodes)
 
-    # --- trainer -----------------------------------------------------------------------------
-    flags = {k: _subst(v, out) if isinstance(v, str) else v for k, v in tr.flags.items()}
-    save_path = Path(str(flags.pop("save_path", out / "trainer")))
+def _inference_server(r: _Resolution, gi: int, g: InferenceSpec, i: int) -> Component:
+    who = f"inference[{gi}] {g.name}"
+    node = g.node if g.node is not None else r.placer.first_fit(g.gpus, who)
+    gpus = r.placer.take(node, g.gpus, who)
+    port = r.ports.take(node, g.port + i)
+    url = f"http://{node_host(node)}:{port}"
+    argv, extra_env = _server_command(g, port, r.local, r.bind, r.out)
+    if gpus or g.gpus:
+        extra_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(x) for x in gpus)
+    return Component(
+        f"inference-{g.name}-{i}",
+        "inference",
+        argv,
+        [node],
+        env=extra_env,
+        url=url,
+        health=url + "/health",
+        gpus=gpus,
+        restart=True,
+        startup_timeout=g.startup_timeout,
+    )
+
+
+def _trainer_component(
+    r: _Resolution, api_url: str, refresh_urls: list[str], nodes: list[int], gpus: list[int]
+) -> tuple[Component, Path]:
+    """The trainer (torchrun when it has more than one process) and its save path."""
+    tr = r.topo.trainer
+    flags = r.flags(tr.flags)
+    save_path = Path(str(flags.pop("save_path", r.out / "trainer")))
     if not save_path.is_absolute():
         save_path = Path.cwd() / save_path
-    targv: list[str] = []
+    argv: list[str] = []
     if tr.config:
-        targv += ["--config", _resolve_file(tr.config, topology_dir, "trainer.config", out)]
-    targv += ["--api-url", api_url, "--save-path", str(save_path)]
+        argv += ["--config", _resolve_file(tr.config, r.topology_dir, "trainer.config", r.out)]
+    argv += ["--api-url", api_url, "--save-path", str(save_path)]
     if refresh_urls:
-        targv += ["--inference-urls", *refresh_urls]
-    if resume:
-        targv.append("--resume")
-    targv += flag_args(flags)
-    if tr.nnodes * tr.nproc_per_node > 1:
-        head = [py, "-m", "torch.distributed.run", "--nnodes", str(tr.nnodes)]
-        head += ["--nproc-per-node", str(tr.nproc_per_node)]
-        if tr.nnodes == 1:
-            head.append("--standalone")
-        else:
-            head += ["--rdzv-backend", "c10d", "--rdzv-id", topo.name]
-            rdzv = port(tr_nodes[0], tr.rdzv_port) if backend == "ray" else tr.rdzv_port
-            head += ["--rdzv-endpoint", f"{node_host(tr_nodes[0])}:{rdzv}"]
-            # each node's collectives and rendezvous on its own address, never its host name's
-            own = ["--rdzv", f"{node_host(tr_nodes[0])}:{rdzv}"]
-            own += ["--addr", "@HOST@"] if backend == "ray" else []
-            head = [py, "-m", "atroposlib.launch.node_net", *own, "--", *head]
-        head += ["-m", tr.module]
-    else:
-        head = [py, "-m", tr.module]
-    tenv = {"CUDA_VISIBLE_DEVICES": ",".join(str(x) for x in tr_gpus)} if tr.gpus_per_node else {}
-    comps.append(Component("trainer", "trainer", head + targv, tr_nodes, env=tenv, gpus=tr_gpus))
-    return Plan(topo, out, backend, comps, api_url, save_path / "metrics.jsonl", nodes)
+        argv += ["--inference-urls", *refresh_urls]
+    if r.resume:
+        argv.append("--resume")
+    argv += flag_args(flags)
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(x) for x in gpus)} if tr.gpus_per_node else {}
+    head = _trainer_head(r, nodes)
+    return Component("trainer", "trainer", head + argv, nodes, env=env, gpus=gpus), save_path
+
+
+def _trainer_head(r: _Resolution, nodes: list[int]) -> list[str]:
+    """How the trainer's module starts: ``python -m``, or torchrun (standalone on one node; across
+    nodes meeting at node 0's rendezvous, each node's traffic on its own address)."""
+    tr, py = r.topo.trainer, sys.executable
+    if tr.nnodes * tr.nproc_per_node == 1:
+        return [py, "-m", tr.module]
+    head = [py, "-m", "torch.distributed.run", "--nnodes", str(tr.nnodes)]
+    head += ["--nproc-per-node", str(tr.nproc_per_node)]
+    if tr.nnodes == 1:
+        return [*head, "--standalone", "-m", tr.module]
+    head += ["--rdzv-backend", "c10d", "--rdzv-id", r.topo.name]
+    rdzv = r.ports.take(nodes[0], tr.rdzv_port) if r.backend == "ray" else tr.rdzv_port
+    head += ["--rdzv-endpoint", f"{node_host(nodes[0])}:{rdzv}"]
+    # each node's collectives and rendezvous on its own address, never its host name's
+    own = ["--rdzv", f"{node_host(nodes[0])}:{rdzv}"]
+    own += ["--addr", "@HOST@"] if r.backend == "ray" else []
+    return [py, "-m", "atroposlib.launch.node_net", *own, "--", *head, "-m", tr.module]
 
 
 def _server_command(
@@ -360,15 +436,10 @@ _FILLED_ENV_FLAGS = ("env.rollout_server_url", "openai.base_url")
 
 
 def _env_components(
-    ei: int,
-    e: EnvSpec,
-    topo: Topology,
-    inf_urls: dict[str, list[str]],
-    api_url: str,
-    out: Path,
-    topology_dir: Optional[Path],
-    nodes: int,
+    r: _Resolution, ei: int, e: EnvSpec, inf_urls: dict[str, list[str]], api_url: str
 ) -> list[Component]:
+    """The workers of env group ``e``, each with the API's and its inference servers' URLs."""
+    topo, out, topology_dir, nodes = r.topo, r.out, r.topology_dir, r.nodes
     where = f"envs[{ei}]"
     if e.node >= nodes:
         raise ConfigError(f"{where}.node {e.node} is outside the {nodes}-node allocation")
@@ -386,12 +457,12 @@ def _env_components(
         base += ["--config", _resolve_file(e.config, topology_dir, f"{where}.config", out)]
     base += ["--env.rollout_server_url", api_url, "--openai.base_url", ",".join(urls)]
     comps = []
-    for r in range(e.replicas):
-        name = f"env-{e.name}-{r}"
+    for replica in range(e.replicas):
+        name = f"env-{e.name}-{replica}"
         own = dict(flags)
         own.setdefault("env.spool_dir", str(out / "spool" / name))
-        if r and isinstance(own.get("env.seed"), int):
-            own["env.seed"] = own["env.seed"] + r  # replicas draw different prompts
+        if replica and isinstance(own.get("env.seed"), int):
+            own["env.seed"] = own["env.seed"] + replica  # replicas draw different prompts
         argv = list(base)
         for key, value in own.items():
             argv += [f"--{key}", _subst(_env_value(value), out)]
