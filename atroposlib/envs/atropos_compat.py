@@ -1,18 +1,30 @@
 """ATROPOS COMPATIBILITY: the ``BaseEnv`` names Atropos env files read, call or override.
 
 Nothing here is part of the env contract (``base.BaseEnv`` shows that); these names exist so that env
-files written for Atropos keep working unchanged. Each delegates to ``atroposlib.runtime``:
+files written for Atropos keep working unchanged. ``dir()`` and ``help()`` of an env leave them out
+(``surface``: this layer is marked ``_hidden_from_dir``), so a new author sees the contract; they
+still resolve, take assignments, can be overridden and reached with ``super()``, and mypy types
+them. This docstring lists every one of them (``tests/envs/test_surface.py`` checks it). Each
+delegates to ``atroposlib.runtime``:
 
-* run-time attributes (``env_id``, ``curr_step``, ``status_dict``, ``max_token_len``, ``backlog``,
-  ``eval_metrics``, ...) are properties onto the env's ``RunContext`` (``OnContext``), so
-  ``self.curr_step = 3`` in an env file writes the context the runtime reads;
-* ``handle_send_to_api`` -> ``runtime.sending.send_groups``; ``add_rollouts_for_wandb`` /
-  ``create_rollout_table`` -> ``runtime.step_metrics`` (these three, like ``BaseEnv.wandb_log``, are
+* run-time attributes are properties onto the env's ``RunContext`` (``OnContext``), so
+  ``self.curr_step = 3`` in an env file writes the context the runtime reads: ``env_id``,
+  ``curr_step``, ``status_dict``, ``max_token_len``, ``wandb_prepend``, ``checkpoint_dir``,
+  ``checkpoint_interval``, ``process_mode``, ``n_groups_to_process``, ``group_size_to_process``,
+  ``group_sink``, ``jsonl_writer``, ``metrics_logger``, ``drop_counts``, ``backlog``,
+  ``items_sent_this_step``, ``completion_lengths``, ``rollouts_for_wandb``, ``eval_metrics``; and
+  ``derived_batch_size`` (read-only: this env's share of a batch);
+* Atropos's object attributes ``workers`` / ``eval_workers`` (empty: the serve runner owns the real
+  pools), ``max_num_workers`` (the runtime's concurrency limit) and the class attribute
+  ``server_cls`` (the ``APIServer`` class of ``self.server``; None: by ``server_type``);
+* ``handle_send_to_api`` -> ``runtime.sending.send_groups``; ``wandb_log`` /
+  ``add_rollouts_for_wandb`` / ``create_rollout_table`` -> ``runtime.step_metrics`` (these four are
   ``default_hook``s: the runtime calls its own implementation and goes through the env only when the
-  env file overrides one); ``save_checkpoint`` / ``load_checkpoint`` ->
-  ``runtime.checkpoint``; ``evaluate_log`` -> ``runtime.evaluation``; ``perf_stats`` adds nothing;
-* ``env_manager`` / ``process_manager`` / ``cli`` -> the ``serve`` / ``process`` subcommands and the
-  command line (``runtime.runner``, ``runtime.process``, ``runtime.cli``);
+  env file overrides one; envs report metrics with ``add_metric`` / ``set_metric``);
+  ``save_checkpoint`` / ``load_checkpoint`` -> ``runtime.checkpoint``; ``evaluate_log`` ->
+  ``runtime.evaluation``; ``perf_stats`` adds nothing;
+* ``env_manager`` / ``process_manager`` -> the ``serve`` / ``process`` subcommands
+  (``runtime.runner``, ``runtime.process``; ``BaseEnv.cli`` is the command line);
 * the loop hooks ``get_server_info``, ``env_step_checks``, ``add_train_workers`` are
   ``default_hook``s: the serve runner calls an env's own version only when the env overrides one
   (``runtime.atropos_hooks``).
@@ -20,15 +32,18 @@ files written for Atropos keep working unchanged. Each delegates to ``atroposlib
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from typing import Any, Generic, Optional, TypeVar, overload
 
+from atroposlib.envs.surface import EnvMeta
 from atroposlib.groups import Groups
+from atroposlib.inference_clients.backend import APIServer
 from atroposlib.runtime import checkpoint
 from atroposlib.runtime.atropos_hooks import default_hook, fill_workers, read_server_info
-from atroposlib.runtime.cli import main
-from atroposlib.runtime.context import EnvClass, EnvRuntime, Rollout, RunContext
+from atroposlib.runtime.config import BaseEnvConfig
+from atroposlib.runtime.context import EnvRuntime, Rollout, RunContext
 from atroposlib.runtime.eval_results import EvalRun
 from atroposlib.runtime.evaluation import write_eval_results
 from atroposlib.runtime.metrics_logger import MetricsSink
@@ -36,7 +51,7 @@ from atroposlib.runtime.process import process
 from atroposlib.runtime.runner import serve
 from atroposlib.runtime.sending import send_groups
 from atroposlib.runtime.sinks import GroupSink, JsonlGroupWriter
-from atroposlib.runtime.step_metrics import keep_rollouts, rollout_table
+from atroposlib.runtime.step_metrics import keep_rollouts, log_step_metrics, rollout_table
 from atroposlib.type_definitions import Item, ScoredDataGroup
 
 T = TypeVar("T")
@@ -73,8 +88,16 @@ class OnContext(Generic[T]):
         setattr(context_of(obj), self.name, value)
 
 
-class AtroposCompat:
-    """Mixed into ``BaseEnv``: Atropos's names (see the module docstring)."""
+class AtroposCompat(metaclass=EnvMeta):
+    """Mixed into ``BaseEnv``: Atropos's names (see the module docstring), left out of ``dir()``."""
+
+    _hidden_from_dir = True  # surface.HIDDEN_MARK
+
+    server_cls: Optional[type[APIServer]] = None
+    # Atropos's object attributes (set by ``_init_atropos_attributes``)
+    workers: set[asyncio.Task[None]]
+    eval_workers: set[asyncio.Task[None]]
+    max_num_workers: int
 
     # run-time state under Atropos's attribute names: properties onto ``self.context``
     env_id: OnContext[Optional[int]] = OnContext()
@@ -97,9 +120,21 @@ class AtroposCompat:
     rollouts_for_wandb: OnContext[list[list[Rollout]]] = OnContext()
     eval_metrics: OnContext[list[tuple[str, Any]]] = OnContext()
 
+    def _init_atropos_attributes(self, config: BaseEnvConfig, n_servers: int) -> None:
+        """Set Atropos's object attributes (``BaseEnv.__init__`` calls this once its servers
+        exist)."""
+        self.workers = set()
+        self.eval_workers = set()
+        self.max_num_workers = (
+            config.max_num_workers
+            if config.max_num_workers > 0
+            else config.max_num_workers_per_node * n_servers
+        )
+
     @property
     def derived_batch_size(self: EnvRuntime) -> int:
-        """This env's share of a batch given the API's unallocated fraction and min_batch_allocation."""
+        """Atropos's name: this env's share of a batch given the API's unallocated fraction and
+        ``min_batch_allocation``."""
         return self.context.derived_batch_size(self.config)
 
     # --- sending and logging -----------------------------------------------------------------
@@ -111,27 +146,36 @@ class AtroposCompat:
         do_send_to_api: bool = True,
         abort_on_any_max_length_exceeded: bool = True,
     ) -> list[ScoredDataGroup]:
-        """Filter, validate and stamp groups, save them to JSONL if configured, hand them to the sink."""
+        """Atropos's name: filter, validate and stamp groups, save them to JSONL if configured,
+        hand them to the sink."""
         return await send_groups(
             self, scored_data, item, do_send_to_api, abort_on_any_max_length_exceeded
         )
 
     @default_hook
+    async def wandb_log(self: EnvRuntime, wandb_metrics: Optional[dict[str, Any]] = None) -> None:
+        """Atropos's name: log this step's metrics (an override adds its own, then calls super());
+        envs report with ``add_metric`` / ``set_metric`` instead."""
+        await log_step_metrics(self, wandb_metrics)
+
+    @default_hook
     async def add_rollouts_for_wandb(
         self: EnvRuntime, scored_data: ScoredDataGroup, item: Item = None
     ) -> None:
-        """Keep a few decoded rollouts of a sent group for the rollout table."""
+        """Atropos's name: keep a few decoded rollouts of a sent group for the rollout table."""
         keep_rollouts(self.context, self.config, self.tokenizer, scored_data)
 
     @default_hook
     async def create_rollout_table(
         self: EnvRuntime, wandb_metrics: dict[str, Any]
     ) -> dict[str, Any]:
-        """Add the kept rollouts to ``wandb_metrics`` as a table (``train/rollouts``)."""
+        """Atropos's name: add the kept rollouts to ``wandb_metrics`` as a table
+        (``train/rollouts``)."""
         return rollout_table(self.context, wandb_metrics)
 
     def perf_stats(self, metrics_dict: dict[str, Any]) -> dict[str, Any]:
-        """Atropos hook for performance metrics; the runner logs its own counters, so this adds none."""
+        """Atropos's name: the hook for performance metrics; the runner logs its own counters, so
+        this adds none."""
         return metrics_dict
 
     async def evaluate_log(
@@ -145,7 +189,8 @@ class AtroposCompat:
         samples: Optional[list[dict[str, Any]]] = None,
         verbose: bool = True,
     ) -> None:
-        """Write ``metrics.json`` (+ ``samples.jsonl``) to ``data_dir_to_save_evals``, print a table."""
+        """Atropos's name: write ``metrics.json`` (+ ``samples.jsonl``) to
+        ``data_dir_to_save_evals``, print a table (``envkit.evaluation.report_eval`` calls it)."""
         end_time = end_time or time.time()
         run = EvalRun(
             metrics, task_name, model_name, start_time, end_time, generation_parameters, samples
@@ -154,43 +199,44 @@ class AtroposCompat:
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self: EnvRuntime, step: int, data: Optional[dict[str, Any]] = None) -> None:
-        """Persist ``data`` (JSON) for ``step``; subclasses add their state and call super()."""
+        """Atropos's name: persist ``data`` (JSON) for ``step``; subclasses add their state and
+        call super()."""
         checkpoint.save_env(self.context, self.name, step, data)
 
     def load_checkpoint(self: EnvRuntime) -> None:
-        """Restore attributes saved for ``curr_step`` (called on resume)."""
+        """Atropos's name: restore attributes saved for ``curr_step`` (called on resume)."""
         for key, value in checkpoint.load_env(self.context, self.name).items():
             setattr(self, key, value)
 
     # --- the subcommands ---------------------------------------------------------------------
     async def env_manager(self: EnvRuntime) -> None:
-        """``serve``: register with the API and keep its queue fed until ``total_steps``."""
+        """Atropos's name: ``serve``: register with the API and keep its queue fed until
+        ``total_steps``."""
         await serve(self)
 
     async def process_manager(self: EnvRuntime, n_groups: Optional[int] = None) -> None:
-        """``process``: make ``total_steps`` groups locally (JSONL + HTML report), no API."""
+        """Atropos's name: ``process``: make ``total_steps`` groups locally (JSONL + HTML report),
+        no API."""
         await process(self, n_groups=n_groups)
-
-    @classmethod
-    def cli(cls: EnvClass) -> None:
-        """``python my_env.py serve|process|evaluate [--config F] [--env.X V] [--openai.X V]``."""
-        main(cls)
 
     # --- Atropos's serve-loop hooks (the runner calls an override; see runtime.atropos_hooks) --
     @default_hook
     async def get_server_info(self: EnvRuntime) -> None:
-        """Read ``GET /info`` from ``rollout_server_url`` and apply it (batch size, token limit)."""
+        """Atropos's name: read ``GET /info`` from ``rollout_server_url`` and apply it (batch
+        size, token limit)."""
         await read_server_info(self.context, self.config)
 
     @default_hook
     async def env_step_checks(self) -> None:
-        """Runs each tick after ``status_dict`` is refreshed, before the runner's own step checks
-        (evals every ``steps_per_eval``, checkpoints, metrics), which need nothing from here."""
+        """Atropos's name: runs each tick after ``status_dict`` is refreshed, before the runner's
+        own step checks (evals every ``steps_per_eval``, checkpoints, metrics), which need nothing
+        from here."""
         return None
 
     @default_hook
     async def add_train_workers(self: EnvRuntime) -> None:
-        """Start as many new items as the off-policy and eval limits allow (the runner's rule)."""
+        """Atropos's name: start as many new items as the off-policy and eval limits allow (the
+        runner's rule)."""
         await fill_workers(self.context)
 
 

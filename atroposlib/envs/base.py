@@ -1,6 +1,19 @@
 """The ``BaseEnv`` contract (Atropos-compatible). Subclass it, implement a few hooks, call ``cli()``.
 
-Hooks an environment implements::
+The contract, which is all that ``dir()`` and ``help()`` show of an env
+(``tests/envs/test_surface.py`` holds the list; docs/environments.md, "The contract", explains each
+name)::
+
+    class attributes  name, env_config_cls
+    class methods     config_init(), server_namespaces(), cli()
+    hooks you write   setup(), get_next_item(),
+                      collect_trajectories(item) or collect_trajectory(item),
+                      evaluate(), postprocess_histories(groups), cleanup()
+    helpers you call  add_metric(name, value), set_metric(name, value), score_samples(fn, samples),
+                      group_builder()
+    on the object     config, server (a ServerManager), tokenizer, context (a RunContext)
+
+An environment::
 
     class MyEnv(BaseEnv):
         name = "my_env"
@@ -14,8 +27,7 @@ Hooks an environment implements::
     if __name__ == "__main__":
         MyEnv.cli()
 
-Optional hooks: ``postprocess_histories`` (a last pass over collected groups), ``cleanup`` (after
-each item), ``wandb_log`` (add metrics, call super()); ``add_metric`` / ``set_metric`` report values;
+``add_metric`` / ``set_metric`` report values (the runtime logs them each step);
 ``await self.score_samples(fn, samples)`` scores off the event loop within ``--env.score_timeout``.
 A group is built with ``self.group_builder()`` (``atroposlib.groups.GroupBuilder``) or, as in
 Atropos, as a ``ScoredDataGroup`` dict.
@@ -23,8 +35,10 @@ Atropos, as a ``ScoredDataGroup`` dict.
 What runs an env (serve / process / evaluate, sending, checkpoints, the rollout table) is
 ``atroposlib.runtime``; it uses the env through ``self.context`` (a ``RunContext``: env id, trainer
 step, where groups and metrics go). The Atropos-named methods and attributes env files also use
-(``handle_send_to_api``, ``evaluate_log``, ``save_checkpoint``, ``env_manager``, ``cli``,
-``self.curr_step``, ...) come from ``atropos_compat.AtroposCompat`` and delegate to the runtime.
+(``handle_send_to_api``, ``wandb_log``, ``evaluate_log``, ``save_checkpoint``, ``env_manager``,
+``self.curr_step``, ...) come from ``atropos_compat.AtroposCompat``, a base class whose names
+``dir()`` leaves out (``surface``: why that layer is hidden rather than moved), and delegate to the
+runtime.
 """
 
 from __future__ import annotations
@@ -32,9 +46,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from atroposlib.envs.atropos_compat import AtroposCompat, context_of
+from atroposlib.envs.surface import EnvMeta, visible
 from atroposlib.groups import GroupBuilder, Groups, group_from_items
 from atroposlib.inference_clients.backend import APIServer
 from atroposlib.inference_clients.server_manager import (
@@ -43,22 +58,29 @@ from atroposlib.inference_clients.server_manager import (
     ServerManager,
 )
 from atroposlib.runtime.atropos_hooks import default_hook
+from atroposlib.runtime.cli import main
 from atroposlib.runtime.config import BaseEnvConfig, EvalHandlingEnum, ServerConfigs
-from atroposlib.runtime.context import EnvRuntime, RunContext
+from atroposlib.runtime.context import EnvClass, EnvRuntime, RunContext
 from atroposlib.runtime.sinks import JsonlGroupWriter
-from atroposlib.runtime.step_metrics import log_step_metrics
 from atroposlib.type_definitions import Item, Message, ScoredDataGroup, ScoredDataItem
 from atroposlib.utils.tokenizer_loading import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
 
-class BaseEnv(AtroposCompat):
-    """An RL environment: produces scored groups of rollouts for the trainer."""
+class BaseEnv(AtroposCompat, metaclass=EnvMeta):
+    """An RL environment: produces scored groups of rollouts for the trainer.
+
+    Its contract: ``name``, ``env_config_cls``; ``config_init()``, ``server_namespaces()``,
+    ``cli()``; the hooks ``setup()``, ``get_next_item()``, ``collect_trajectories(item)`` (or
+    ``collect_trajectory(item)``), ``evaluate()``, ``postprocess_histories()``, ``cleanup()``; the
+    helpers ``add_metric()``, ``set_metric()``, ``score_samples()``, ``group_builder()``; and on the
+    object ``config``, ``server``, ``tokenizer``, ``context``. Atropos's names (``curr_step``,
+    ``handle_send_to_api``, ``save_checkpoint``, ``wandb_log``, ...) work too, listed in
+    ``atroposlib.envs.atropos_compat``; ``dir()`` and ``help()`` leave them out."""
 
     name: Optional[str] = None
     env_config_cls: type[BaseEnvConfig] = BaseEnvConfig
-    server_cls: Optional[type[APIServer]] = None
 
     def __init__(
         self,
@@ -85,15 +107,11 @@ class BaseEnv(AtroposCompat):
         if config.data_path_to_save_groups is not None:
             ctx.jsonl_writer = JsonlGroupWriter(config.data_path_to_save_groups)
             ctx.groups_path = str(ctx.jsonl_writer.path)
-        # Atropos attribute names some env files read; the serve runner owns the real pools
-        self.workers: set[asyncio.Task[None]] = set()
-        self.eval_workers: set[asyncio.Task[None]] = set()
-        n_servers = len(self.server.servers)
-        self.max_num_workers = (
-            config.max_num_workers
-            if config.max_num_workers > 0
-            else config.max_num_workers_per_node * n_servers
-        )
+        self._init_atropos_attributes(config, len(self.server.servers))
+
+    def __dir__(self) -> list[str]:
+        """The contract plus what this env's own classes and object add (``surface``)."""
+        return visible(type(self), super().__dir__())
 
     @property
     def context(self) -> RunContext:
@@ -112,6 +130,13 @@ class BaseEnv(AtroposCompat):
         default configs (None: none unless configured). Each gets ``--<name>.FIELD`` flags and a
         ``<name>:`` YAML key, and reaches ``__init__`` as ``<name>_server_configs=``. None here."""
         return {}
+
+    @classmethod
+    def cli(cls) -> None:
+        """``python my_env.py serve|process|evaluate [--config F] [--env.X V] [--openai.X V]``."""
+        # an env class is an EnvClass, but mypy does not match a class object to a protocol with
+        # __call__; the cast keeps ``MyEnv.cli()`` type-checking in every env file
+        main(cast(EnvClass, cls))
 
     # --- hooks -----------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -169,18 +194,13 @@ class BaseEnv(AtroposCompat):
 
     # --- metrics ---------------------------------------------------------------------------
     def add_metric(self, name: str, value: float) -> None:
-        """Report one value of ``name``; the next ``wandb_log`` logs the mean of the values since
-        the last one (e.g. ``self.add_metric("train/percent_correct", 1.0)`` per rollout)."""
+        """Report one value of ``name``; the step's metrics log the mean of the values since the
+        last step (e.g. ``self.add_metric("train/percent_correct", 1.0)`` per rollout)."""
         self.context.metrics.add(name, value)
 
     def set_metric(self, name: str, value: Any) -> None:
-        """Set a value (a counter, a gauge) that every following ``wandb_log`` logs as it is."""
+        """Set a value (a counter, a gauge) that every following step's metrics log as it is."""
         self.context.metrics.gauges[name] = value
-
-    @default_hook
-    async def wandb_log(self, wandb_metrics: Optional[dict[str, Any]] = None) -> None:
-        """Log this step's metrics (envs add theirs and call super())."""
-        await log_step_metrics(self, wandb_metrics)
 
     # --- helpers for envs ------------------------------------------------------------------
     def group_builder(self, **kwargs: Any) -> GroupBuilder:

@@ -19,10 +19,10 @@ as properties onto its context, so Atropos env files read and assign them as bef
 
 ``EnvRuntime`` is everything the runtime uses of an env (``BaseEnv`` satisfies it): its config,
 context, inference servers and tokenizer, the hooks an author writes (``setup``, ``get_next_item``,
-``collect_trajectories``, ``postprocess_histories``, ``evaluate``, ``cleanup``, ``wandb_log``) and
-the Atropos-named methods the runtime calls because env files override them (sending, the rollout
-table, checkpoints, ``get_server_info``, ``env_step_checks``, ``add_train_workers``). ``EnvClass``
-is what the CLI uses of an env's class.
+``collect_trajectories``, ``postprocess_histories``, ``evaluate``, ``cleanup``) and the
+Atropos-named members the runtime uses because env files read or override them
+(``max_num_workers``, sending, ``wandb_log``, the rollout table, checkpoints, ``get_server_info``,
+``env_step_checks``, ``add_train_workers``). ``EnvClass`` is what the CLI uses of an env's class.
 """
 
 from __future__ import annotations
@@ -176,9 +176,6 @@ class EnvRuntime(Protocol):
     @property
     def tokenizer(self) -> TokenDecoder: ...
 
-    @property
-    def max_num_workers(self) -> int: ...
-
     # the hooks an author writes
     async def setup(self) -> None: ...
 
@@ -192,9 +189,12 @@ class EnvRuntime(Protocol):
 
     async def cleanup(self) -> None: ...
 
+    # Atropos-named members the runtime uses, because env files read, call or override them
+    @property
+    def max_num_workers(self) -> int: ...
+
     async def wandb_log(self, wandb_metrics: Optional[dict[str, Any]] = None) -> None: ...
 
-    # Atropos-named methods the runtime calls, because env files call or override them
     async def handle_send_to_api(
         self,
         scored_data: Groups,

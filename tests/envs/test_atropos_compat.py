@@ -103,7 +103,7 @@ CONTRACT = {
     "evaluate",
     "config_init",
     "cleanup",
-    "wandb_log",
+    "cli",
     "add_metric",
     "set_metric",
 }
@@ -117,7 +117,8 @@ ATROPOS_ONLY = {
     "perf_stats",
     "env_manager",
     "process_manager",
-    "cli",
+    "wandb_log",
+    "server_cls",
     "get_server_info",
     "env_step_checks",
     "add_train_workers",
