@@ -46,6 +46,13 @@ OverlongMode = Literal["keep", "mask", "penalize"]
 WAIT_MARGIN_S = 600.0
 
 
+def _one_of(value: str, known: list[str]) -> str:
+    """``value`` when it is one of ``known`` (a registry's names, read when the field is validated)."""
+    if value not in known:
+        raise ValueError(f"must be one of {', '.join(known)}, not {value!r}")
+    return value
+
+
 class TrainingConfig(BaseModel):
     """Everything the GRPO trainer needs; see docs/training.md for how the pieces fit."""
 
@@ -172,7 +179,9 @@ class TrainingConfig(BaseModel):
     )
 
     # --- API ------------------------------------------------------------------------------
-    api_url: str = Field("http://localhost:8000", description="Trajectory API base URL.")
+    api_url: Annotated[str, AfterValidator(check_base_url)] = Field(
+        "http://localhost:8000", description="Trajectory API base URL."
+    )
     api_token: Optional[str] = Field(
         None, description="Bearer token for the trajectory API (default: $ATROPOS_API_TOKEN)."
     )
@@ -348,27 +357,17 @@ class TrainingConfig(BaseModel):
         "temperature.",
     )
 
-    @field_validator("api_url")
-    @classmethod
-    def _api_url_is_a_base_url(cls, v: str) -> str:
-        return check_base_url(v)
-
     @field_validator("inference_server")
     @classmethod
     def _known_inference_server(cls, v: str) -> str:
         """A server type whose backend can take new weights (see inference_clients.registry)."""
-        known = ["auto", *refreshable_server_types()]
-        if v not in known:
-            raise ValueError(f"must be one of {', '.join(known)}, not {v!r}")
-        return v
+        return _one_of(v, ["auto", *refreshable_server_types()])
 
     @field_validator("loss_type")
     @classmethod
     def _known_loss(cls, v: str) -> str:
         """A loss registered in example_trainer/losses/registry.py."""
-        if v not in OBJECTIVES:
-            raise ValueError(f"must be one of {', '.join(OBJECTIVES)}, not {v!r}")
-        return v
+        return _one_of(v, list(OBJECTIVES))
 
     @field_validator("cpu_cores")
     @classmethod

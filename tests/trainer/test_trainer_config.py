@@ -174,3 +174,18 @@ def test_yaml_typo_gets_a_did_you_mean(tmp_path):
     message = str(e.value)
     assert "training_step: unknown field; did you mean training_steps?" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "flag, field, known",
+    [
+        ("--loss-type", "loss_type", "grpo, gspo, cispo"),
+        ("--inference-server", "inference_server", "auto, atropos, "),
+    ],
+)
+def test_a_registry_backed_field_names_what_it_accepts(flag, field, known):
+    """One rule for the fields whose values come from a registry (losses, refreshable servers)."""
+    with pytest.raises(ConfigError) as e:
+        parse_config(["--model-name", "m", flag, "zz"])
+    assert f"{field}: must be one of {known}" in str(e.value)
+    assert "not 'zz'" in str(e.value)
