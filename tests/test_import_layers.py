@@ -8,7 +8,10 @@ name ``envkit``; the runtime (``atroposlib/runtime``) and the group
 builder (``atroposlib/groups.py``) import nothing from ``atroposlib.envs``, the env contract that sits
 on top of them (all checked on every ``import`` and ``from ... import`` statement, lazy and
 ``TYPE_CHECKING`` ones included); nothing but ``atroposlib/interop`` itself imports the interop package. No runtime module imports the test doubles (``atroposlib.testing``) and ``environments/`` never imports
-the trainer. The tools and the env runtime load without torch.
+the trainer. The demo (``demo/``) sits above the trainer: ``example_trainer`` imports neither ``demo``
+nor the toolkit, the launcher or the report (``atroposlib.envkit``, ``.launch``, ``.report``), but for
+its one re-export of the demo's command line (``example_trainer/demo.py``); neither ``atroposlib`` nor
+``environments/`` imports ``demo``. The tools and the env runtime load without torch.
 """
 
 from __future__ import annotations
@@ -145,6 +148,55 @@ def test_environments_never_import_the_trainer():
         if m == "example_trainer" or m.startswith("example_trainer.")
     ]
     assert not bad, bad
+
+
+def _names_the_demo(module: str) -> bool:
+    return module == "demo" or module.startswith("demo.")
+
+
+# ``python -m example_trainer.demo`` and the demo's old names: a thin re-export of ``demo.cli``
+TRAINER_DEMO_SHIM = "example_trainer/demo.py"
+ABOVE_THE_TRAINER = ("atroposlib.envkit", "atroposlib.launch", "atroposlib.report")
+
+
+def test_the_trainer_sits_below_the_demo():
+    files = sorted((PKG.parent / "example_trainer").rglob("*.py"))
+    assert len(files) > 20 and PKG.parent / TRAINER_DEMO_SHIM in files
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        if str(f.relative_to(PKG.parent)) != TRAINER_DEMO_SHIM
+        for m in sorted(_imported_modules(f))
+        if _names_the_demo(m) or m.startswith(ABOVE_THE_TRAINER)
+    ]
+    assert not bad, bad
+
+
+def test_the_trainer_demo_shim_only_re_exports_the_demo():
+    shim = PKG.parent / TRAINER_DEMO_SHIM
+    assert {m for m in _imported_modules(shim) if m != "sys"} and all(
+        _names_the_demo(m) for m in _imported_modules(shim) if m != "sys"
+    )
+    assert len(shim.read_text().splitlines()) < 40  # a re-export, not a second home of the demo
+
+
+@pytest.mark.parametrize("folder", ["atroposlib", "environments"])
+def test_nothing_below_the_demo_imports_it(folder):
+    files = sorted((PKG.parent / folder).rglob("*.py"))
+    assert files
+    bad = [
+        f"{f.relative_to(PKG.parent)}: {m}"
+        for f in files
+        for m in sorted(_imported_modules(f))
+        if _names_the_demo(m)
+    ]
+    assert not bad, bad
+
+
+def test_the_demo_rule_is_not_vacuous():
+    assert _names_the_demo("demo") and _names_the_demo("demo.presets.tiny_arithmetic")
+    assert not _names_the_demo("demonstrations") and not _names_the_demo("atroposlib.demo")
+    assert any(_names_the_demo(m) for m in _imported_modules(PKG.parent / "bench" / "gpu_check.py"))
 
 
 def test_forbidden_import_is_detected(tmp_path):

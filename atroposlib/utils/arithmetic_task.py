@@ -2,8 +2,8 @@
 
 Pure Python, no model or server. It lives in ``utils`` (the shared bottom layer) because both sides use
 it: the env (``environments/arithmetic_server.py``) draws problems and scores completions with it, and
-the trainer's supervised warm-up (``example_trainer/demo.py``) draws gold demonstrations from the same
-generator. ``example_trainer.arithmetic_task`` re-exports it.
+the demo's supervised warm-up (``demo/tiny_model.py``) draws gold demonstrations from the same
+generator.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The demo rejects bad counts while parsing flags, before it builds a model or clears its report folder."""
+"""The demo rejects bad counts and combinations while parsing flags, before it builds a model or clears
+its report folder; unset flags take the chosen preset's defaults."""
 
 import pytest
 
-from example_trainer.demo import main, parse_args
+from demo.cli import main, parse_args
 
 
 @pytest.mark.parametrize("flag", ["--steps", "--prompts-per-step", "--group-size", "--threads"])
@@ -60,7 +61,7 @@ def test_smollm2_on_our_engine_is_a_one_line_usage_error(capsys):
 
 
 def test_operands_pick_the_smollm2_question_range(capsys):
-    from example_trainer.demo_smollm2 import OPERANDS, operands
+    from demo.presets.smollm2_arithmetic import OPERANDS, operands
 
     assert operands(parse_args(["--model", "smollm2"])) == OPERANDS
     assert operands(parse_args(["--model", "smollm2", "--operands", "10", "99"])) == (10, 99)
@@ -97,7 +98,7 @@ def test_the_calculator_task_needs_smollm2(capsys):
         parse_args(["--model", "smollm2", "--heldout", "8"])
     assert (
         exc.value.code == 2
-        and "--heldout is a setting of --task calculator" in capsys.readouterr().err
+        and "--heldout applies to --model smollm2 --task calculator" in capsys.readouterr().err
     )
 
 
@@ -135,7 +136,7 @@ def test_bad_trainer_set_is_a_one_line_usage_error(pair, why, capsys):
 
 
 def test_auto_schedule_splits_the_cores_for_smollm2_arithmetic_only(monkeypatch):
-    from example_trainer.demo import trainer_threads
+    from demo.placement import trainer_threads
 
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0, 1})
     split = parse_args(["--model", "smollm2"])
@@ -157,7 +158,7 @@ def test_under_split_what_the_launcher_starts_stays_off_the_trainers_cores(tmp_p
     import subprocess
     import sys
 
-    from example_trainer.demo_smollm2 import kept_on, launcher_cores, placement
+    from demo.placement import kept_on, launcher_cores, placement
 
     cores = sorted(os.sched_getaffinity(0))
     others = launcher_cores("split", cores)

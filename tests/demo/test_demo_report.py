@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from example_trainer.demo import first_last, reward_change
-from example_trainer.report import moving_average, plot_curve, write_rollouts
+from demo.report import first_last, reward_change
+from demo.report_artefacts import moving_average, plot_curve, write_rollouts
 
 
 def test_first_last_means():

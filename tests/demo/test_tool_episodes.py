@@ -12,7 +12,7 @@ from atroposlib.envkit.calculator_task import CalcProblem, gold_transcript, tool
 from atroposlib.envkit.tool_calls import TOOLBOX
 from atroposlib.testing import tiny_tokenizer_dir
 from atroposlib.type_definitions import MASK_IGNORE
-from example_trainer.chat_sft import encode_conversation
+from demo.chat_sft import encode_conversation
 
 TOOLS = {"calculator": TOOLBOX["calculator"]}
 SYSTEM = tool_system_prompt(list(TOOLS.values()))
@@ -51,7 +51,8 @@ def taught(tmp_path_factory):
 
 
 def test_held_out_episodes_follow_the_env_rules(taught):
-    from example_trainer.tool_episodes import load_chat_policy, play_episodes, summarize
+    from demo.chat_policy import load_chat_policy
+    from demo.tool_episodes import play_episodes, summarize
 
     model, tok = load_chat_policy(taught)
     problems = [CalcProblem(12, 34), CalcProblem(56, 78)]
@@ -71,7 +72,7 @@ def test_held_out_episodes_follow_the_env_rules(taught):
 
 
 def test_drifts_are_counted_from_the_env_groups_file(tmp_path):
-    from example_trainer.demo_calculator import training_episodes
+    from demo.token_exactness import training_episodes
 
     def group(exact: list[bool], outcome: str) -> dict:
         return {
@@ -90,7 +91,7 @@ def test_drifts_are_counted_from_the_env_groups_file(tmp_path):
 
 
 def test_the_env_logs_last_word_on_managed_sessions_is_read(tmp_path):
-    from example_trainer.demo_calculator import managed_counts
+    from demo.token_exactness import managed_counts
 
     log = tmp_path / "env.log"
     assert managed_counts(log) == {"managed_sessions": None, "managed_token_drifts": None}

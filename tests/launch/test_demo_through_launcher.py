@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from atroposlib.launch.plan import build_plan
-from example_trainer.demo import demo_topology, parse_args
+from demo.cli import parse_args
+from demo.topology import demo_topology
 from tests.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +61,8 @@ def test_trainer_set_reaches_the_trainers_command_line(tmp_path):
 
 
 def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
-    from example_trainer.demo_smollm2 import ADAPTER_NAME, BASE_NAME, MODEL_CACHE
+    from demo.lora import ADAPTER_NAME, BASE_NAME
+    from demo.smollm2 import MODEL_CACHE
 
     args = parse_args(["--model", "smollm2", "--steps", "5", "--schedule", "overlap"])
     assert (args.inference, args.prompts_per_step, args.threads) == ("vllm", 4, 2)
@@ -90,7 +92,7 @@ def test_the_smollm2_topology_serves_a_lora_adapter_from_vllm(tmp_path):
 
 
 def _smollm2_plan(tmp_path, *flags):
-    from example_trainer.demo_smollm2 import MODEL_CACHE
+    from demo.smollm2 import MODEL_CACHE
 
     args = parse_args(["--model", "smollm2", *flags])
     return build_plan(demo_topology(args, MODEL_CACHE, tmp_path), tmp_path, "local", gpus_here=0)
@@ -131,8 +133,8 @@ def test_split_needs_two_cores_and_smollm2(monkeypatch, capsys):
 
 
 def test_the_calculator_topology_serves_the_warm_model_and_keeps_every_group(tmp_path):
-    from example_trainer.demo_calculator import SEQ_LEN
-    from example_trainer.demo_smollm2 import ADAPTER_NAME
+    from demo.lora import ADAPTER_NAME
+    from demo.presets.smollm2_calculator import SEQ_LEN
 
     args = parse_args(["--model", "smollm2", "--task", "calculator", "--steps", "4"])
     warm = tmp_path / "model" / "warm"

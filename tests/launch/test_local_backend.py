@@ -50,7 +50,7 @@ def shared_topology(tmp_path_factory) -> Path:
     """The demo topology with its model built once into a folder the tests share."""
     model = tmp_path_factory.mktemp("model")
     subprocess.run(
-        [sys.executable, "-m", "example_trainer.demo_model", str(model), "--warmup-sft-steps", "5"],
+        [sys.executable, "-m", "demo.tiny_model", str(model), "--warmup-sft-steps", "5"],
         cwd=REPO,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         check=True,

@@ -170,7 +170,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
 def topology(cluster: Cluster, tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("model")
     subprocess.run(
-        [cluster.python, "-m", "example_trainer.demo_model", str(model), "--warmup-sft-steps", "5"],
+        [cluster.python, "-m", "demo.tiny_model", str(model), "--warmup-sft-steps", "5"],
         cwd=REPO,
         env=cluster.env(),
         check=True,

@@ -119,7 +119,7 @@ def cluster(ray_python: str, tmp_path_factory) -> Iterator[str]:
 def topology(ray_python: str, tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("model")
     subprocess.run(
-        [ray_python, "-m", "example_trainer.demo_model", str(model), "--warmup-sft-steps", "5"],
+        [ray_python, "-m", "demo.tiny_model", str(model), "--warmup-sft-steps", "5"],
         cwd=REPO,
         env=_env(),
         check=True,

@@ -148,7 +148,7 @@ def slurm(tmp_path_factory) -> Iterator[Slurm]:
 def topology(slurm: Slurm, tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("model")
     subprocess.run(
-        [sys.executable, "-m", "example_trainer.demo_model", str(model), "--warmup-sft-steps", "5"],
+        [sys.executable, "-m", "demo.tiny_model", str(model), "--warmup-sft-steps", "5"],
         cwd=REPO,
         env=slurm.env,
         check=True,

@@ -16,8 +16,8 @@ from tests.jsonl import read_jsonl
 
 
 def _warm_model(tiny_model, out):
-    from example_trainer.arithmetic_task import make_problem
-    from example_trainer.warmup import sft_warmup
+    from atroposlib.utils.arithmetic_task import make_problem
+    from demo.warmup import sft_warmup
 
     def gold(rng: random.Random, n: int):
         return [(p.prompt, p.answer) for p in (make_problem(rng) for _ in range(n))]

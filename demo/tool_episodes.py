@@ -2,8 +2,9 @@
 
 The demo measures the policy on the same held-out questions three times: the base model, the RL
 starting point (after any supervised warm-up) and the end of RL (that model plus the trainer's last
-LoRA adapter). Each question is one ``atroposlib.envkit.calculator_task.Episode``, the class the env
-drives during training, so replies are read, tools run and answers scored exactly as in training. Every
+LoRA adapter; loaded by ``demo.chat_policy``). Each question is one
+``atroposlib.envkit.calculator_task.Episode``, the class the env drives during training, so replies
+are read, tools run and answers scored exactly as in training. Every
 active episode's next turn is generated in one left-padded greedy batch; replies are read by
 atroposlib's Hermes tool-call translator (``parse_reply``, what the managed server uses: calls, and the
 blocks that are not calls with why), so a call is valid here exactly when it is valid in the env.
@@ -12,36 +13,13 @@ blocks that are not calls with why), so a call is valid here exactly when it is 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from atroposlib.envkit.calculator_task import CalcProblem, Episode
 from atroposlib.envkit.tool_calls import Tool
 from atroposlib.inference_clients.tool_call_translator import ToolCallTranslator
-from atroposlib.utils.hf_compat import dtype_kwargs
-
-
-def load_chat_policy(
-    model_dir: str | Path, adapter_dir: Optional[str | Path] = None
-) -> tuple[Any, Any]:
-    """(model in eval mode, tokenizer padding on the left) for greedy batched generation."""
-    import warnings
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning)  # peft on newer transformers
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), **dtype_kwargs(torch.float32))
-    if adapter_dir is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter_dir))
-    return model.eval(), tok
 
 
 @torch.no_grad()
@@ -117,4 +95,4 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     }
 
 
-__all__ = ["load_chat_policy", "play_episodes", "summarize"]
+__all__ = ["play_episodes", "summarize"]

@@ -1,7 +1,7 @@
-"""Pieces the demo and bench/gpu_check.py share: ``Services`` (child processes, used by the GPU check;
-the demo itself runs through the launcher's local backend), ``peek_groups``, the inference server
-command: our CPU engine (default) or a real vLLM server (``--inference vllm``), and the commands of
-run-api, the arithmetic env and the trainer that the GPU check starts beside it.
+"""The tiny preset's loop as plain child processes, for bench/gpu_check.py (the demo itself runs a
+topology through the launcher's local backend): ``Services``, the inference server command (our CPU
+engine, or a real vLLM server with ``--inference vllm``), the commands of run-api, the arithmetic env
+and the trainer beside it; and ``vllm_missing``, whether vLLM can run here at all.
 
 Both serve the policy as ``policy`` on loopback and take the trainer's weights in place after every step
 (``--weight-refresh reload``): our engine through ``/update_weights_from_disk``, vLLM through its dev-mode
@@ -16,13 +16,11 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from atroposlib.inference.vllm_launch import find_vllm_python, vllm_server
-
-SERVED_NAME = "policy"
-REPO = Path(__file__).resolve().parent.parent
-ENV_FILE = REPO / "environments" / "arithmetic_server.py"  # the tiny preset's env
+from demo.paths import REPO
+from demo.presets.tiny_arithmetic import ENV_FILE, SERVED_NAME
 
 
 class Services:
@@ -70,18 +68,6 @@ class Services:
             self.stop(name)
 
 
-def peek_groups(api_url: str, after: Optional[int]) -> list[dict[str, Any]]:
-    from atroposlib.api.client import TrajectoryClient
-    from atroposlib.errors import AtroposError
-
-    try:
-        with TrajectoryClient(api_url, retries=2) as c:
-            return [g.group for g in c.peek(limit=24, after=after).groups]
-    except AtroposError as e:  # the report still gets written, without these samples
-        print(f"[demo] could not read sample rollouts: {e!r}", file=sys.stderr)
-        return []
-
-
 def vllm_missing() -> Optional[str]:
     """Why ``--inference vllm`` cannot run here, or None."""
     if find_vllm_python() is None:
@@ -122,18 +108,6 @@ def inference_command(
         device,
     ]
     return argv, {}
-
-
-def refresh_times(rows: list[dict[str, Any]]) -> str:
-    """A one-line summary of the trainer's refresh timings (save + hand-off, and the server's load)."""
-    save = [r["refresh_s"] for r in rows if r.get("refresh_s") is not None]
-    push = [r["reload_push_s"] for r in rows if r.get("reload_push_s") is not None]
-    if not save:
-        return "no refresh timings recorded"
-    text = f"refresh on the trainer's side (save + hand-off) {sum(save) / len(save):.3f} s mean"
-    if push:
-        text += f"; server load in the background {sum(push) / len(push):.3f} s mean"
-    return text
 
 
 # The tiny preset's loop as plain commands, for bench/gpu_check.py (the demo itself builds a topology).
@@ -236,15 +210,11 @@ def trainer_command(
 
 
 __all__ = [
-    "ENV_FILE",
-    "REPO",
     "SERVED_NAME",
     "Services",
     "api_command",
     "env_command",
     "inference_command",
-    "peek_groups",
-    "refresh_times",
     "trainer_command",
     "vllm_missing",
 ]

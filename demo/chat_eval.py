@@ -2,8 +2,8 @@
 
 The pretrained-model demo measures the policy before and after training on the same held-out
 questions: the base model, then the base model with the trainer's last adapter. Questions go through the
-model's chat template; replies are generated greedily in one left-padded batch with transformers and
-graded by the task's own ``score_reply``.
+model's chat template; replies are generated greedily in one left-padded batch with transformers
+(``demo.chat_policy``) and graded by the task's own ``score_reply``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from atroposlib.utils.chat_arithmetic_task import ChatProblem, score_reply
-from atroposlib.utils.hf_compat import dtype_kwargs
+from demo.chat_policy import load_chat_policy
 
 
 @torch.no_grad()
@@ -26,21 +26,7 @@ def chat_greedy_accuracy(
     adapter_dir: Optional[str | Path] = None,
 ) -> tuple[float, list[tuple[str, str, bool]]]:
     """(fraction correct, [(question, reply, correct)]) of greedy replies to ``problems``."""
-    import warnings
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning)  # peft on newer transformers
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), **dtype_kwargs(torch.float32))
-    if adapter_dir is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter_dir))
-    model.eval()
+    model, tok = load_chat_policy(model_dir, adapter_dir)
     prompts = [
         tok.apply_chat_template(p.messages(), tokenize=False, add_generation_prompt=True)
         for p in problems

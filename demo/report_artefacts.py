@@ -1,4 +1,4 @@
-"""The demo's report artefacts: the reward curve (PNG, matplotlib) and the HTML page of rollouts."""
+"""The demo's report files: the reward curve (PNG, matplotlib) and the HTML page of rollouts."""
 
 from __future__ import annotations
 
