@@ -1,7 +1,7 @@
 """``create_app(model)``: the fake OpenAI-compatible server as a FastAPI app over a ``ScriptedModel``.
 
 The shape is the trajectory API's: the model goes on ``app.state`` (routes reach it through
-``deps.get_model``), the ``Refused`` handler answers the errors a generation route gives instead
+``deps.get_model``), the ``_Refused`` handler answers the errors a generation route gives instead
 (``refusals.py``), and one router per concern comes from ``routes/``.
 """
 

@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from atroposlib.testing.fake_openai.scripted_model import ScriptedModel
 
 
-class Refused(Exception):
+# internal: a route's signal to its own exception handler; it never leaves the fake server's app
+class _Refused(Exception):
     """Raised by a route to answer ``response`` (an error) instead."""
 
     def __init__(self, response: JSONResponse) -> None:
@@ -40,21 +41,21 @@ def refusal(model: ScriptedModel, body: Optional[dict[str, Any]] = None) -> Opti
 async def received(
     request: Request, model: ScriptedModel, check_model: bool = True
 ) -> dict[str, Any]:
-    """The request's body, recorded in ``model.requests``; raises ``Refused`` with the answer to
+    """The request's body, recorded in ``model.requests``; raises ``_Refused`` with the answer to
     give instead (an unknown model, a scripted failure)."""
     body: dict[str, Any] = await request.json()
     model.requests.append(body)
     if (response := refusal(model, body if check_model else None)) is not None:
-        raise Refused(response)
+        raise _Refused(response)
     return body
 
 
 def install_refusal_handler(app: FastAPI) -> None:
-    """Answer a ``Refused`` with its response."""
+    """Answer a ``_Refused`` with its response."""
 
-    @app.exception_handler(Refused)
-    async def refused(request: Request, exc: Refused) -> JSONResponse:
+    @app.exception_handler(_Refused)
+    async def refused(request: Request, exc: _Refused) -> JSONResponse:
         return exc.response
 
 
-__all__ = ["Refused", "install_refusal_handler", "received", "refusal"]
+__all__ = ["install_refusal_handler", "received", "refusal"]
