@@ -12,8 +12,9 @@ carries exact tokens and masks for every turn (``episode.play_episode``). At mos
 An episode the server fails (no answer, closed mid-episode, a refused session, a malformed or error
 frame; ``client.KINDS``) is dropped: counted in the run's drop counts under its kind, logged once per
 kind. A group with a dropped episode is not sent (its size would be wrong); when every episode of a
-group fails the next attempt waits longer (up to 30 s). ``setup`` opens one session first, so a
-server that cannot be used at all ends the run with one line.
+group fails, the next attempt backs off by the one rule of ``interop.driver`` (10 such groups in a row
+free, then 0.5 s doubling up to 30 s). ``setup`` opens one session first, so a server that cannot be
+used at all ends the run with one line.
 
 A server's MCP tools are offered to the model (``episode.play_episode``, ``tools``); a bad tool call
 (``tools.TOOL_ERRORS``) does not drop the episode: the model reads the error, and the call is counted in
@@ -23,60 +24,40 @@ A server's MCP tools are offered to the model (``episode.play_episode``, ``tools
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Awaitable
 from typing import Any, Optional
 
-from atroposlib.envs.base import BaseEnv, ServerBaseline
 from atroposlib.errors import ConfigError, RunFailed
-from atroposlib.groups import Groups
+from atroposlib.groups import GroupBuilder
+from atroposlib.interop.driver import InteropEnv, Standard
 from atroposlib.interop.openenv.client import KINDS, EpisodeError, OpenEnvSession
-from atroposlib.interop.openenv.episode import (
-    Episode,
-    TurnTemplate,
-    episode_messages,
-    play_episode,
-    require_exact_tokens,
-)
+from atroposlib.interop.openenv.episode import Episode, episode_messages, play_episode
 from atroposlib.interop.openenv.observation import observation_text
 from atroposlib.interop.openenv.settings import OpenEnvEnvConfig, OpenEnvSettings
 from atroposlib.interop.openenv.tools import TOOL_ERRORS
-from atroposlib.runtime.config import ServerConfigs
 from atroposlib.type_definitions import Item
 
-logger = logging.getLogger(__name__)
 
-
-class OpenEnvEnv(BaseEnv):
+class OpenEnvEnv(InteropEnv[OpenEnvSettings, Episode]):
     """Drives an OpenEnv server over its WebSocket protocol (see the module docstring)."""
 
     name = "openenv"
     env_config_cls = OpenEnvEnvConfig
+    standard = Standard(
+        section="openenv",
+        title="OpenEnv",
+        failure=EpisodeError,
+        episode_words="an OpenEnv episode",
+        required=("url", "the OpenEnv server, e.g. http://host:8000"),
+    )
 
-    @classmethod
-    def config_init(cls) -> tuple[OpenEnvEnvConfig, ServerConfigs]:
-        return OpenEnvEnvConfig(group_size=4, max_token_length=2048), ServerBaseline(
-            server_type="vllm"
-        )
+    def _system_prompt(self) -> Optional[str]:
+        return self.settings.system_prompt
 
-    @property
-    def settings(self) -> OpenEnvSettings:
-        config = self.config
-        if not isinstance(config, OpenEnvEnvConfig):
-            raise TypeError(f"{type(self).__name__} needs an OpenEnvEnvConfig, got {type(config)}")
-        return config.openenv
-
-    async def setup(self) -> None:
+    async def _open(self) -> None:
         s = self.settings
-        if not s.url.strip():
-            raise ConfigError(
-                "--openenv.url is required (the OpenEnv server, e.g. http://host:8000)"
-            )
-        require_exact_tokens(self.server, "OpenEnv")
-        TurnTemplate.checked(self.tokenizer, s.system_prompt, self.config.tokenizer_name)
         self._next_seed = s.seed
         self._sessions = asyncio.Semaphore(s.max_sessions)
-        self._failed_groups_in_a_row = 0
-        self._dropped: dict[str, int] = {}
         self._tool_errors: dict[str, int] = {}
         try:
             async with OpenEnvSession(
@@ -91,7 +72,7 @@ class OpenEnvEnv(BaseEnv):
                 f"--openenv.observation_field {s.observation_field!r}: the reset observation has "
                 f"no such field (its fields: {fields})"
             )
-        logger.info(
+        self._log.info(
             "OpenEnv server %s: first observation %r",
             s.url,
             observation_text(first.observation, s.observation_field)[:120],
@@ -112,21 +93,24 @@ class OpenEnvEnv(BaseEnv):
                 temperature,
             )
 
-    def _count_drop(self, err: EpisodeError) -> None:
-        n = self._dropped.get(err.kind, 0) + 1
-        self._dropped[err.kind] = n
-        self.context.drop_counts[f"openenv episode: server {KINDS[err.kind]}"] += 1
-        self.set_metric(f"openenv/dropped_{err.kind}", n)
-        if n == 1:
-            hint = ""
-            if err.kind == "refused":
-                hint = " (lower --openenv.max_sessions to what the server allows)"
-            logger.warning(
-                "dropped an OpenEnv episode: %s%s (further drops of this kind are counted, not "
-                "logged)",
-                err,
-                hint,
-            )
+    def _group_episodes(self, item: Item) -> list[Awaitable[Episode]]:
+        seed, temperature = int(item["seed"]), self.settings.temperature
+        return [self._episode(seed, temperature) for _ in range(self.config.group_size)]
+
+    def _add_to_group(self, group: GroupBuilder, episode: Episode) -> None:
+        score = episode.score(self.settings.reward)
+        extra: dict[str, Any] = {}
+        if self.config.include_messages:
+            extra["messages"] = episode_messages(episode, score)
+        group.add(
+            episode.tokens, episode.masks, score, inference_logprobs=episode.logprobs, **extra
+        )
+        self.add_metric("openenv/episode_reward", score)
+        self.add_metric("openenv/turns", episode.turns)
+        self.add_metric("openenv/done", 1.0 if episode.done else 0.0)
+        if not episode.extended_every_turn:
+            self.add_metric("openenv/retokenized_episodes", 1.0)
+        self._count_tool_calls(episode)
 
     def _count_tool_calls(self, ep: Episode) -> None:
         if ep.tool_calls:
@@ -136,7 +120,7 @@ class OpenEnvEnv(BaseEnv):
             self._tool_errors[kind] = total
             self.set_metric(f"openenv/tool_errors_{kind}", total)
             if total == n:
-                logger.warning(
+                self._log.warning(
                     "an OpenEnv episode made a bad tool call: %s; the model read the error and went "
                     "on (further ones of this kind are counted in openenv/tool_errors_%s, not "
                     "logged)",
@@ -144,64 +128,34 @@ class OpenEnvEnv(BaseEnv):
                     kind,
                 )
 
-    async def _play(self, seeds: list[int], temperature: float) -> list[Episode | EpisodeError]:
-        """Play episodes concurrently; server failures come back as values, anything else raises."""
-        results = await asyncio.gather(
-            *[self._episode(seed, temperature) for seed in seeds], return_exceptions=True
-        )
-        out: list[Episode | EpisodeError] = []
-        for r in results:
-            if isinstance(r, EpisodeError):
-                self._count_drop(r)
-                out.append(r)
-            elif isinstance(r, BaseException):
-                raise r
-            else:
-                out.append(r)
-        return out
-
-    async def collect_trajectories(self, item: Item) -> tuple[Groups, list[Item]]:
-        seed = int(item["seed"])
-        played = await self._play([seed] * self.config.group_size, self.settings.temperature)
-        episodes = [e for e in played if isinstance(e, Episode)]
-        if len(episodes) < len(played):
-            if not episodes:
-                self._failed_groups_in_a_row += 1
-                await asyncio.sleep(min(30.0, 0.5 * 2 ** (self._failed_groups_in_a_row - 1)))
-            return None, []
-        self._failed_groups_in_a_row = 0
-        group = self.group_builder()
-        for ep in episodes:
-            score = ep.score(self.settings.reward)
-            extra: dict[str, Any] = {}
-            if self.config.include_messages:
-                extra["messages"] = episode_messages(ep, score)
-            group.add(ep.tokens, ep.masks, score, inference_logprobs=ep.logprobs, **extra)
-            self.add_metric("openenv/episode_reward", score)
-            self.add_metric("openenv/turns", ep.turns)
-            self.add_metric("openenv/done", 1.0 if ep.done else 0.0)
-            if not ep.extended_every_turn:
-                self.add_metric("openenv/retokenized_episodes", 1.0)
-            self._count_tool_calls(ep)
-        return group.build(), []
-
-    async def evaluate(self, *args: Any, **kwargs: Any) -> None:
+    def _eval_episodes(self) -> list[tuple[Any, Awaitable[Episode]]]:
         s = self.settings
         seeds = [s.eval_seed + i for i in range(s.eval_episodes)]
-        played = await self._play(seeds, s.eval_temperature)
-        episodes = [e for e in played if isinstance(e, Episode)]
-        metrics: dict[str, Any] = {"eval/dropped_episodes": len(played) - len(episodes)}
-        if episodes:
-            scores = [e.score(s.reward) for e in episodes]
-            metrics["eval/mean_reward"] = sum(scores) / len(scores)
-            metrics["eval/done_fraction"] = sum(e.done for e in episodes) / len(episodes)
-            metrics["eval/mean_turns"] = sum(e.turns for e in episodes) / len(episodes)
-        samples = [
-            {"seed": seed, "score": e.score(s.reward), "messages": e.messages}
-            for seed, e in zip(seeds, played, strict=True)
-            if isinstance(e, Episode)
-        ]
-        await self.evaluate_log(metrics=metrics, task_name=self.name, samples=samples)
+        return [(seed, self._episode(seed, s.eval_temperature)) for seed in seeds]
+
+    def _eval_means(self, episodes: list[Episode]) -> dict[str, float]:
+        scores = [e.score(self.settings.reward) for e in episodes]
+        return {
+            "eval/mean_reward": sum(scores) / len(scores),
+            "eval/done_fraction": sum(e.done for e in episodes) / len(episodes),
+            "eval/mean_turns": sum(e.turns for e in episodes) / len(episodes),
+        }
+
+    def _eval_sample(self, key: Any, episode: Episode) -> dict[str, Any]:
+        return {
+            "seed": key,
+            "score": episode.score(self.settings.reward),
+            "messages": episode.messages,
+        }
+
+    def _drop_count_name(self, kind: str) -> str:
+        return f"openenv episode: server {KINDS[kind]}"
+
+    def _drop_reason(self, kind: str, failure: Exception) -> str:
+        hint = (
+            " (lower --openenv.max_sessions to what the server allows)" if kind == "refused" else ""
+        )
+        return f"{failure}{hint}"
 
 
 __all__ = ["OpenEnvEnv"]

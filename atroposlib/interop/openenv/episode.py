@@ -13,6 +13,9 @@ MCP tools (``tools``): when the server offers tools at reset, the first prompt l
 template's ``tools=``); a reply with ``<tool_call>`` blocks is not a step: its calls run on the server
 and their results come back as one masked tool turn (the template's tool role), and the model goes on;
 a reply without a call is the step's action as usual. Each tool turn counts against ``max_turns``.
+
+``TurnTemplate`` and ``require_exact_tokens`` live in ``atroposlib.interop.turns`` (shared with the
+verifiers episodes); they are importable from here as before.
 """
 
 from __future__ import annotations
@@ -20,24 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from atroposlib.errors import ConfigError
-from atroposlib.inference_clients.managed_server import dummy_allowed
 from atroposlib.interop.openenv.client import EpisodeError, OpenEnvSession, StepResult
 from atroposlib.interop.openenv.observation import observation_text
 from atroposlib.interop.openenv.settings import OpenEnvSettings
-from atroposlib.interop.openenv.tools import ServerTools, list_tools, run_tool_calls
-from atroposlib.utils.tokenize_for_trainer import render_chat
-
-
-def require_exact_tokens(server: Any, what: str) -> None:
-    """A multi-turn episode is trained on the token ids the policy generated: an inference server type
-    that cannot return them (the plain OpenAI API) is a ``ConfigError``, unless the dummy managed server
-    is allowed (``ATROPOS_ALLOW_DUMMY_MANAGED_SERVER``)."""
-    if not server.supports_tokens and not dummy_allowed():
-        raise ConfigError(
-            f"{what} episodes are trained on exact token ids, which this inference server type "
-            "cannot return: use --openai.server_type vllm (also our engine) or sglang"
-        )
+from atroposlib.interop.openenv.tools import ServerTools, ToolOutcome, list_tools, run_tool_calls
+from atroposlib.interop.turns import NextTurn, TurnTemplate, require_exact_tokens
 
 
 @dataclass
@@ -74,52 +64,6 @@ def _user_turn(result: StepResult, settings: OpenEnvSettings) -> str:
         ) from None
 
 
-class TurnTemplate:
-    """The chat template's text between an assistant reply and the next generation: what closes the
-    reply, opens a user turn, and opens the next assistant turn. Found once by rendering a
-    conversation with marker contents, so the replies themselves are never re-rendered."""
-
-    _REPLY, _USER = "\x00REPLY\x00", "\x00USER\x00"
-
-    def __init__(self, tokenizer: Any, system: str | None, role: str = "user") -> None:
-        msgs = [{"role": "system", "content": system}] if system else []
-        msgs += [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": self._REPLY},
-            {"role": role, "content": self._USER},
-        ]
-        text = render_chat(tokenizer, msgs, add_generation_prompt=True)
-        if text.count(self._REPLY) != 1 or text.count(self._USER) != 1:
-            raise ValueError(
-                f"the chat template does not render assistant and {role} turns verbatim"
-            )
-        after_reply = text.split(self._REPLY, 1)[1]
-        self.between, self.after = after_reply.split(self._USER, 1)
-        self.tokenizer = tokenizer
-
-    @classmethod
-    def checked(cls, tokenizer: Any, system: str | None, tokenizer_name: str) -> TurnTemplate:
-        """The template, or a ``ConfigError`` naming ``--env.tokenizer_name`` when the tokenizer has
-        no chat template or one that rewrites turns."""
-        try:
-            return cls(tokenizer, system)
-        except Exception as e:  # noqa: BLE001 - no chat template, or one that rewrites turns
-            raise ConfigError(
-                f"--env.tokenizer_name {tokenizer_name}: its chat template cannot render a "
-                f"multi-turn episode ({e})"
-            ) from None
-
-    def continuation(self, generated: list[int], user_text: str) -> str:
-        """Text that follows the generated tokens up to the next generation. Where the reply ended
-        with the template's own end-of-turn token, only the rest of the closing text follows."""
-        closing = self.between
-        if generated:
-            last = self.tokenizer.decode([generated[-1]], skip_special_tokens=False)
-            if last and closing.startswith(last):
-                closing = closing[len(last) :]
-        return closing + user_text + self.after
-
-
 def _tool_template(
     tokenizer: Any, system: str | None, user: TurnTemplate, tools: Optional[ServerTools]
 ) -> TurnTemplate:
@@ -131,6 +75,154 @@ def _tool_template(
         return TurnTemplate(tokenizer, system, role="tool")
     except Exception:  # noqa: BLE001 - no tool role in this template
         return user
+
+
+@dataclass
+class _Opening:
+    """An episode right after ``reset``: its first messages, its tools and the first prompt."""
+
+    messages: list[dict[str, str]]
+    tools: Optional[ServerTools]
+    tool_template: TurnTemplate
+    first_prompt: str  # the rendered conversation, with the tools
+    room: int  # tokens left for the first reply under max_token_length
+
+
+async def _open(
+    session: OpenEnvSession,
+    tokenizer: Any,
+    settings: OpenEnvSettings,
+    template: TurnTemplate,
+    seed: int,
+    max_token_length: int,
+) -> _Opening:
+    """Reset with ``seed``, ask for the server's tools, render the first prompt (``EpisodeError``
+    when the reset is already done or the first prompt does not fit)."""
+    first = await session.reset(seed=seed, **settings.reset_args)
+    if first.done:
+        raise EpisodeError("empty", f"reset with seed {seed} answered done=true")
+    tools = await list_tools(session) if settings.tools else None
+    tool_template = _tool_template(tokenizer, settings.system_prompt, template, tools)
+    messages: list[dict[str, str]] = []
+    if settings.system_prompt:
+        messages.append({"role": "system", "content": settings.system_prompt})
+    messages.append({"role": "user", "content": _user_turn(first, settings)})
+    first_prompt = tokenizer.apply_chat_template(
+        messages,
+        tools=tools.specs if tools is not None else None,
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    room = max_token_length - len(tokenizer.encode(first_prompt, add_special_tokens=False))
+    if room < 1:
+        raise EpisodeError("too_long", f"{1 - room} token(s) over max_token_length")
+    return _Opening(messages, tools, tool_template, first_prompt, room)
+
+
+_Answer = tuple[str, str, TurnTemplate]  # what comes back for a reply: text, role, its template
+
+
+class _EpisodeTurns:
+    """The turns of one opened episode in one managed session: a reply, what comes back for it
+    (tool results or the step's observation), the next reply, until done or cut."""
+
+    def __init__(
+        self,
+        session: OpenEnvSession,
+        managed: Any,
+        settings: OpenEnvSettings,
+        template: TurnTemplate,
+        opening: _Opening,
+        max_token_length: int,
+        temperature: float,
+    ) -> None:
+        self.session, self.managed, self.settings = session, managed, settings
+        self.template, self.opening = template, opening
+        self.max_token_length, self.temperature = max_token_length, temperature
+        self.messages = opening.messages
+        self.rewards: list[float] = []
+        self.done, self.turns, self.note = False, 0, ""
+        self.tool_calls, self.tool_errors = 0, dict[str, int]()
+
+    async def play(self) -> None:
+        """Every turn of the episode; its outcome is on ``self`` (``episode`` reads it)."""
+        reply = await self._first_reply()
+        while True:
+            self.messages.append({"role": "assistant", "content": reply})
+            self.turns += 1
+            node = self.managed.get_state()["nodes"][-1]
+            answer = await self._answer(reply)
+            if answer is None:
+                return
+            if self.turns >= self.settings.max_turns:
+                self.note = f"cut after max_turns={self.settings.max_turns}"
+                return
+            text, role, turn_template = answer
+            turn = NextTurn.after(node, turn_template, text, self.max_token_length)
+            if turn is None:
+                self.note = (
+                    f"cut: no room for another turn under max_token_length {self.max_token_length}"
+                )
+                return
+            self.messages.append({"role": role, "content": text})
+            reply = await turn.sample(
+                self.managed, self.settings.max_tokens_per_turn, self.temperature
+            )
+
+    async def _first_reply(self) -> str:
+        """The first reply: a chat completion of the messages, or, when the server offers tools, a
+        completion of the prompt rendered with them."""
+        opening = self.opening
+        max_tokens = min(self.settings.max_tokens_per_turn, opening.room)
+        if opening.tools is None:
+            completion = await self.managed.chat_completion(
+                messages=self.messages, n=1, max_tokens=max_tokens, temperature=self.temperature
+            )
+            return str(completion.choices[0].message.content or "")
+        out = await self.managed.completion(  # the rendered prompt with the tools, as text
+            prompt=opening.first_prompt, n=1, max_tokens=max_tokens, temperature=self.temperature
+        )
+        return str(out.choices[0].text or "")
+
+    async def _answer(self, reply: str) -> Optional[_Answer]:
+        """The results of ``reply``'s tool calls as a tool turn, else the observation its step
+        gave as a user turn; None when that step ended the episode."""
+        tools = self.opening.tools
+        outcomes = await run_tool_calls(self.session, tools, reply) if tools is not None else None
+        if outcomes is not None:
+            self._count_tool_calls(outcomes)
+            return "\n".join(o.text for o in outcomes), "tool", self.opening.tool_template
+        s = self.settings
+        result = await self.session.step({**s.action_extra, s.action_field: reply})
+        if result.reward is not None:
+            self.rewards.append(result.reward)
+        if result.done:
+            self.done, self.note = True, "done"
+            return None
+        return _user_turn(result, s), "user", self.template
+
+    def _count_tool_calls(self, outcomes: list[ToolOutcome]) -> None:
+        self.tool_calls += len(outcomes)
+        for o in outcomes:
+            if o.error is not None:
+                self.tool_errors[o.error] = self.tool_errors.get(o.error, 0) + 1
+
+    def episode(self, nodes: list[Any]) -> Episode:
+        """The played episode, from the managed session's sequences (the last holds every turn)."""
+        node = nodes[-1]
+        return Episode(
+            tokens=list(node.tokens),
+            masks=list(node.masked_tokens),
+            logprobs=list(node.logprobs),
+            messages=self.messages,
+            rewards=self.rewards,
+            done=self.done,
+            turns=self.turns,
+            note=self.note,
+            extended_every_turn=len(nodes) == 1,
+            tool_calls=self.tool_calls,
+            tool_errors=self.tool_errors,
+        )
 
 
 async def play_episode(
@@ -152,108 +244,14 @@ async def play_episode(
         connect_timeout=settings.connect_timeout,
         message_timeout=settings.message_timeout,
     ) as session:
-        first = await session.reset(seed=seed, **settings.reset_args)
-        if first.done:
-            raise EpisodeError("empty", f"reset with seed {seed} answered done=true")
-        tools: Optional[ServerTools] = await list_tools(session) if settings.tools else None
-        tool_template = _tool_template(tokenizer, settings.system_prompt, template, tools)
-        messages: list[dict[str, str]] = []
-        if settings.system_prompt:
-            messages.append({"role": "system", "content": settings.system_prompt})
-        messages.append({"role": "user", "content": _user_turn(first, settings)})
-        rewards: list[float] = []
-        done, turns, note = False, 0, ""
-        tool_calls, tool_errors = 0, dict[str, int]()
-        first_prompt = tokenizer.apply_chat_template(
-            messages,
-            tools=tools.specs if tools else None,
-            tokenize=False,
-            add_generation_prompt=True,
-        )
-        room = max_token_length - len(tokenizer.encode(first_prompt, add_special_tokens=False))
-        if room < 1:
-            raise EpisodeError("too_long", f"{1 - room} token(s) over max_token_length")
+        opening = await _open(session, tokenizer, settings, template, seed, max_token_length)
         async with server.managed_server(tokenizer=tokenizer) as managed:
-            if tools is None:
-                completion = await managed.chat_completion(
-                    messages=messages,
-                    n=1,
-                    max_tokens=min(settings.max_tokens_per_turn, room),
-                    temperature=temperature,
-                )
-                reply = completion.choices[0].message.content or ""
-            else:  # the rendered prompt with the tools, as text
-                first_out = await managed.completion(
-                    prompt=first_prompt,
-                    n=1,
-                    max_tokens=min(settings.max_tokens_per_turn, room),
-                    temperature=temperature,
-                )
-                reply = first_out.choices[0].text or ""
-            while True:
-                messages.append({"role": "assistant", "content": reply})
-                turns += 1
-                node = managed.get_state()["nodes"][-1]
-                outcomes = await run_tool_calls(session, tools, reply) if tools else None
-                if outcomes is not None:
-                    tool_calls += len(outcomes)
-                    for o in outcomes:
-                        if o.error is not None:
-                            tool_errors[o.error] = tool_errors.get(o.error, 0) + 1
-                    feedback, role, turn_template = (
-                        "\n".join(o.text for o in outcomes),
-                        "tool",
-                        tool_template,
-                    )
-                else:
-                    result = await session.step(
-                        {**settings.action_extra, settings.action_field: reply}
-                    )
-                    if result.reward is not None:
-                        rewards.append(result.reward)
-                    if result.done:
-                        done, note = True, "done"
-                        break
-                    feedback, role, turn_template = _user_turn(result, settings), "user", template
-                if turns >= settings.max_turns:
-                    note = f"cut after max_turns={settings.max_turns}"
-                    break
-                user = feedback
-                generated = node.tokens[node.metadata["prompt_length"] :]
-                more = turn_template.continuation(generated, user)
-                room = (
-                    max_token_length
-                    - len(node.tokens)
-                    - len(tokenizer.encode(more, add_special_tokens=False))
-                )
-                if room < 1:
-                    note = (
-                        f"cut: no room for another turn under max_token_length {max_token_length}"
-                    )
-                    break
-                messages.append({"role": role, "content": user})
-                out = await managed.completion(
-                    prompt=node.full_text + more,
-                    n=1,
-                    max_tokens=min(settings.max_tokens_per_turn, room),
-                    temperature=temperature,
-                )
-                reply = out.choices[0].text or ""
+            turns = _EpisodeTurns(
+                session, managed, settings, template, opening, max_token_length, temperature
+            )
+            await turns.play()
             nodes = managed.get_state()["nodes"]
-            node = nodes[-1]
-    return Episode(
-        tokens=list(node.tokens),
-        masks=list(node.masked_tokens),
-        logprobs=list(node.logprobs),
-        messages=messages,
-        rewards=rewards,
-        done=done,
-        turns=turns,
-        note=note,
-        extended_every_turn=len(nodes) == 1,
-        tool_calls=tool_calls,
-        tool_errors=tool_errors,
-    )
+    return turns.episode(nodes)
 
 
 def episode_messages(ep: Episode, score: float) -> list[dict[str, str]]:
@@ -262,4 +260,10 @@ def episode_messages(ep: Episode, score: float) -> list[dict[str, str]]:
     return [*ep.messages, {"role": "grader", "content": summary}]
 
 
-__all__ = ["Episode", "TurnTemplate", "episode_messages", "play_episode"]
+__all__ = [
+    "Episode",
+    "TurnTemplate",
+    "episode_messages",
+    "play_episode",
+    "require_exact_tokens",
+]

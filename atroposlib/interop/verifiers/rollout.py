@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from atroposlib.interop.openenv.episode import TurnTemplate
+from atroposlib.errors import EpisodeFailed  # defined with the package's other errors
+from atroposlib.interop.turns import NextTurn, TurnTemplate
 from atroposlib.interop.verifiers.loading import LoadedTaskset, import_verifiers
 from atroposlib.interop.verifiers.settings import VerifiersSettings
 from atroposlib.runtime.failures import one_line
@@ -37,14 +38,6 @@ KINDS = {
     "too_long": "the prompt is over max_token_length",
     "unmapped": "the env used a feature atroposlib does not map",
 }
-
-
-class EpisodeFailed(Exception):
-    """An episode that cannot become training data (``kind`` is a key of ``KINDS``)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 class _SamplingFailed(Exception):
@@ -172,22 +165,12 @@ class PolicyInteraction:
                 )
                 reply = completion.choices[0].message.content or ""
             else:
-                generated = self.node.tokens[self.node.metadata["prompt_length"] :]
-                more = game.template.continuation(generated, user_text)
-                room = (
-                    game.max_token_length
-                    - len(self.node.tokens)
-                    - len(tok.encode(more, add_special_tokens=False))
-                )
-                if room < 1:
+                turn = NextTurn.after(self.node, game.template, user_text, game.max_token_length)
+                if turn is None:
                     return None
-                out = await self._managed.completion(
-                    prompt=self.node.full_text + more,
-                    n=1,
-                    max_tokens=min(game.settings.max_tokens_per_turn, room),
-                    temperature=game.temperature,
+                reply = await turn.sample(
+                    self._managed, game.settings.max_tokens_per_turn, game.temperature
                 )
-                reply = out.choices[0].text or ""
         except EpisodeFailed:
             raise
         except Exception as e:  # noqa: BLE001 - our server's failure, not the env's: re-raised as is
