@@ -34,7 +34,7 @@ LIMIT_S = 30 * 60
 
 def run_demo(out: Path, steps: int, seed: int, control: str) -> dict[str, float]:
     """One demo run; returns its figures (read back from its report folder)."""
-    argv = [sys.executable, "-m", "example_trainer.demo", "--model", "smollm2"]
+    argv = [sys.executable, "-m", "demo", "--model", "smollm2"]
     argv += ["--steps", str(steps), "--seed", str(seed), "--control", control, "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     t0 = time.perf_counter()

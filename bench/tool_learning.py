@@ -86,7 +86,7 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     argv = [
         sys.executable,
         "-m",
-        "example_trainer.demo",
+        "demo",
         "--model",
         "smollm2",
         "--task",

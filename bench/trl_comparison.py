@@ -226,7 +226,7 @@ def run_ours(
     """Our loop: the SmolLM2 demo preset with ``--schedule`` (overlap, split or turns), its report
     folder read back."""
     lo, hi = TASKS[task]
-    argv = [sys.executable, "-m", "example_trainer.demo", "--model", "smollm2"]
+    argv = [sys.executable, "-m", "demo", "--model", "smollm2"]
     argv += ["--steps", str(args.steps), "--seed", str(seed), "--out", str(out)]
     argv += ["--operands", str(lo), str(hi)]
     argv += ["--schedule", schedule]

@@ -69,7 +69,15 @@ def test_json_lines_are_split_at_newline_only() -> None:
     can be one: a record would be cut in two. Read JSONL with ``split("\\n")`` (tests: ``read_jsonl``)
     and SSE with ``tests.sse.sse_lines``."""
     found = []
-    for folder in ("atroposlib", "example_trainer", "environments", "bench", "scripts", "tests"):
+    for folder in (
+        "atroposlib",
+        "example_trainer",
+        "demo",
+        "environments",
+        "bench",
+        "scripts",
+        "tests",
+    ):
         for path in sorted((ROOT / folder).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):

@@ -171,7 +171,7 @@ def test_checkpoint_overrides_round_trip_through_super(tok_dir, tmp_path, monkey
     loader.checkpoint_dir, loader.curr_step = str(tmp_path), 3
     loader.load_checkpoint()
     assert loader.iter == 5
-    notes = [json.loads(line) for line in log.read_text().splitlines()]
+    notes = read_jsonl(log)
     assert notes == [{"hook": "save_checkpoint", "step": 3}, {"hook": "load_checkpoint", "iter": 5}]
 
 

@@ -111,7 +111,7 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> WheelInstall:
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, src / name)
-    for package in ("atroposlib", "example_trainer"):
+    for package in ("atroposlib", "example_trainer", "demo"):
         shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     built = subprocess.run(

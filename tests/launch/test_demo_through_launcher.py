@@ -164,7 +164,7 @@ def test_a_short_demo_runs_through_the_launcher(tmp_path):
         [
             sys.executable,
             "-m",
-            "example_trainer.demo",
+            "demo",
             "--out",
             str(out),
             "--steps",
