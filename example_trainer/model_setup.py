@@ -32,7 +32,7 @@ import torch
 from atroposlib.errors import ConfigError, ModelLoadError
 from atroposlib.utils.hf_compat import dtype_kwargs
 from example_trainer.distributed import DistInfo, broadcast_object, shard_model
-from example_trainer.logprobs import adopt_head_verdict, head_verdict, inspect_output_head
+from example_trainer.output_head import adopt_head_verdict, head_verdict, inspect_output_head
 from example_trainer.precision import Precision
 
 log = logging.getLogger("atropos-grpo")

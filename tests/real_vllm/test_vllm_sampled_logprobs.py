@@ -74,7 +74,7 @@ def _trainer_logprobs(model, outs, lps, temperature_from_groups: bool, share: bo
 def test_trainer_logprobs_at_the_sampling_temperature_are_vllms(dev_vllm, tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
-    from example_trainer.logprobs import inspect_output_head
+    from example_trainer.output_head import inspect_output_head
 
     outs, lps = _sample(dev_vllm["lora"].url, str(tiny_model_dir))
     assert len(outs) == 6 and all(len(o) == len(lp) > 0 for o, lp in zip(outs, lps, strict=True))
