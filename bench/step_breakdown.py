@@ -81,13 +81,13 @@ def measure(
     from example_trainer.config import TrainingConfig
     from example_trainer.distributed import DistInfo
     from example_trainer.flops import matmul_peak, model_cost, step_flops
-    from example_trainer.trainer_setup import make_optimizer
-    from example_trainer.output_head import inspect_output_head
     from example_trainer.model_setup import attention_kernel, load_policy, set_attention
+    from example_trainer.output_head import inspect_output_head
     from example_trainer.precision import resolve_precision
     from example_trainer.prefix_packing import prefix_sharing_check
     from example_trainer.step_timing import PHASES, StepTimer
     from example_trainer.train_step import train_step
+    from example_trainer.trainer_setup import make_optimizer
     from example_trainer.weight_refresh import LoraRefresh
 
     cfg = TrainingConfig(

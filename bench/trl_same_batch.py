@@ -152,9 +152,9 @@ def our_gradient(
     from example_trainer.batching import flatten_batch
     from example_trainer.config import TrainingConfig
     from example_trainer.distributed import DistInfo
-    from example_trainer.output_head import inspect_output_head
     from example_trainer.metrics import step_metrics
     from example_trainer.model_setup import attention_kernel, load_policy, set_attention
+    from example_trainer.output_head import inspect_output_head
     from example_trainer.precision import resolve_precision
     from example_trainer.prefix_packing import prefix_sharing_check
     from example_trainer.train_step import train_step
