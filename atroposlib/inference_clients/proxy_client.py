@@ -5,11 +5,14 @@
 tracks tokens; this client sends the chat requests of one session and reads its nodes back. Its
 ``get_url()`` is the session's OpenAI-compatible URL, for code that only speaks that API. The nodes
 are fetched after every call, so ``get_state()`` answers at once, as in-process tracking does.
+A proxy with a key (``atropos-proxy``'s ``ATROPOS_PROXY_API_KEY``) is sent that key: ``api_key``,
+else the same environment variable.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from typing import Any, Optional
@@ -23,7 +26,18 @@ from atroposlib.inference_clients.managed_server import SequenceNode, ToolCallDi
 
 logger = logging.getLogger(__name__)
 
-_REQUEST_KEYS = ("max_tokens", "temperature", "n", "stop", "tools", "tool_choice")
+_REQUEST_KEYS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "n",
+    "stop",
+    "tools",
+    "tool_choice",
+)
+KEY_VARIABLE = "ATROPOS_PROXY_API_KEY"
 
 
 def _error_text(r: httpx.Response) -> str:
@@ -45,8 +59,10 @@ class ProxyManagedServer:
         model_name: str = "unknown",
         base_url: Optional[str] = None,
         timeout: float = 300.0,
+        api_key: Optional[str] = None,
     ) -> None:
         self.proxy_url = proxy_url.rstrip("/")
+        self.api_key = api_key or os.environ.get(KEY_VARIABLE) or None
         self.session_uuid = session_uuid
         self.model_name = model_name
         self.base_url = base_url
@@ -60,7 +76,8 @@ class ProxyManagedServer:
     async def _call(self, method: str, path: str, body: Optional[dict[str, Any]] = None) -> Any:
         url = f"{self.proxy_url}{path}"
         try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+            async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as client:
                 r = await client.request(method, url, json=body)
         except httpx.HTTPError as e:
             raise InferenceError(f"managed-server proxy {self.proxy_url}: {e!r}") from e
@@ -140,19 +157,25 @@ async def create_proxy_session(
     tool_parser: str = "hermes",
     track_tree: bool = False,
     model_name: str = "unknown",
+    api_key: Optional[str] = None,
+    max_turns: Optional[int] = None,
 ) -> ProxyManagedServer:
-    """Open a session on the proxy (pinned to the server ``base_url`` when given)."""
+    """Open a session on the proxy (pinned to the server ``base_url`` when given; at most
+    ``max_turns`` chat completions when given)."""
     body: dict[str, Any] = {"tool_parser": tool_parser, "track_tree": track_tree}
     if base_url:
         body["base_url"] = base_url
-    probe = ProxyManagedServer(proxy_url, "", model_name)
+    if max_turns is not None:
+        body["max_turns"] = max_turns
+    probe = ProxyManagedServer(proxy_url, "", model_name, api_key=api_key)
     data = await probe._call("POST", "/sessions/create", body)
     return ProxyManagedServer(
         proxy_url,
         data["uuid"],
         model_name=data.get("model_name", model_name),
         base_url=data.get("base_url"),
+        api_key=probe.api_key,
     )
 
 
-__all__ = ["ProxyManagedServer", "create_proxy_session"]
+__all__ = ["KEY_VARIABLE", "ProxyManagedServer", "create_proxy_session"]

@@ -5,6 +5,7 @@ over real HTTP is in ``test_atropos_server_compat.py``)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -48,6 +49,7 @@ def test_the_proxy_serves_its_routes():
         ("GET", "/sessions"),
         ("POST", "/{session_uuid}/v1/chat/completions"),
         ("POST", "/{session_uuid}/v1/chat/completions/render"),
+        ("GET", "/{session_uuid}/v1/models"),
         ("GET", "/{session_uuid}/nodes"),
         ("DELETE", "/{session_uuid}"),
     }
@@ -74,10 +76,10 @@ def test_a_session_runs_on_the_server_at_its_url_else_the_least_busy_healthy_one
 def test_the_session_store_touches_and_forgets_sessions():
     proxy = ProxyState(_manager(), tokenizer=None, model_name="tiny")
     session = sessions.SessionState("s1", managed_server=None, translator=None, model_name="tiny")  # type: ignore[arg-type]
-    session.last_accessed = 0.0
+    session.last_accessed = before = time.time() - 5.0
     proxy.sessions.add(session)
     assert len(proxy.sessions) == 1 and proxy.session("s1") is session
-    assert session.last_accessed > 0.0
+    assert session.last_accessed > before
     proxy.sessions.remove("s1")
     with pytest.raises(HTTPException) as missing:
         proxy.session("s1")
@@ -91,14 +93,16 @@ def test_refusals_answer_in_the_openai_error_body():
             (URL, "vllm", True)
         ]
         bad = client.post("/sessions/create", json={"track_tree": "maybe"})
-        assert bad.status_code == 422
-        assert bad.json()["error"]["message"].startswith("body.track_tree: ")
+        assert bad.status_code == 400
+        assert bad.json()["error"]["message"].startswith("track_tree: ")
+        assert bad.json()["error"]["param"] == "track_tree"
         unknown = client.post("/sessions/create", json={"base_url": "http://nope/v1"})
         assert unknown.status_code == 404
         assert unknown.json() == {
             "error": {
                 "message": f"No server with base_url 'http://nope/v1'. Available: ['{URL}']",
-                "type": "invalid_request_error",
+                "type": "not_found_error",
+                "param": None,
                 "code": 404,
             }
         }
@@ -113,4 +117,11 @@ def test_refusals_answer_in_the_openai_error_body():
             "sessions": 0,
             "servers": 1,
             "healthy_servers": 1,
+            "counts": {
+                "sessions_expired": 0,
+                "refused": {"track_tree": 1},
+                "undelivered": 0,
+                "tool_choice_unmet": 0,
+                "backend_errors": 0,
+            },
         }
