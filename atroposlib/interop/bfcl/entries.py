@@ -1,0 +1,109 @@
+"""What crosses the boundary to the BFCL worker: a test entry (``BfclEntry``), a model's answer to one
+(``Answer``: prompt mode's text, or function-calling mode's calls) and the checker's verdict
+(``Verdict``: valid or not, BFCL's error type and messages, the decoded calls)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+MALFORMED_ERROR_TYPES = frozenset(
+    {"ast_decoder:decoder_failed", "ast_decoder:decoder_wrong_output_format"}
+)
+"""BFCL's error types for an answer that is not a list of calls at all (the rest judge the calls)."""
+
+
+@dataclass(frozen=True)
+class BfclEntry:
+    """One BFCL test entry as the model meets it: ``messages`` (BFCL's prompt-mode conversation: its
+    system prompt with the function docs, then the question), ``functions`` (the docs), ``tools`` (the
+    same as OpenAI tools, for function-calling mode), ``ground_truth`` (None for relevance categories)."""
+
+    id: str
+    category: str
+    question: str
+    messages: tuple[Mapping[str, Any], ...]
+    functions: tuple[Mapping[str, Any], ...]
+    tools: tuple[Mapping[str, Any], ...]
+    ground_truth: Optional[tuple[Mapping[str, Any], ...]]
+    parts: tuple[str, ...] = ()
+    """For a composed training item: the ids of the entries it is made of."""
+
+    @classmethod
+    def from_worker(cls, row: Mapping[str, Any]) -> BfclEntry:
+        truth = row.get("ground_truth")
+        return cls(
+            id=str(row["id"]),
+            category=str(row["category"]),
+            question=str(row.get("question", "")),
+            messages=tuple(row["messages"]),
+            functions=tuple(row["functions"]),
+            tools=tuple(row["tools"]),
+            ground_truth=tuple(truth) if truth is not None else None,
+            parts=tuple(str(p) for p in row.get("parts") or ()),
+        )
+
+    def chat(self) -> list[dict[str, Any]]:
+        """The prompt-mode conversation as fresh dicts (a chat completion's ``messages``)."""
+        return [dict(m) for m in self.messages]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A model's answer to entry ``id``: ``text`` in prompt mode (the leaderboard's "Prompt": Python call
+    lists in the reply), ``calls`` in function-calling mode (its "FC": ``[{"name", "arguments"}]`` from
+    the server's tool parser)."""
+
+    id: str
+    text: Optional[str] = None
+    calls: Optional[Sequence[Mapping[str, Any]]] = None
+
+    @property
+    def mode(self) -> str:
+        return "fc" if self.calls is not None else "prompt"
+
+    def request(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"id": self.id, "mode": self.mode}
+        if self.calls is not None:
+            body["calls"] = [dict(c) for c in self.calls]
+        else:
+            body["text"] = self.text or ""
+        return body
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The official checker's decision on one answer; ``error_type`` is BFCL's (None when valid)."""
+
+    id: str
+    valid: bool
+    error_type: Optional[str] = None
+    errors: tuple[str, ...] = ()
+    decoded: Any = field(default=None, compare=False)
+
+    @classmethod
+    def from_worker(cls, row: Mapping[str, Any]) -> Verdict:
+        return cls(
+            id=str(row.get("id")),
+            valid=bool(row["valid"]),
+            error_type=row.get("error_type"),
+            errors=tuple(str(e) for e in row.get("errors") or ()),
+            decoded=row.get("decoded"),
+        )
+
+    @property
+    def malformed(self) -> bool:
+        """The answer is not a list of calls at all (BFCL's decoder failed on it)."""
+        return self.error_type in MALFORMED_ERROR_TYPES
+
+    @property
+    def reason(self) -> str:
+        """One line: ``valid``, or the error type and its first message."""
+        if self.valid:
+            return "valid"
+        first = self.errors[0] if self.errors else ""
+        return f"{self.error_type}: {first}"[:300]
+
+
+__all__ = ["MALFORMED_ERROR_TYPES", "Answer", "BfclEntry", "Verdict"]
