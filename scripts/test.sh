@@ -17,6 +17,10 @@ bash scripts/setup_openenv.sh
 bash scripts/setup_verifiers.sh
 # TRL (GRPOTrainer, CPU torch) + openenv's client for the TRL interop test; never fails, it skips instead.
 bash scripts/setup_trl.sh
+# The agent frameworks (openai, openai-agents, smolagents, mini-swe-agent + litellm, langchain-openai,
+# hermes-agent), each in its own environment, for the conformance suite (tests/interop/agents,
+# tests/real_vllm/test_proxy_agents.py); never fails, each framework's tests skip instead.
+bash scripts/setup_agents.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e

@@ -123,5 +123,7 @@ def test_refusals_answer_in_the_openai_error_body():
                 "undelivered": 0,
                 "tool_choice_unmet": 0,
                 "backend_errors": 0,
+                "token_drifts": 0,
+                "history_edits": 0,
             },
         }

@@ -6,7 +6,10 @@ The counts (``GET /health``'s ``counts``): ``refused`` (requests answered 4xx fo
 by field), ``undelivered`` (generations whose client was gone before it had the whole answer: their
 nodes were taken back, never trained), ``tool_choice_unmet`` (a reply that called no tool although
 ``tool_choice`` asked for one, or called several with ``parallel_tool_calls`` false: generation
-cannot be constrained, so it is counted), ``backend_errors`` (the backend failed or refused).
+cannot be constrained, so it is counted), ``backend_errors`` (the backend failed or refused), and
+from the sessions' managed servers ``token_drifts`` (re-rendering a conversation would have changed
+the tokens the model saw; the exact ones are kept) and ``history_edits`` (a client replayed an
+assistant turn other than the one the model wrote, e.g. as text: that turn starts a new node).
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ class ProxyState:
             "undelivered": self.counts["undelivered"],
             "tool_choice_unmet": self.counts["tool_choice_unmet"],
             "backend_errors": self.counts["backend_errors"],
+            "token_drifts": self.server_manager.managed_stats.drift_total,
+            "history_edits": self.server_manager.managed_stats.history_edits,
         }
 
 
