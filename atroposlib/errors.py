@@ -214,6 +214,29 @@ class EpisodeFailed(AtroposError):
         self.kind = kind
 
 
+class NotAHarborTask(ConfigError):
+    """A folder given as a Harbor task is not one (``atroposlib.interop.harbor``): the one-line message
+    names the folder and the file that is missing or unreadable."""
+
+
+class SandboxFailure(AtroposError):
+    """A Harbor task's sandbox could not do its part (``atroposlib.interop.harbor``): it refused the
+    task, could not start, or its verifier crashed or wrote no reward. ``kind`` is a key of
+    ``KINDS``; an episode that meets one has an unavailable reward, never a 0."""
+
+    KINDS: ClassVar[dict[str, str]] = {
+        "refused": "the sandbox cannot run this task",
+        "start": "the sandbox failed to start",
+        "verifier": "the verifier crashed or timed out",
+        "no_reward": "the verifier wrote no usable reward",
+        "runtime": "the sandbox's runtime failed mid-episode",
+    }
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 __all__ = [
     "APIError",
     "APIUnavailable",
@@ -231,9 +254,11 @@ __all__ = [
     "InferenceRejected",
     "InferenceUnavailable",
     "ModelLoadError",
+    "NotAHarborTask",
     "PromptTooLong",
     "RewardUnavailable",
     "RunFailed",
+    "SandboxFailure",
     "SchemaError",
     "ServerDown",
     "ServerSilent",

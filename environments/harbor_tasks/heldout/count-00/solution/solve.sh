@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/planet.txt > /app/answer.txt

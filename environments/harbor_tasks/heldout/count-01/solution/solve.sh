@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/copper.txt > /app/answer.txt

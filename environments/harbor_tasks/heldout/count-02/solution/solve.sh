@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/marble.txt > /app/answer.txt

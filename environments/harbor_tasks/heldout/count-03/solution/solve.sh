@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/needle.txt > /app/answer.txt

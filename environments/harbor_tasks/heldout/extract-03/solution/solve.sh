@@ -1,0 +1,2 @@
+#!/bin/bash
+grep '^vera,' /app/cedar.csv | cut -d, -f2 > /app/answer.txt

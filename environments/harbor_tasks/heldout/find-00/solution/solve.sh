@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/cherry && grep -l cloud * > /app/answer.txt

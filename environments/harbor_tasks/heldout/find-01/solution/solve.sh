@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/lemon && grep -l garden * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/carpet && grep -l orchid * > /app/answer.txt

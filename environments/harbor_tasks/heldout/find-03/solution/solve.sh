@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/monkey && grep -l needle * > /app/answer.txt

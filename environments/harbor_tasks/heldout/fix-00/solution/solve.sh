@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/mirorr/mirror/' /app/orchid.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/parort/parrot/' /app/jungle.sh

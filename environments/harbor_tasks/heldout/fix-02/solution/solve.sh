@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/cahlk/chalk/' /app/glacier.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/pilow/pillow/' /app/tunnel.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/saddle.txt /app/cloud.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/marble.txt /app/spring.txt

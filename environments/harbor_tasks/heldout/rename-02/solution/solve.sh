@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/tunnel.txt /app/cedar.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/spider.txt /app/river.txt

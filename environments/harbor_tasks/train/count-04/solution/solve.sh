@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/pillow.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/badge.txt > /app/answer.txt

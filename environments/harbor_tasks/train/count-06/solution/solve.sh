@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/maple.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/window.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/falcon.txt > /app/answer.txt

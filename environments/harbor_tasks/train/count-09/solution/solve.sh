@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/puzzle.txt > /app/answer.txt

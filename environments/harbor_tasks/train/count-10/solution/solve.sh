@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/chalk.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/jacket.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep '^kira,' /app/kettle.csv | cut -d, -f3 > /app/answer.txt

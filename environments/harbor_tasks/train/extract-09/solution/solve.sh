@@ -1,0 +1,2 @@
+#!/bin/bash
+grep '^nadia,' /app/castle.csv | cut -d, -f3 > /app/answer.txt

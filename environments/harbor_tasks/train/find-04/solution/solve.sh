@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/marble && grep -l maple * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/spider && grep -l paddle * > /app/answer.txt

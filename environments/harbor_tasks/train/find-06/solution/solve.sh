@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/wizard && grep -l lantern * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/pocket && grep -l badge * > /app/answer.txt

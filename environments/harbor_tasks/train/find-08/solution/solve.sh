@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/summer && grep -l tunnel * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/winter && grep -l granite * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/bottle && grep -l tablet * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/anchor && grep -l copper * > /app/answer.txt

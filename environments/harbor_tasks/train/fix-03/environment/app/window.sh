@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "medaow 71"

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/graden/garden/' /app/hollow.sh

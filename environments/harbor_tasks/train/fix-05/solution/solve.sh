@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/lantren/lantern/' /app/summer.sh

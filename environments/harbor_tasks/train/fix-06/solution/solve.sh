@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/rabit/rabbit/' /app/harbor.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/canlde/candle/' /app/cloud.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "tomtao 14"

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/tomtao/tomato/' /app/ginger.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/cehrry/cherry/' /app/oyster.sh

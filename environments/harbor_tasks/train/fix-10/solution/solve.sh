@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/talbet/tablet/' /app/cotton.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/csatle/castle/' /app/canyon.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/ribbon.txt /app/circle.txt

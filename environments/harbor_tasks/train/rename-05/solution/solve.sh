@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/velvet.txt /app/yellow.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/window.txt /app/nickel.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/falcon.txt /app/mirror.txt

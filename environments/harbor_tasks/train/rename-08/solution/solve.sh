@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/fossil.txt /app/lemon.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/island.txt /app/jungle.txt

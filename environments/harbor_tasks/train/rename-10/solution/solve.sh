@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/basket.txt /app/granite.txt

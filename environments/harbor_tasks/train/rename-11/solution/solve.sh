@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/parrot.txt /app/paddle.txt
