@@ -142,7 +142,7 @@ def composition_specs(
     singles: Sequence[BfclEntry], parallel: int, parallel_multiple: int, seed: int
 ) -> list[tuple[str, list[str], str]]:
     """``(id, part ids, category)`` of the composed items: ``parallel`` ones of 2-3 entries sharing
-    their function, ``parallel_multiple`` ones of 2-3 entries on different functions; each set of
+    their function, ``parallel_multiple`` ones of 2-3 entries on functions of different names; each set of
     parts once."""
     rng = random.Random(seed)
     groups: dict[str, list[BfclEntry]] = {}
@@ -163,12 +163,15 @@ def composition_specs(
             break
         group = rng.choice(shared)
         add(rng.sample(group, min(len(group), rng.choice((2, 2, 3)))), "parallel")
-    keys = list(groups)
+    by_name: dict[str, list[BfclEntry]] = {}
+    for e in singles:
+        by_name.setdefault(str(e.functions[0]["name"]), []).append(e)
+    names = sorted(by_name)
     for _ in range(parallel_multiple * 4):
-        if len(keys) < 2 or sum(s[2] == "parallel_multiple" for s in specs) >= parallel_multiple:
+        if len(names) < 2 or sum(s[2] == "parallel_multiple" for s in specs) >= parallel_multiple:
             break
-        chosen = rng.sample(keys, rng.choice((2, 2, 3)))
-        add([rng.choice(groups[k]) for k in chosen], "parallel_multiple")
+        chosen = rng.sample(names, rng.choice((2, 2, 3)))
+        add([rng.choice(by_name[n]) for n in chosen], "parallel_multiple")
     return specs
 
 
