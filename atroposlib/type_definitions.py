@@ -20,7 +20,7 @@ import math
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import Any, Literal, Optional, TypedDict, Union
+from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -35,6 +35,24 @@ Item = Any
 UUID = str
 RewardStatus = Literal["ok", "unavailable"]
 MAX_TOKEN_ID = 2**63 - 1  # token ids are int64 in every trainer
+MAX_INT64 = 2**63 - 1
+"""The largest integer SQLite (and every trainer's int64) holds: integer fields the API stores are
+bounded by it, so both of its stores accept and refuse the same inputs."""
+MAX_STEP = 2**62
+"""The largest ``starting_step`` (and step count): the step grows by one per batch and stays far
+inside ``MAX_INT64``."""
+MAX_BATCH_SEQUENCES = 1_000_000
+"""The most sequences a batch or an env's group may hold (``batch_size``, ``group_size``): the packer
+sizes its subset-sum bitsets by them, so a registration cannot make each ``/batch`` allocate gigabytes."""
+MAX_CONTEXT_TOKENS = 2**31 - 1
+"""The longest context a trainer or an env may declare (``max_token_len``, ``max_token_length``)."""
+MAX_ENV_WEIGHT = 1e6
+"""The largest env weight: weights are relative, and a huge one (``1e308``) overflows Atropos's
+weight formula to infinity, which floors every env's weight at 0.01."""
+MAX_GROUP_DEPTH = 128
+"""How deeply a stored group may nest (the group object is level 1). A trainer that parses batches with
+Python's standard ``json`` fails near 1,000 levels, orjson writes at most 254: 128 leaves both room."""
+Int64 = Annotated[int, Field(ge=-MAX_INT64 - 1, le=MAX_INT64)]
 
 MASK_IGNORE = -100
 """Value in ``masks`` for a token that is not trained on (prompt, tool output, user turn)."""
@@ -189,7 +207,7 @@ class ScoredData(BaseModel):
     images: Optional[Any] = Field(
         None, description="Images for multimodal groups (opaque to the API)."
     )
-    env_id: Optional[int] = Field(None, description="Id returned by /register-env.")
+    env_id: Optional[Int64] = Field(None, description="Id returned by /register-env.")
     distill_token_ids: Optional[list[list[list[int]]]] = Field(
         None, description="Per sequence, per token: the teacher's top-k token ids."
     )
@@ -199,6 +217,7 @@ class ScoredData(BaseModel):
     policy_version: Optional[int] = Field(
         None,
         ge=0,
+        le=MAX_INT64,
         description="Version (trainer step) of the oldest weights that generated a token of this "
         "group, as the inference server reported it; when the server reports none, the trainer "
         "step the env saw when the item started (an estimate).",
@@ -338,12 +357,16 @@ class Registration(BaseModel):
 
     wandb_group: str = ""
     wandb_project: str = ""
-    batch_size: int = Field(gt=0, description="Sequences per batch.")
-    max_token_len: int = Field(gt=0, description="Longest sequence the trainer accepts.")
+    batch_size: int = Field(gt=0, le=MAX_BATCH_SEQUENCES, description="Sequences per batch.")
+    max_token_len: int = Field(
+        gt=0, le=MAX_CONTEXT_TOKENS, description="Longest sequence the trainer accepts."
+    )
     checkpoint_dir: str = ""
-    save_checkpoint_interval: int = 0
-    starting_step: int = Field(0, ge=0, description="Step the trainer starts (or resumes) at.")
-    num_steps: int = Field(0, ge=0, description="Total training steps planned.")
+    save_checkpoint_interval: Int64 = 0
+    starting_step: int = Field(
+        0, ge=0, le=MAX_STEP, description="Step the trainer starts (or resumes) at."
+    )
+    num_steps: int = Field(0, ge=0, le=MAX_STEP, description="Total training steps planned.")
     run_id: Optional[str] = Field(
         None,
         max_length=200,
@@ -352,6 +375,7 @@ class Registration(BaseModel):
     weights_lag: Optional[int] = Field(
         None,
         ge=0,
+        le=MAX_STEP,
         description="Steps by which the inference servers' weights can trail the trainer when a "
         "batch is formed (ours): refresh interval - 1, plus 1 when pushed asynchronously. The API "
         "keeps envs' off-policy budgets within max_staleness with it.",
@@ -367,12 +391,12 @@ class RegisterResponse(BaseModel):
 class RegisterEnv(BaseModel):
     """``POST /register-env``: an environment joins the run."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    max_token_length: int = Field(gt=0)
+    max_token_length: int = Field(gt=0, le=MAX_CONTEXT_TOKENS)
     desired_name: str = Field(min_length=1, max_length=200)
-    weight: float = Field(1.0, ge=0.0)
-    group_size: int = Field(gt=0)
+    weight: float = Field(1.0, ge=0.0, le=MAX_ENV_WEIGHT)
+    group_size: int = Field(gt=0, le=MAX_BATCH_SEQUENCES)
     min_batch_allocation: Optional[float] = Field(
         None, ge=0.0, le=1.0, description="Minimum fraction of each batch reserved for this env."
     )
@@ -393,7 +417,9 @@ class RegisterEnvResponse(BaseModel):
 
 
 class EnvIdentifier(BaseModel):
-    env_id: int = Field(ge=0)
+    """``POST /disconnect-env`` and ``GET /status-env``: which env."""
+
+    env_id: int = Field(ge=0, le=MAX_INT64)
 
 
 class DisconnectEnvResponse(BaseModel):
@@ -589,6 +615,13 @@ class ErrorResponse(BaseModel):
 
 __all__ = [
     "MASK_IGNORE",
+    "MAX_BATCH_SEQUENCES",
+    "MAX_CONTEXT_TOKENS",
+    "MAX_ENV_WEIGHT",
+    "MAX_GROUP_DEPTH",
+    "MAX_INT64",
+    "MAX_STEP",
+    "Int64",
     "AgentHistory",
     "AgentStep",
     "GameHistory",

@@ -21,6 +21,8 @@ bash scripts/setup_trl.sh
 # hermes-agent), each in its own environment, for the conformance suite (tests/interop/agents,
 # tests/real_vllm/test_proxy_agents.py); never fails, each framework's tests skip instead.
 bash scripts/setup_agents.sh
+# schemathesis in its own environment for the schema-fuzzing tier (tests/fuzz); never fails, it skips instead.
+bash scripts/setup_schemathesis.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e

@@ -1,9 +1,11 @@
 """``create_app(settings)``: the trajectory API as a FastAPI app (routers, auth, errors, state).
 
-Every route but ``/`` and ``/health`` requires the bearer token when one is configured. While it
-runs, ``activity.ActivityLog`` logs one line per ``progress_interval`` in which groups arrived. Errors are
-``ErrorResponse`` JSON (``{"error", "detail"}``) with a precise status; client mistakes are logged
-on one line without a traceback, server faults with one.
+Every route but ``/`` and ``/health`` requires the bearer token when one is configured (and the
+schema then declares the scheme). While it runs, ``activity.ActivityLog`` logs one line per
+``progress_interval`` in which groups arrived. Errors are ``ErrorResponse`` JSON (``{"error",
+"detail"}``) with a precise status; client mistakes are logged on one line without a traceback,
+server faults (500) with one, by the ``FaultBarrier``, which keeps the client's connection open.
+The schema (``create_app(settings).openapi()``) declares the bodies parsed by hand (``openapi``).
 """
 
 from __future__ import annotations
@@ -21,29 +23,40 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from atroposlib.api.activity import ActivityLog
-from atroposlib.api.http import ApiProblem, check_token, json_response, problem_response
+from atroposlib.api.http import ApiProblem, check_token, json_response, problem_response, to_json
 from atroposlib.api.metrics import ApiMetrics
 from atroposlib.api.offload import BodyOffload
+from atroposlib.api.openapi import install_openapi
 from atroposlib.api.routes import admin, batches, ingest, registration, status
 from atroposlib.api.service import RunService
 from atroposlib.api.settings import ApiSettings
 from atroposlib.api.store import Store, make_store
 from atroposlib.type_definitions import ErrorResponse, Health, RootResponse
+from atroposlib.utils.fault_barrier import FaultBarrier
 
 logger = logging.getLogger("atroposlib.api")
 
-# Declared for the schema: every protected route may answer these, as ``ErrorResponse`` JSON.
+# Declared for the schema: every route behind the token may answer these, as ``ErrorResponse`` JSON.
 ERROR_RESPONSES: dict[Union[int, str], dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": what}
     for code, what in [
-        (401, "missing or wrong bearer token"),
+        (400, "corrupt gzip body, or the client went away before sending the whole body"),
         (404, "unknown env or batch"),
         (409, "conflicts with the run's state"),
         (413, "request body too large"),
+        (415, "unsupported Content-Encoding"),
         (422, "invalid request"),
         (503, "queue full; retry after Retry-After seconds"),
     ]
 }
+UNAUTHORIZED: dict[Union[int, str], dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "missing or wrong bearer token"}
+}
+
+
+def _fault_body(exc: BaseException) -> bytes:
+    """The ``ErrorResponse`` of a server fault (500)."""
+    return to_json(ErrorResponse(error=f"internal error: {type(exc).__name__}"))
 
 
 def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = None) -> FastAPI:
@@ -77,6 +90,7 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
         redoc_url=None,
         openapi_url=None,
     )
+    install_openapi(app)
     app.state.settings = settings
     app.state.service = service
     app.state.offload = offload
@@ -117,11 +131,12 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
             request, ApiProblem(exc.status_code, str(exc.detail), headers=headers)
         )
 
-    @app.exception_handler(Exception)
-    async def on_crash(request: Request, exc: Exception) -> Response:
-        logger.exception("%s %s failed", request.method, request.url.path)
-        service.metrics.rejected.labels("500").inc()
-        return problem_response(ApiProblem(500, f"internal error: {type(exc).__name__}"))
+    app.add_middleware(
+        FaultBarrier,
+        render=_fault_body,
+        logger=logger,
+        on_fault=lambda exc: service.metrics.rejected.labels("500").inc(),
+    )
 
     @app.get("/", response_model=RootResponse, status_code=200)
     async def root(request: Request) -> Response:
@@ -134,9 +149,10 @@ def create_app(settings: Optional[ApiSettings] = None, store: Optional[Store] = 
             Health(status="ok", store=settings.store, durable=store.durable, step=service.step),
         )
 
-    protected = [Depends(check_token)]
+    protected = [Depends(check_token)] if settings.api_token else []
+    responses = {**ERROR_RESPONSES, **(UNAUTHORIZED if settings.api_token else {})}
     for module in (registration, ingest, batches, status, admin):
-        app.include_router(module.router, dependencies=protected, responses=ERROR_RESPONSES)
+        app.include_router(module.router, dependencies=protected, responses=responses)
     return app
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
+import orjson
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from atroposlib.api.http import parse_json, read_body, validation_problem
+from atroposlib.api.body_json import parse_json_exact
+from atroposlib.api.http import ApiProblem, read_body, validation_problem
 from atroposlib.api.service import RunService
 
 M = TypeVar("M", bound=BaseModel)
@@ -20,13 +23,22 @@ async def get_service(request: Request) -> RunService:
     return service
 
 
-async def parse_model(request: Request, model: type[M]) -> M:
-    """Read, bound, gunzip and validate a small JSON body into ``model`` (422 naming the field)."""
-    data = parse_json(await read_body(request))
+async def parse_model(request: Request, model: type[M], ids: Sequence[str] = ()) -> M:
+    """Read, bound, gunzip and validate a small JSON body into ``model`` (422 naming the field).
+
+    Lone surrogates in its strings are repaired as in groups (``body_json``), except in the ``ids``
+    fields, where they are a 422. The result must be what the SQLite store can write (orjson: no
+    integer past 64 bits, no nesting past its limit), so that both stores take the same bodies."""
+    data, _ = parse_json_exact(await read_body(request), ids=ids)
     try:
-        return model.model_validate(data)
+        parsed = model.model_validate(data)
     except ValidationError as e:
         raise validation_problem(e) from None
+    try:
+        orjson.dumps(parsed.model_dump())
+    except orjson.JSONEncodeError as e:
+        raise ApiProblem(422, f"invalid request: the body cannot be stored: {e}") from None
+    return parsed
 
 
 __all__ = ["get_service", "parse_model"]

@@ -1,5 +1,6 @@
 """HTTP plumbing shared by the routers: bounded (and gunzipped) request bodies, orjson responses,
-error responses (``ErrorResponse``), the bearer-token check, and validation-error messages.
+error responses (``ErrorResponse``), the bearer-token check, and validation-error messages. (Parsing
+a body as JSON is ``body_json``'s; its functions are re-exported here.)
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import zlib
 from typing import Any, Optional
 
 import orjson
-from fastapi import Request
+from fastapi import Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
+from atroposlib.api.body_json import parse_json, parse_json_exact, replace_lone_surrogates
 from atroposlib.errors import ApiProblem  # defined with the package's other errors
 
 logger = logging.getLogger("atroposlib.api")
@@ -110,125 +113,75 @@ async def read_body(request: Request) -> bytes:
         return raw
     if encoding not in ("gzip", "x-gzip"):
         raise ApiProblem(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
-    if len(raw) < 64 * 1024:
-        return gunzip_bounded(raw, settings.max_decompressed_bytes)
-    # zlib releases the GIL while inflating: in a thread, a large body (or a gzip bomb, refused
-    # at max_decompressed_bytes) does not hold up the event loop
-    return await run_in_threadpool(gunzip_bounded, raw, settings.max_decompressed_bytes)
+    inflater = BoundedGunzip(raw, settings.max_decompressed_bytes)
+    if not inflater.run(budget=LOOP_INFLATE_BYTES):
+        # more to inflate: a small body can still be a bomb (64 KiB -> 64 MiB). zlib releases the
+        # GIL while inflating, so in a thread it does not hold up the event loop
+        await run_in_threadpool(inflater.run)
+    return inflater.result()
+
+
+LOOP_INFLATE_BYTES = 1 << 20
+"""How much of a gzip body is inflated on the event loop (~1 ms): a small body costs no thread hop,
+anything larger goes on in a worker thread."""
+
+
+class BoundedGunzip:
+    """Decompress a gzip (or zlib) body into at most ``limit`` bytes (413 beyond, 400 if corrupt),
+    in as many ``run`` calls as the caller likes; concatenated gzip members are read one after the
+    other."""
+
+    def __init__(self, raw: bytes, limit: int) -> None:
+        self.limit = limit
+        self._d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+        self._data = raw
+        self._out: list[bytes] = []
+        self._produced = 0
+        self.done = False
+
+    def run(self, budget: Optional[int] = None) -> bool:
+        """Inflate until done or ``budget`` more bytes came out (None: no budget); True when done."""
+        start = self._produced
+        try:
+            while not self.done and (budget is None or self._produced - start < budget):
+                self._step()
+        except zlib.error as e:
+            raise ApiProblem(400, f"invalid gzip request body: {e}") from None
+        return self.done
+
+    def result(self) -> bytes:
+        return b"".join(self._out)
+
+    def _take(self, piece: bytes) -> None:
+        self._produced += len(piece)
+        if self._produced > self.limit:
+            raise ApiProblem(
+                413, f"decompressed request body exceeds the limit of {self.limit} bytes"
+            )
+        self._out.append(piece)
+
+    def _step(self) -> None:
+        d = self._d
+        self._take(d.decompress(self._data, 1 << 20))
+        self._data = d.unconsumed_tail
+        if d.eof:
+            if d.unused_data:  # concatenated gzip members: continue with the next member
+                self._data = d.unused_data
+                self._d = zlib.decompressobj(wbits=47)
+            else:
+                self.done = True
+        elif not self._data:
+            self._take(d.flush())
+            if not d.eof:
+                raise ApiProblem(400, "truncated gzip request body")
+            self.done = True
 
 
 def gunzip_bounded(raw: bytes, limit: int) -> bytes:
     """Decompress gzip ``raw`` producing at most ``limit`` bytes (413 beyond, 400 if corrupt)."""
-    d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
-    out = []
-    produced = 0
-    data = raw
-    try:
-        while True:
-            piece = d.decompress(data, 1 << 20)
-            produced += len(piece)
-            if produced > limit:
-                raise ApiProblem(
-                    413, f"decompressed request body exceeds the limit of {limit} bytes"
-                )
-            out.append(piece)
-            data = d.unconsumed_tail
-            if d.eof:
-                if d.unused_data:
-                    # concatenated gzip members: continue with the next member
-                    data = d.unused_data
-                    d = zlib.decompressobj(wbits=47)
-                    continue
-                break
-            if not data:
-                tail = d.flush()
-                produced += len(tail)
-                if produced > limit:
-                    raise ApiProblem(
-                        413, f"decompressed request body exceeds the limit of {limit} bytes"
-                    )
-                out.append(tail)
-                if not d.eof:
-                    raise ApiProblem(400, "truncated gzip request body")
-                break
-    except zlib.error as e:
-        raise ApiProblem(400, f"invalid gzip request body: {e}") from None
-    return b"".join(out)
-
-
-def parse_json(body: bytes) -> Any:
-    """orjson parse; NaN/Infinity literals (which Python's json writes) fall back to the stdlib parser
-    so that validation can name the offending field instead of a bare syntax error."""
-    if not body:
-        raise ApiProblem(422, "request body is empty; a JSON document is required")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        import json
-
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiProblem(422, f"request body is not valid JSON: {e}") from None
-        except RecursionError:
-            raise ApiProblem(422, "request body is nested too deeply") from None
-
-
-def parse_json_exact(body: bytes) -> tuple[Any, bool]:
-    """``parse_json`` and whether ``body`` itself is deliverable as stored: False when only the
-    lenient stdlib parser could read it (NaN literals, lone UTF-16 surrogates such as ``"\\ud83d"``,
-    which orjson, and so every trainer, refuses). Then the data has its lone surrogates replaced by
-    U+FFFD and must be stored re-serialized, never as received."""
-    if not body:
-        raise ApiProblem(422, "request body is empty; a JSON document is required")
-    try:
-        return orjson.loads(body), True
-    except orjson.JSONDecodeError as e:
-        first = e
-    if "recursion" in str(first).lower():
-        raise ApiProblem(422, f"request body is nested too deeply: {first}")
-    data = parse_json(body)
-    return replace_lone_surrogates(data), False
-
-
-def replace_lone_surrogates(data: Any) -> Any:
-    """``data`` with every str holding a lone surrogate repaired (U+FFFD); iterative, any depth."""
-
-    def fix(v: str) -> str:
-        return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-    def bad(v: Any) -> bool:
-        if not isinstance(v, str):
-            return False
-        try:
-            v.encode("utf-8")
-            return False
-        except UnicodeEncodeError:
-            return True
-
-    if isinstance(data, str):
-        return fix(data) if bad(data) else data
-    stack = [data]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for k in list(node):
-                v = node[k]
-                if bad(k):
-                    del node[k]
-                    k = fix(k)
-                    node[k] = v
-                if bad(v):
-                    node[k] = fix(v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                if bad(v):
-                    node[i] = fix(v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-    return data
+    inflater = BoundedGunzip(raw, limit)
+    inflater.run()
+    return inflater.result()
 
 
 def validation_problem(e: ValidationError, prefix: str = "") -> ApiProblem:
@@ -246,9 +199,18 @@ def validation_problem(e: ValidationError, prefix: str = "") -> ApiProblem:
     return ApiProblem(422, f"invalid request: {summary}", detail=errors)
 
 
-async def check_token(request: Request) -> None:
+BEARER = HTTPBearer(
+    auto_error=False,
+    description="run-api's token (ATROPOS_API_TOKEN or --api-token), as 'Authorization: Bearer T'",
+)
+
+
+async def check_token(
+    request: Request, _declared: Optional[HTTPAuthorizationCredentials] = Security(BEARER)
+) -> None:
     """FastAPI dependency: 401 unless the configured bearer token is presented (a coroutine, so
-    that FastAPI does not send it to its thread pool)."""
+    that FastAPI does not send it to its thread pool). ``BEARER`` declares the scheme in the schema;
+    the header is checked here, in constant time."""
     token = request.app.state.settings.api_token
     if not token:
         return
@@ -266,6 +228,8 @@ async def check_token(request: Request) -> None:
 
 __all__ = [
     "ApiProblem",
+    "BoundedGunzip",
+    "LOOP_INFLATE_BYTES",
     "PartsResponse",
     "check_token",
     "gunzip_bounded",

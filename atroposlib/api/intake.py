@@ -117,7 +117,7 @@ class IngestMixin(RunState):
             if latest != self.latest_seq:
                 m.meta["latest_seq"] = latest
             if m.new_groups:
-                self.store.commit(m)
+                self._commit(m)
             self.next_seq = seq
             self.latest_seq = latest
             self.buffers = {k: v for k, v in buffers.items() if v}

@@ -15,7 +15,7 @@ from atroposlib.api.env_registry import EnvRegistry
 from atroposlib.api.metrics import ApiMetrics
 from atroposlib.api.packing import GroupMeta, QueueIndex
 from atroposlib.api.settings import ApiSettings
-from atroposlib.api.store.base import BatchRecord, Store
+from atroposlib.api.store.base import BatchRecord, Mutation, Store
 from atroposlib.type_definitions import Registration
 
 
@@ -71,6 +71,10 @@ class RunState:
     # every call is checked against one signature.
     def _update_gauges(self) -> None:
         """Bring the queue/step gauges up to date."""
+        raise NotImplementedError
+
+    def _commit(self, m: Mutation) -> None:
+        """Commit ``m``; on failure the state in memory is rebuilt from the store."""
         raise NotImplementedError
 
     def _read_payloads(self, seqs: list[int]) -> tuple[list[bytes], list[int]]:

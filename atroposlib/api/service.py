@@ -2,7 +2,10 @@
 
 ``RunService`` keeps the working state in memory (a ``QueueIndex``, the envs, the step) and writes
 every change through the store in one atomic ``Mutation`` *before* the route answers, so a 200 means
-committed. On start it rebuilds itself from ``store.load()``. All methods take one lock. Ingest
+committed. On start it rebuilds itself from ``store.load()``. Memory never runs ahead of disk: a
+state change is made in memory only once its commit went through, and where a method has to build
+its change in memory first (a batch formed from the queue), a failed commit (``_commit``) rebuilds
+the whole state from the store, which rolled the change back, before the fault is answered (500). All methods take one lock. Ingest
 lives in ``intake.IngestMixin``, the read-only views in ``views.ViewsMixin``, explicit-ack delivery in
 ``delivery.DeliveryMixin``; the state they share is declared in ``run_state.RunState`` and the envs
 are an ``env_registry.EnvRegistry`` (typed records, one 404 for an unknown env). Methods answer
@@ -124,6 +127,16 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 self.pending.batch_id if self.pending else None,
             )
 
+    def _commit(self, m: Mutation) -> None:
+        """``store.commit(m)``; when it fails, memory is rebuilt from the store (which applied none
+        of ``m``), so that nothing the failed request changed in memory outlives it."""
+        try:
+            self.store.commit(m)
+        except BaseException:
+            logger.error("a commit failed; the run in memory is reloaded from the store")
+            self._load()
+            raise
+
     def _update_gauges(self) -> None:
         m = self.metrics
         m.queue_groups.set(len(self.queue))
@@ -150,11 +163,11 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                     run_label(self.registration),
                 )
             if self.registration is None:  # Atropos: only the first /register initializes the run
+                m.meta.update(registration=reg.model_dump(), step=reg.starting_step, started=False)
+                self._commit(m)  # first on disk, then in memory
                 self.registration = reg
                 self.step = reg.starting_step
                 self.started = False
-                m.meta.update(registration=reg.model_dump(), step=self.step, started=False)
-                self.store.commit(m)
             if self.pending is not None:  # a (re)starting trainer gets the unacked batch again
                 self.redeliver = True
             self._update_gauges()
@@ -188,7 +201,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                     if not bad:
                         self.redeliver = False
                         if m.meta:
-                            self.store.commit(m)
+                            self._commit(m)
                         self.metrics.redeliveries.inc()
                         body = BatchBody.of(self.pending.batch_id, self.pending.step, blobs)
                         self.metrics.bytes_out.inc(body.nbytes)
@@ -203,7 +216,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 self.blocked_by = result.blocked_by
                 if result.seqs is None:
                     if m.meta or m.states or m.acked_batch:
-                        self.store.commit(m)
+                        self._commit(m)
                     self._update_gauges()
                     return BatchBody.empty(self.step)
                 blobs, missing = self._read_payloads(result.seqs)
@@ -219,7 +232,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             m.meta["step"] = record.step
             for seq in result.seqs:
                 m.states[seq] = DELIVERED
-            self.store.commit(m)
+            self._commit(m)
             self.pending_metas = {seq: self.queue.remove(seq) for seq in result.seqs}
             for meta in self.pending_metas.values():
                 name = self._env_name(meta.env_id) or str(meta.env_id)
@@ -270,14 +283,14 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 m = Mutation()
                 self._ack_into(m, self.pending)
                 self._note_explicit_ack(m)
-                self.store.commit(m)
+                self._commit(m)
                 return BatchAckResponse(status="acked", batch_id=batch_id, step=step)
             known = self.store.batch_acked(batch_id)
             if known:
                 if not self.ack_mode_explicit:
                     m = Mutation()
                     self._note_explicit_ack(m)
-                    self.store.commit(m)
+                    self._commit(m)
                 return BatchAckResponse(status="acked", batch_id=batch_id, already_acked=True)
             if known is None:
                 raise ApiProblem(404, f"unknown batch_id {batch_id!r}")
@@ -305,7 +318,7 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
                 return RegisterEnvResponse(status="wait for trainer to start")
             self.envs.check_allocation(req)
             env = self.envs.new_record(req)
-            self.store.commit(Mutation(envs=[env.to_dict()]))
+            self._commit(Mutation(envs=[env.to_dict()]))
             self.envs.put(env)
             reg = self.registration
             return RegisterEnvResponse(
@@ -328,11 +341,12 @@ class RunService(IngestMixin, ViewsMixin, DeliveryMixin):
             except ApiProblem as unknown:
                 return DisconnectEnvResponse(status="failure", error=unknown.error)
             # a disconnected env will not complete its mixed-size buffer: queue what it left there
-            released = self.buffers.pop(env_id, [])
+            released = self.buffers.get(env_id, [])
             m = Mutation(envs=[env.to_dict()], states={g.seq: QUEUED for g in released})
             for i, meta in enumerate(released):
                 m.orders[meta.seq] = self.next_order + i
-            self.store.commit(m)
+            self._commit(m)
+            self.buffers.pop(env_id, None)
             self.envs.put(env)
             for meta in released:
                 meta.order = m.orders[meta.seq]

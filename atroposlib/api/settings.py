@@ -15,6 +15,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from atroposlib.errors import ConfigError
+from atroposlib.utils.cli import LOG_LEVELS, check_log_level
 from atroposlib.utils.settings_cli import format_validation_error
 
 ENV_PREFIX = "ATROPOS_"
@@ -102,7 +103,9 @@ class ApiSettings(BaseModel):
         default_factory=list,
         description="Allowed CORS origins (never '*' together with credentials). Empty: no CORS.",
     )
-    log_level: str = Field("info", description="Logging level of the server.")
+    log_level: str = Field(
+        "info", description=f"Logging level of the server: {', '.join(LOG_LEVELS)}."
+    )
     progress_interval: float = Field(
         30.0,
         ge=0,
@@ -117,6 +120,12 @@ class ApiSettings(BaseModel):
         if isinstance(v, str) and v.strip().lower() in ("off", "none"):
             return None
         return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, v: str) -> str:
+        """One of uvicorn's levels, in lower case (``trace`` is uvicorn's, below ``debug``)."""
+        return check_log_level(v)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ApiSettings:

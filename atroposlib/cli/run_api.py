@@ -18,7 +18,7 @@ from typing import Optional
 from atroposlib.api.run_identity import START_MODES, start_decision
 from atroposlib.api.settings import ENV_PREFIX, ApiSettings
 from atroposlib.errors import AtroposError
-from atroposlib.utils.net import listening_socket
+from atroposlib.utils.net import is_loopback_host, listening_socket
 from atroposlib.utils.settings_cli import Flag, add_model_arguments, model_values
 
 # Where run-api's flags differ from the generated ``--field-name``: one ``--cors-origin`` per origin.
@@ -54,10 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _is_loopback_host(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     start_mode = args.start_mode or os.environ.get("ATROPOS_START_MODE") or None
@@ -89,8 +85,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         from atroposlib.api.allocator import keep_freed_memory
         from atroposlib.api.app import create_app
 
-        logging.basicConfig(
-            level=settings.log_level.upper(),
+        logging.basicConfig(  # trace is uvicorn's level; Python's logging goes down to DEBUG
+            level="DEBUG" if settings.log_level == "trace" else settings.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         keep_freed_memory()  # reuse freed MB-sized buffers instead of faulting in fresh pages
@@ -102,10 +98,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         sock.close()
         print(f"run-api: error: {e}", file=sys.stderr)
         return 2
-    if not settings.api_token and not _is_loopback_host(settings.host):
+    if not settings.api_token and not is_loopback_host(settings.host):
         print(
             f"run-api: warning: listening on {settings.host} without --api-token: anyone who can "
-            "reach this port can read and reset the run",
+            "reach this port can read and reset the run (set ATROPOS_API_TOKEN)",
             file=sys.stderr,
             flush=True,
         )

@@ -2,13 +2,16 @@
 
 See docs/inference.md. The flags are ``EngineConfig``'s fields (``atroposlib.utils.settings_cli``);
 a bad value, a bad model directory or a port that is taken prints one line and exits with status 2.
-The port is bound before the model is loaded, and the server takes over that socket.
+The port is bound before the model is loaded, and the server takes over that socket. The API key
+comes from ``ATROPOS_ENGINE_API_KEY`` (or ``--api-key``, which shows in ``ps``); without one, a
+non-loopback ``--host`` gets a warning, as run-api gives.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -16,9 +19,9 @@ from typing import Optional
 from pydantic import ValidationError
 
 from atroposlib.errors import AtroposError
-from atroposlib.inference.config import EngineConfig
+from atroposlib.inference.config import API_KEY_ENV, EngineConfig
 from atroposlib.utils.cli import CliParser, fail
-from atroposlib.utils.net import cannot_listen, listening_socket
+from atroposlib.utils.net import cannot_listen, is_loopback_host, listening_socket
 from atroposlib.utils.progress import quiet_library_bars
 from atroposlib.utils.settings_cli import (
     Flag,
@@ -49,16 +52,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The configuration the flags give (``ATROPOS_ENGINE_API_KEY`` when ``--api-key`` is absent);
+    raises ``ValidationError``."""
     values = model_values(args, EngineConfig)
     if args.no_batching:
         values.update(max_batch_size=1, batch_window_ms=0.0)
+    if "api_key" not in values and os.environ.get(API_KEY_ENV):
+        values["api_key"] = os.environ[API_KEY_ENV]
+    return EngineConfig(**values)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        config = EngineConfig(**values)
+        config = engine_config(args)
     except ValidationError as e:
         return fail(
             PROG, format_validation_error(e, EngineConfig, lead="", flags=FLAGS, as_flags=True)
+        )
+    if not config.api_key and not is_loopback_host(config.host):
+        print(
+            f"{PROG}: warning: listening on {config.host} without --api-key: anyone who can reach "
+            f"this port can load weights from any local folder into it (set {API_KEY_ENV})",
+            file=sys.stderr,
+            flush=True,
         )
     level = "DEBUG" if config.log_level == "trace" else config.log_level.upper()  # trace: uvicorn's
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

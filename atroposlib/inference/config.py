@@ -9,6 +9,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from atroposlib.utils.cli import LOG_LEVELS, check_log_level
 
+API_KEY_ENV = "ATROPOS_ENGINE_API_KEY"
+"""The environment variable of ``api_key`` (``--api-key`` wins over it)."""
+
 
 class EngineConfig(BaseModel):
     """Everything `atropos-serve-model` can be told; CLI flags map one-to-one onto these fields."""
@@ -67,6 +70,12 @@ class EngineConfig(BaseModel):
         "weights sampled them) or drain (stop admitting rows, let the batch finish on the old "
         "weights, then swap: generation idles while it drains).",
     )
+    api_key: Optional[str] = Field(
+        default=None,
+        description="Key every route but /health requires, as 'Authorization: Bearer KEY' (the "
+        "openai client's api_key; vLLM's --api-key). Prefer the environment variable "
+        "ATROPOS_ENGINE_API_KEY: a flag shows in ps.",
+    )
     log_level: str = Field(
         default="info", description=f"uvicorn / logging level: {', '.join(LOG_LEVELS)}."
     )
@@ -95,4 +104,4 @@ def default_torch_threads(cores: Optional[int] = None) -> int:
     return max(1, n // 2)
 
 
-__all__ = ["EngineConfig", "default_torch_threads"]
+__all__ = ["API_KEY_ENV", "EngineConfig", "default_torch_threads"]

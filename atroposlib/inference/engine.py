@@ -4,7 +4,9 @@ Requests (each a list of rows: n>1 is n rows) are collected for ``batch_window_m
 arrives, up to ``max_batch_size`` rows, prefilled together and decoded as one ``DecodeBatch``. While that
 batch runs, requests that arrive are admitted between decode steps as long as rows are free (continuous
 batching), so a short request does not wait for the longest one in flight. All rows of one batch use the
-same adapter: rows for another LoRA adapter wait until the running batch drains.
+same adapter: rows for another LoRA adapter wait until the running batch drains. A request whose rows
+make their prefill fail fails alone (``_admit``: the others are prefilled without it); a fault in a
+decode step, which no request can be blamed for, fails the rows of that batch.
 
 Weight refresh loads the new checkpoint beside the running one (generation goes on meanwhile), then,
 with ``refresh_mode`` ``keep`` (the default), the worker swaps it in between two decode steps: the
@@ -38,7 +40,7 @@ from typing import Any, Optional
 from atroposlib.errors import InferenceUnavailable, ModelLoadError
 from atroposlib.inference.config import EngineConfig, default_torch_threads
 from atroposlib.inference.generation import DecodeBatch, RowResult
-from atroposlib.inference.loading import LoadedModel, load_causal_lm, load_model_dir
+from atroposlib.inference.loading import LoadedModel, load_causal_lm, load_model_dir, local_path
 from atroposlib.inference.metrics import EngineMetrics
 from atroposlib.inference.sampling import RowParams
 
@@ -175,7 +177,7 @@ class InferenceEngine:
             raise ModelLoadError(
                 f"model at {model_path} has vocabulary {new_vocab}, the served tokenizer needs {old_vocab}"
             )
-        path = Path(model_path).expanduser().resolve()
+        path = local_path(model_path).resolve()
 
         def swap(batch: Optional[DecodeBatch]) -> int:
             self.loaded.model = (
@@ -246,7 +248,7 @@ class InferenceEngine:
         the request says ``load_inplace``): the new adapter is read and checked first, then swapped in
         between batches, so no request ever finds the name missing and a bad folder leaves the old one.
         """
-        p = Path(path).expanduser()
+        p = local_path(path)
         if not (p / "adapter_config.json").is_file():
             raise ModelLoadError(f"not a peft adapter directory (no adapter_config.json): {p}")
         from peft import PeftModel
@@ -406,18 +408,14 @@ class InferenceEngine:
                 merge_ok = True
                 while jobs:
                     jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
-                    rows = [r for j in jobs for r in j.rows]
-                    results = batch.add(rows) if rows else []
-                    pos = 0
-                    for j in jobs:
-                        live.append((j, results[pos : pos + len(j.rows)]))
-                        pos += len(j.rows)
-                    self.metrics.batch_size.observe(len(batch) + sum(r.done for r in results))
-                    self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in rows))
+                    admitted = self._admit(batch, jobs)
+                    jobs = []
+                    live += admitted
+                    finished = sum(r.done for _, results in admitted for r in results)
+                    self.metrics.batch_size.observe(len(batch) + finished)
                     self._note_version(live)
                     live = self._deliver(live)
                     merge_ok = merge_ok and batch.can_merge()
-                    jobs = []
                     while len(batch):
                         batch.step()
                         self._drop_aborted(batch, live)
@@ -445,6 +443,46 @@ class InferenceEngine:
             for j in jobs:
                 if not j.future.done():
                     j.future.set_exception(e)
+
+    def _admit(self, batch: DecodeBatch, jobs: list[_Job]) -> list[tuple[_Job, list[RowResult]]]:
+        """Prefill ``jobs`` into ``batch`` together; if that fails, each alone, so that a job whose
+        own rows make the prefill fail fails by itself and the others (and the rows already in
+        the batch, which a failed prefill leaves as they were) go on. Returns the jobs admitted
+        with their (live) results."""
+        rows = [r for j in jobs for r in j.rows]
+        if not rows:
+            return []
+        try:
+            results = batch.add(rows)
+        except Exception as e:
+            failure: Optional[Exception] = e
+        else:
+            failure = None
+        if failure is not None:  # handled outside the except: the retries' errors chain nothing
+            if len(jobs) == 1:
+                self._fail_job(jobs[0], failure)
+                return []
+            log.warning(
+                "a prefill of %d requests together failed; prefilling each alone", len(jobs)
+            )
+            return [admitted for j in jobs for admitted in self._admit(batch, [j])]
+        self.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in rows))
+        out, pos = [], 0
+        for j in jobs:
+            out.append((j, results[pos : pos + len(j.rows)]))
+            pos += len(j.rows)
+        return out
+
+    def _fail_job(self, job: _Job, error: BaseException) -> None:
+        """One request's rows failed: log it once (with the traceback), answer it alone."""
+        log.error(
+            "generation failed for one request (%d rows); the batch goes on",
+            len(job.rows),
+            exc_info=error,
+        )
+        self.metrics.errors.inc()
+        if not job.future.done():
+            job.future.set_exception(error)
 
     def _note_version(self, live: list[tuple[_Job, list[RowResult]]]) -> None:
         """The tokens just generated came from the weights being served now."""

@@ -16,6 +16,15 @@ log = logging.getLogger(__name__)
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
+def local_path(path: str | Path) -> Path:
+    """``path`` with ``~`` expanded; a ``~name`` of no known user stays as written (a relative
+    path, most likely missing) rather than failing: a request's path is checked, not trusted."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # "Could not determine home directory"
+        return Path(path)
+
+
 def check_model_dir(path: Path) -> None:
     """Cheap checks (no torch import) that ``path`` looks like a transformers model directory."""
     if not path.exists():
@@ -32,7 +41,7 @@ def load_causal_lm(path: str | Path, dtype: str = "float32", device: str = "cpu"
     import torch
     from transformers import AutoModelForCausalLM
 
-    p = Path(path).expanduser()
+    p = local_path(path)
     check_model_dir(p)
     try:
         model = AutoModelForCausalLM.from_pretrained(
@@ -55,7 +64,7 @@ def load_causal_lm(path: str | Path, dtype: str = "float32", device: str = "cpu"
 def load_tokenizer(path: str | Path) -> Any:
     """Load the tokenizer saved next to the model (the package's loader, after the model-directory
     checks); raise ``ModelLoadError`` if there is none."""
-    p = Path(path).expanduser()
+    p = local_path(path)
     check_model_dir(p)
     return _load_tokenizer(p, hint=f"the model directory {p} needs the tokenizer saved with it")
 
@@ -104,7 +113,7 @@ def load_model_dir(
     return LoadedModel(
         model,
         tokenizer,
-        Path(path).expanduser().resolve(),
+        local_path(path).resolve(),
         int(pad),
         eos_ids_of(model, tokenizer),
         ctx,
@@ -118,4 +127,5 @@ __all__ = [
     "load_causal_lm",
     "load_model_dir",
     "load_tokenizer",
+    "local_path",
 ]

@@ -11,14 +11,37 @@ tokens, the shape of vLLM's ``/inference/v1/generate``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from atroposlib.inference.generation import RowResult
 from atroposlib.utils.openai_shapes import openai_choice, openai_response, token_usage
 
-PromptType = Union[str, list[str], list[int], list[list[int]]]
+MAX_INT32 = 2**31 - 1
+"""Bound of the counts a request may give (``n``, ``max_tokens``, ``top_k``): far above any server
+limit, low enough that no arithmetic on them leaves a 64-bit integer."""
+MAX_SEED = 2**63 - 1
+"""Bound of ``seed`` either way: choice ``i`` seeds its generator with ``seed + i``, which torch takes
+only within 64 bits."""
+VERSION_PATTERN = r"^[0-9]{1,18}$"
+"""A weights version label: a trainer step, digits only, below 10**18 (envs stamp it into a group's
+``policy_version``, which the trajectory API stores as a 64-bit integer)."""
+
+
+def _valid_unicode(value: str) -> str:
+    """A string without a lone UTF-16 surrogate (``"\ud83d"``, which Python's ``json.dumps`` writes
+    for a broken string): no tokenizer, path or JSON writer can take one."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds a lone UTF-16 surrogate; send valid Unicode") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
+"""A request string: refused (400 naming the field) when it holds a lone surrogate."""
+PromptType = Union[Text, list[Text], list[int], list[list[int]]]
 
 
 class StreamOptions(BaseModel):
@@ -35,27 +58,35 @@ class StreamOptions(BaseModel):
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    model: Optional[str] = Field(
+    model: Optional[Text] = Field(
         default=None,
         description="The served model name or a loaded LoRA adapter's name; omitted means the served "
         "model; any other name is a 404 (as in vLLM).",
     )
-    n: int = Field(default=1, ge=1, description="Completions to generate per prompt.")
-    max_tokens: Optional[int] = Field(default=None, ge=1, description="Most tokens to generate.")
+    n: int = Field(default=1, ge=1, le=MAX_INT32, description="Completions to generate per prompt.")
+    max_tokens: Optional[int] = Field(
+        default=None, ge=1, le=MAX_INT32, description="Most tokens to generate."
+    )
     temperature: float = Field(
         default=1.0, ge=0.0, le=100.0, description="0 means greedy decoding."
     )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     top_k: int = Field(
-        default=0, ge=-1, description="Keep the k most likely tokens; 0 or -1 disables."
+        default=0,
+        ge=-1,
+        le=MAX_INT32,
+        description="Keep the k most likely tokens; 0 or -1 disables.",
     )
-    stop: Optional[Union[str, list[str]]] = Field(
+    stop: Optional[Union[Text, list[Text]]] = Field(
         default=None, description="Stop strings (not included)."
     )
     seed: Optional[int] = Field(
-        default=None, description="Per-request seed; choice i uses seed + i."
+        default=None,
+        ge=-MAX_SEED - 1,
+        le=MAX_SEED,
+        description="Per-request seed; choice i uses seed + i.",
     )
     stream: bool = Field(
         default=False, description="Answer with server-sent events, one chunk per new piece."
@@ -108,8 +139,8 @@ class CompletionRequest(_Common):
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: str
-    content: Optional[Union[str, list[dict[str, Any]]]] = ""
+    role: Text
+    content: Optional[Union[Text, list[dict[str, Any]]]] = ""
 
 
 class ChatCompletionRequest(_Common):
@@ -123,7 +154,7 @@ class ChatCompletionRequest(_Common):
         default=None, ge=0, le=20, description="Alternatives per token."
     )
     max_completion_tokens: Optional[int] = Field(
-        default=None, ge=1, description="Alias of max_tokens."
+        default=None, ge=1, le=MAX_INT32, description="Alias of max_tokens."
     )
     add_generation_prompt: bool = Field(
         default=True, description="Open an assistant turn (vLLM extra)."
@@ -133,10 +164,10 @@ class ChatCompletionRequest(_Common):
 class LoadLoraRequest(BaseModel):
     """Body of POST /v1/load_lora_adapter (vLLM's name and fields)."""
 
-    lora_name: str = Field(
+    lora_name: Text = Field(
         min_length=1, description="Name requests use as `model` to select the adapter."
     )
-    lora_path: str = Field(
+    lora_path: Text = Field(
         min_length=1, description="peft adapter directory (adapter_config.json)."
     )
     load_inplace: bool = Field(
@@ -146,7 +177,7 @@ class LoadLoraRequest(BaseModel):
     )
     weight_version: Optional[str] = Field(
         None,
-        pattern=r"^[0-9]+$",
+        pattern=VERSION_PATTERN,
         description="Label the served weights with this version as the adapter is swapped in "
         "(ours; the trainer's step). vLLM takes it with /update_weight_version instead.",
     )
@@ -155,16 +186,16 @@ class LoadLoraRequest(BaseModel):
 class UnloadLoraRequest(BaseModel):
     """Body of POST /v1/unload_lora_adapter."""
 
-    lora_name: str = Field(min_length=1, description="Name of a loaded adapter.")
+    lora_name: Text = Field(min_length=1, description="Name of a loaded adapter.")
 
 
 class UpdateWeightsRequest(BaseModel):
     """Body of POST /update_weights_from_disk (SGLang's name)."""
 
-    model_path: str = Field(min_length=1, description="Checkpoint directory to load weights from.")
+    model_path: Text = Field(min_length=1, description="Checkpoint directory to load weights from.")
     weight_version: Optional[str] = Field(
         None,
-        pattern=r"^[0-9]+$",
+        pattern=VERSION_PATTERN,
         description="Label of the new weights (SGLang's name; the trainer's step); default: the "
         "current version + 1.",
     )
@@ -174,8 +205,17 @@ class UpdateWeightVersionRequest(BaseModel):
     """Body of POST /update_weight_version (vLLM's dev-mode route): label the served weights."""
 
     new_version: str = Field(
-        pattern=r"^[0-9]+$", description="The new label: a trainer step (digits only)."
+        pattern=VERSION_PATTERN, description="The new label: a trainer step (digits only)."
     )
+
+
+class WeightsLoadAnswer(BaseModel):
+    """``/update_weights_from_disk``'s answer (SGLang's shape): a 200 with ``success`` true, or a
+    400 with ``success`` false when the folder is bad (the old weights stay)."""
+
+    success: bool
+    message: str
+    weights_version: int = Field(description="The version being served after the call.")
 
 
 def completion_response(
@@ -271,6 +311,10 @@ def chat_response(
 
 
 __all__ = [
+    "MAX_INT32",
+    "MAX_SEED",
+    "Text",
+    "VERSION_PATTERN",
     "UpdateWeightVersionRequest",
     "ChatCompletionRequest",
     "ChatMessage",
@@ -279,6 +323,7 @@ __all__ = [
     "StreamOptions",
     "UnloadLoraRequest",
     "UpdateWeightsRequest",
+    "WeightsLoadAnswer",
     "chat_response",
     "completion_response",
 ]

@@ -2,7 +2,9 @@
 
 One per app, built by ``create_app`` and reached by the routes through ``deps.get_served``. It turns
 a validated request into the engine's ``RowParams`` (the context-length and ``n`` limits, the adapter
-a request names) and renders sampled tokens as text or as ``token_id:N``.
+a request names) and renders sampled tokens as text or as ``token_id:N``. A tokenizer that cannot
+take a prompt is a 400 naming it; a request whose rows failed inside the engine's batch (a server
+fault, logged there) is a ``GenerationFailed``, answered 500 for that request alone.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Optional
 
 from atroposlib.inference.config import EngineConfig
 from atroposlib.inference.engine import InferenceEngine
-from atroposlib.inference.http import BadRequest
+from atroposlib.inference.http import BadRequest, GenerationFailed
 from atroposlib.inference.sampling import RowParams
 
 
@@ -53,6 +55,16 @@ class ServedModel:
             f"The model `{model}` does not exist. Valid aliases: {self.name}.", "model", status=404
         )
 
+    def encode(self, text: str, param: str, add_special_tokens: bool = True) -> list[int]:
+        """The token ids of ``text``; a text the tokenizer refuses is a 400 naming ``param``."""
+        try:
+            ids: list[int] = self.tokenizer(text, add_special_tokens=add_special_tokens)[
+                "input_ids"
+            ]
+        except Exception as e:  # noqa: BLE001 - whatever the tokenizer raises, the text is at fault
+            raise BadRequest(f"cannot tokenize it: {type(e).__name__}: {e}", param) from e
+        return ids
+
     def rows_for(
         self, ids: list[int], req: Any, max_tokens: Optional[int], top: int
     ) -> list[RowParams]:
@@ -87,8 +99,13 @@ class ServedModel:
         ]
 
     async def run(self, rows: list[RowParams]) -> list:
-        """Queue ``rows`` (503 when the queue is full) and wait for their results."""
-        return await asyncio.wrap_future(self.engine.submit(rows))
+        """Queue ``rows`` (503 when the queue is full) and wait for their results; rows that failed
+        in the batch are a ``GenerationFailed`` (the engine logged the fault)."""
+        future = self.engine.submit(rows)
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as e:  # noqa: BLE001 - the worker's fault, reported to this request only
+            raise GenerationFailed(f"generation failed: {type(e).__name__}: {e}") from e
 
 
 __all__ = ["ServedModel", "token_id_text"]

@@ -1,5 +1,5 @@
-"""Small networking helpers shared by CLIs, tests and the demo: free ports, listening sockets and
-readiness waits."""
+"""Small networking helpers shared by CLIs, tests and the demo: free ports, listening sockets,
+whether a bind address is loopback, and readiness waits."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ from atroposlib.utils.readiness import wait_until_answering
 
 if TYPE_CHECKING:
     import subprocess
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding ``host`` only reaches this machine (``127.x``, ``::1``, ``localhost``): the
+    servers warn on any other address when they have no token."""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

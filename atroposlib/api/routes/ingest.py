@@ -5,7 +5,10 @@ Fast path: the body is parsed once with orjson and validated with ``ScoredData``
 with Atropos's absent optional keys appended as nulls (``api.wire.with_null_keys``; the key list is
 the schema's, ``type_definitions.ATROPOS_GROUP_KEYS``). Bodies that need lax coercion (e.g. ``1.0``
 as a token id) take the slow path: lax validation, then the normalized dump is stored. Either way
-the rules and messages are ``ScoredData``'s.
+the rules and messages are ``ScoredData``'s, plus two the model cannot state: a ``group_id`` with a
+lone surrogate is refused (``body_json``), and so is a group nested deeper than ``MAX_GROUP_DEPTH``
+(the fields typed ``Any`` are the ones that can nest; they are small, so the walk costs little).
+The schema declares the bodies (``openapi.request_body``) that are parsed here by hand.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
+from atroposlib.api.body_json import nesting_depth
 from atroposlib.api.deps import get_service
 from atroposlib.api.http import (
     ApiProblem,
@@ -28,11 +32,13 @@ from atroposlib.api.http import (
 )
 from atroposlib.api.intake import IncomingGroup
 from atroposlib.api.offload import read_with_null_keys, receive_to_file
+from atroposlib.api.openapi import request_body
 from atroposlib.api.repair import note_repairs, repair_group
 from atroposlib.api.service import RunService
 from atroposlib.api.wire import with_null_keys
 from atroposlib.type_definitions import (
     ATROPOS_GROUP_KEYS,
+    MAX_GROUP_DEPTH,
     ScoredData,
     ScoredDataListResponse,
     ScoredDataResponse,
@@ -42,6 +48,41 @@ router = APIRouter()
 
 # Keys Atropos 0.4 always put in a queued group (None when absent); trainers may index them directly.
 LEGACY_KEYS = ATROPOS_GROUP_KEYS
+# The fields whose type fixes how deeply they nest (lists of numbers, ids, flags); any other field
+# (messages, generation_params, overrides, images, extra keys) is walked for its depth.
+SHAPED_FIELDS = frozenset(
+    {
+        "tokens",
+        "masks",
+        "scores",
+        "advantages",
+        "ref_logprobs",
+        "inference_logprobs",
+        "env_id",
+        "distill_token_ids",
+        "distill_logprobs",
+        "policy_version",
+        "group_id",
+        "reward_status",
+        "reward_statuses",
+        "overlong",
+        "weights_versions",
+    }
+)
+GROUP_IDS = ("group_id",)  # refused, never repaired, when they hold a lone surrogate
+
+
+def check_depth(data: dict[str, Any], where: str) -> None:
+    """422 when a field of the group nests deeper than ``MAX_GROUP_DEPTH`` levels in all."""
+    for key, value in data.items():
+        if key in SHAPED_FIELDS or not isinstance(value, (dict, list)):
+            continue
+        if 1 + nesting_depth(value, MAX_GROUP_DEPTH) > MAX_GROUP_DEPTH:
+            raise ApiProblem(
+                422,
+                f"invalid request: {where + '.' if where else ''}{key} nests deeper than "
+                f"{MAX_GROUP_DEPTH} levels; a trainer's JSON parser may not read it back",
+            )
 
 
 def build_group(data: Any, raw: Optional[bytes] = None, where: str = "") -> IncomingGroup:
@@ -66,6 +107,7 @@ def _build(
             raise validation_problem(e, prefix=where) from None
         data = model.model_dump()
         raw = None
+    check_depth(data, where)
     missing = [k for k in LEGACY_KEYS if k not in data]
     if raw is not None:
         blob = with_null_keys(raw, missing)
@@ -92,7 +134,7 @@ def _group_job(body: bytes) -> tuple[Any, ...]:
     """Parse, repair (``api.repair``) and validate one group (in the offload child for large
     bodies). When the stored blob is the body itself, only its metadata comes back: the server
     still holds the bytes. The last element is the list of optional fields the repair dropped."""
-    data, exact = parse_json_exact(body)
+    data, exact = parse_json_exact(body, ids=GROUP_IDS)
     dropped = repair_group(data)
     g, missing = _build(data, body if exact and not dropped else None, "")
     if missing is not None:
@@ -101,7 +143,7 @@ def _group_job(body: bytes) -> tuple[Any, ...]:
 
 
 def _list_job(body: bytes) -> tuple[list[IncomingGroup], list[list[str]]]:
-    data, _ = parse_json_exact(body)  # groups are re-serialized one by one anyway
+    data, _ = parse_json_exact(body, ids=GROUP_IDS)  # groups are re-serialized one by one anyway
     if not isinstance(data, list):
         raise ApiProblem(422, "invalid request: body must be a JSON list of scored groups")
     dropped = [repair_group(g) for g in data]
@@ -124,7 +166,12 @@ def _ingest_list(
     return out
 
 
-@router.post("/scored_data", response_model=ScoredDataResponse, status_code=200)
+@router.post(
+    "/scored_data",
+    response_model=ScoredDataResponse,
+    status_code=200,
+    openapi_extra=request_body(ScoredData, what="One scored group (gzip allowed)."),
+)
 async def scored_data(request: Request, svc: RunService = Depends(get_service)) -> Response:
     settings = request.app.state.settings
     declared = request.headers.get("content-length", "")
@@ -148,7 +195,7 @@ async def scored_data(request: Request, svc: RunService = Depends(get_service)) 
         # Parsed and validated on the event loop: orjson and pydantic hold the GIL throughout
         # (~3 ms for a 1 MB group), so a worker thread would not keep the loop responsive and
         # only adds GIL hand-offs (measured slower). The store's write and commit run in a thread.
-        data, exact = parse_json_exact(body)  # not exact: repaired, stored re-serialized
+        data, exact = parse_json_exact(body, ids=GROUP_IDS)  # not exact: repaired, re-serialized
         dropped = repair_group(data)
         group = build_group(data, raw=body if exact and not dropped else None)
         note_repairs(svc, dropped)
@@ -171,7 +218,12 @@ async def _large_group(request: Request, settings: Any, svc: RunService) -> Inco
         os.unlink(path)
 
 
-@router.post("/scored_data_list", response_model=ScoredDataListResponse, status_code=200)
+@router.post(
+    "/scored_data_list",
+    response_model=ScoredDataListResponse,
+    status_code=200,
+    openapi_extra=request_body(ScoredData, many=True, what="Scored groups, all or none."),
+)
 async def scored_data_list(request: Request, svc: RunService = Depends(get_service)) -> Response:
     body = await read_body(request)
     parsed = None

@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from atroposlib.api.deps import get_service
 from atroposlib.api.http import ApiProblem, json_response, parse_json, read_body, validation_problem
+from atroposlib.api.openapi import request_body
 from atroposlib.api.service import RunService
-from atroposlib.type_definitions import EnvIdentifier, PeekResponse, Status, StatusEnv
+from atroposlib.type_definitions import MAX_INT64, EnvIdentifier, PeekResponse, Status, StatusEnv
 
 router = APIRouter()
 
@@ -23,13 +24,26 @@ async def status(request: Request, svc: RunService = Depends(get_service)) -> Re
     return json_response(request, svc.status())
 
 
-@router.get("/status-env", response_model=StatusEnv, status_code=200)
-async def status_env(request: Request, svc: RunService = Depends(get_service)) -> Response:
+@router.get(
+    "/status-env",
+    response_model=StatusEnv,
+    status_code=200,
+    openapi_extra=request_body(
+        EnvIdentifier, required=False, what="Atropos clients send env_id as a JSON body on the GET."
+    ),
+)
+async def status_env(
+    request: Request,
+    env_id: Optional[int] = Query(
+        None, ge=0, le=MAX_INT64, description="The env (or as a JSON body, as Atropos sends it)."
+    ),
+    svc: RunService = Depends(get_service),
+) -> Response:
     body = await read_body(request)
     if body.strip():
         data = parse_json(body)
-    elif "env_id" in request.query_params:
-        data = {"env_id": request.query_params["env_id"]}
+    elif env_id is not None:
+        data = {"env_id": env_id}
     else:
         raise ApiProblem(422, 'invalid request: env_id is required (JSON body {"env_id": n})')
     try:
@@ -43,7 +57,9 @@ async def status_env(request: Request, svc: RunService = Depends(get_service)) -
 async def peek(
     request: Request,
     limit: int = Query(50, ge=1, le=1000, description="Most groups to return."),
-    after: Optional[int] = Query(None, ge=0, description="Only groups with seq > after."),
+    after: Optional[int] = Query(
+        None, ge=0, le=MAX_INT64, description="Only groups with seq > after."
+    ),
     env: Optional[str] = Query(None, description="Only groups of this env (its wandb_name)."),
     svc: RunService = Depends(get_service),
 ) -> Response:

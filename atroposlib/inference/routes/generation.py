@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from atroposlib.inference.deps import get_served
 from atroposlib.inference.http import BadRequest
+from atroposlib.inference.openapi import SSE_EVENT, errors
 from atroposlib.inference.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -23,6 +24,14 @@ from atroposlib.inference.routes.streaming import stream_response
 from atroposlib.inference.served import ServedModel
 
 router = APIRouter()
+
+GENERATION_ANSWERS = {
+    200: {
+        "description": "The completion (JSON), or with stream=true its server-sent events.",
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
+    },
+    **errors(400, 404, 500, 503),
+}
 
 
 def check_unsupported(req: Any) -> None:
@@ -58,17 +67,14 @@ def prompt_list(prompt: Any, vocab: int) -> list[list[int]] | list[str]:
     return prompts
 
 
-@router.post("/v1/completions", response_model=None)
+@router.post("/v1/completions", response_model=None, responses=GENERATION_ANSWERS)
 async def completions(
     req: CompletionRequest, served: ServedModel = Depends(get_served)
 ) -> JSONResponse | StreamingResponse:
     served.check_model(req.model)
     check_unsupported(req)
-    tok = served.tokenizer
     prompts = prompt_list(req.prompt, served.vocab)
-    ids_list = [
-        p if isinstance(p, list) else tok(p, add_special_tokens=True)["input_ids"] for p in prompts
-    ]
+    ids_list = [p if isinstance(p, list) else served.encode(p, "prompt") for p in prompts]
     max_tokens = req.max_tokens if req.max_tokens is not None else served.config.default_max_tokens
     top = req.logprobs or 0
     rows = [r for ids in ids_list for r in served.rows_for(ids, req, max_tokens, top)]
@@ -83,7 +89,7 @@ async def completions(
     )
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post("/v1/chat/completions", response_model=None, responses=GENERATION_ANSWERS)
 async def chat(
     req: ChatCompletionRequest, served: ServedModel = Depends(get_served)
 ) -> JSONResponse | StreamingResponse:
@@ -106,7 +112,7 @@ async def chat(
         )
     except Exception as e:
         raise BadRequest(f"chat template failed on these messages: {e}", "messages") from e
-    ids = tok(text, add_special_tokens=False)["input_ids"]
+    ids = served.encode(text, "messages", add_special_tokens=False)
     max_tokens = req.max_completion_tokens or req.max_tokens
     top = (req.top_logprobs or 0) if req.logprobs else 0
     if req.top_logprobs and not req.logprobs:

@@ -1,17 +1,19 @@
-"""Observability: GET /health, GET /metrics (Prometheus), and the per-request counter behind
-``atropos_inference_requests_total`` (a middleware ``create_app`` installs)."""
+"""Observability: GET /health (``open_router``: answered without the API key, for readiness
+probes), GET /metrics (Prometheus; behind the key like every other route), and the per-request
+counter behind ``atropos_inference_requests_total`` (a middleware ``create_app`` installs)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from atroposlib.inference.deps import get_served
 from atroposlib.inference.served import ServedModel
 
+open_router = APIRouter()
 router = APIRouter()
 
 
@@ -27,7 +29,7 @@ def install_request_counter(app: FastAPI, served: ServedModel) -> None:
         return response
 
 
-@router.get("/health")
+@open_router.get("/health")
 async def health(served: ServedModel = Depends(get_served)) -> dict[str, Any]:
     eng = served.engine
     return {
@@ -41,11 +43,11 @@ async def health(served: ServedModel = Depends(get_served)) -> dict[str, Any]:
     }
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(served: ServedModel = Depends(get_served)) -> Response:
     eng = served.engine
     eng.metrics.queue_depth.set(eng.queue_depth())
     return Response(eng.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-__all__ = ["install_request_counter", "router"]
+__all__ = ["install_request_counter", "open_router", "router"]

@@ -13,23 +13,29 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from atroposlib.errors import ModelLoadError
 from atroposlib.inference.deps import get_served
 from atroposlib.inference.http import BadRequest
+from atroposlib.inference.openapi import errors
 from atroposlib.inference.protocol import (
     LoadLoraRequest,
     UnloadLoraRequest,
     UpdateWeightsRequest,
     UpdateWeightVersionRequest,
+    WeightsLoadAnswer,
 )
 from atroposlib.inference.served import ServedModel
 
 router = APIRouter()
 
 
-@router.post("/update_weights_from_disk")
+@router.post(
+    "/update_weights_from_disk",
+    response_model=WeightsLoadAnswer,
+    responses=errors(400, 500, s400=WeightsLoadAnswer),
+)
 async def update_weights(
     req: UpdateWeightsRequest, served: ServedModel = Depends(get_served)
 ) -> JSONResponse:
@@ -58,7 +64,7 @@ async def weight_info(served: ServedModel = Depends(get_served)) -> dict[str, An
     return {"weight_version": str(served.engine.weights_version)}
 
 
-@router.post("/update_weight_version")
+@router.post("/update_weight_version", responses=errors(400))
 async def update_weight_version(
     req: UpdateWeightVersionRequest, served: ServedModel = Depends(get_served)
 ) -> dict[str, Any]:
@@ -67,7 +73,7 @@ async def update_weight_version(
     return {"success": True, "new_version": req.new_version}
 
 
-@router.post("/v1/load_lora_adapter")
+@router.post("/v1/load_lora_adapter", response_class=PlainTextResponse, responses=errors(400, 500))
 async def load_lora(req: LoadLoraRequest, served: ServedModel = Depends(get_served)) -> Response:
     eng = served.engine
     if req.lora_name in served.base_names:
@@ -92,7 +98,9 @@ async def load_lora(req: LoadLoraRequest, served: ServedModel = Depends(get_serv
     )
 
 
-@router.post("/v1/unload_lora_adapter")
+@router.post(
+    "/v1/unload_lora_adapter", response_class=PlainTextResponse, responses=errors(400, 404)
+)
 async def unload_lora(
     req: UnloadLoraRequest, served: ServedModel = Depends(get_served)
 ) -> Response:
