@@ -1,0 +1,220 @@
+"""BFCL (the Berkeley Function Calling Leaderboard): evaluate any served model on it, and train on
+function calling without touching its held-out entries, both scored by BFCL's official AST checker.
+
+``evaluate`` asks every entry of ``--env.categories`` (default: BFCL's non-live AST categories in Python,
+simple_python 400, multiple 200, parallel 200, parallel_multiple 200) greedily and prints accuracy per
+category with one-standard-error bars and BFCL's own aggregate (``non_live_ast``: the unweighted mean of
+the four; ``live_ast`` over the live ones, weighted by count), the checker's error types and how many
+answers were malformed (not a list of calls) or cut at ``--env.max_answer_tokens``; ``metrics.json``
+and ``samples.jsonl`` (every entry: reply, verdict, BFCL's error type) go to
+``--env.data_dir_to_save_evals``. ``--env.per_category N`` evaluates a fixed, stratified subsample (the
+same N entries of each category for a seed). ``--env.mode``: ``prompt`` is the leaderboard's "Prompt"
+mode (BFCL's system prompt with the function docs; the reply is Python call text), ``fc`` its "FC" mode
+(the functions as OpenAI tools through the managed server's Hermes tool parser). Any backend answers
+(``--openai.server_type`` vllm, sglang, openai, or our engine).
+
+``serve`` / ``process`` train in prompt mode on items that are not held out: BFCL's live AST entries
+(a live question equal to a held-out one is left out) plus parallel and parallel_multiple items composed
+from live_simple entries (``atroposlib.interop.bfcl.pool``). Reward 1.0 when the official checker accepts
+the answer, else 0.0; every answer's verdict is its ``grader`` note, and each kind of failure is
+counted (``train/outcome/<kind>``: ``valid``, ``malformed`` (no list of calls), ``wrong call``).
+
+The checker runs in bfcl-eval's own environment (``scripts/setup_bfcl.sh``; ``ATROPOS_BFCL_PYTHON``
+for your own), one worker process per env: without it, start-up fails with one line naming what to
+install. An unknown category is one line listing the valid ones.
+
+    python environments/bfcl_env.py evaluate --env.tokenizer_name MODEL_DIR \\
+        --openai.base_url http://127.0.0.1:8000/v1 --openai.server_type vllm --openai.model_name MODEL \\
+        --env.data_dir_to_save_evals runs/bfcl-eval
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Literal, Optional
+
+from pydantic import Field, field_validator
+
+from atroposlib.envkit.chat import completion_budget, transcript
+from atroposlib.envkit.evaluation import report_eval
+from atroposlib.envkit.rollouts import SamplingConfig, Trajectories
+from atroposlib.envkit.servers import local_defaults
+from atroposlib.envkit.tally import Tally
+from atroposlib.envkit.tool_calls import TOOLBOX, template_renders_tools
+from atroposlib.envs.base import BaseEnv
+from atroposlib.errors import ConfigError
+from atroposlib.interop.bfcl import (
+    NON_LIVE_AST,
+    Answer,
+    BfclChecker,
+    BfclEntry,
+    build_pool,
+    evaluate_entries,
+    fixed_subsample,
+)
+from atroposlib.interop.bfcl.answering import ask_fc_mode, ask_prompt_mode
+from atroposlib.interop.bfcl.pool import fits_within
+from atroposlib.interop.bfcl.scores import SINGLE_TURN
+from atroposlib.type_definitions import Item
+
+logger = logging.getLogger(__name__)
+TRAIN_ANSWER_ROOM = 128
+"""A training item's prompt leaves at least this many tokens for the answer (else it is left out)."""
+
+
+class BfclConfig(SamplingConfig):
+    categories: list[str] = Field(
+        default_factory=lambda: list(NON_LIVE_AST),
+        description="BFCL categories evaluate() scores (default: the non-live AST categories).",
+    )
+    mode: Literal["prompt", "fc"] = Field(
+        "prompt",
+        description="evaluate(): 'prompt' (the leaderboard's Prompt mode: call text) or 'fc' "
+        "(its FC mode: tools through the managed server's Hermes parser).",
+    )
+    per_category: Optional[int] = Field(
+        None, ge=1, description="evaluate(): a fixed subsample of N entries per category."
+    )
+    eval_seed: int = Field(0, description="Seed of the --env.per_category subsample.")
+    max_answer_tokens: int = Field(256, ge=8, description="Token budget of one answer.")
+    eval_concurrency: int = Field(16, ge=1, description="evaluate(): questions asked at once.")
+    composed_parallel: int = Field(
+        300, ge=0, description="Training items composed of 2-3 questions on one function."
+    )
+    composed_parallel_multiple: int = Field(
+        300, ge=0, description="Training items composed of 2-3 questions on different functions."
+    )
+    seed: int = Field(0, description="Seed of the composed items and of the training order.")
+
+    @field_validator("categories")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = [c for c in value if c not in SINGLE_TURN]
+        if unknown or not value:
+            raise ValueError(
+                f"unknown BFCL categories {unknown or '(none given)'}; valid: {', '.join(SINGLE_TURN)}"
+            )
+        return value
+
+
+class BfclEnv(BaseEnv):
+    name = "bfcl"
+    env_config_cls = BfclConfig
+    config_init = local_defaults(
+        group_size=8, max_token_length=1280, batch_size=32, temperature=1.0, include_messages=True
+    )
+
+    async def setup(self) -> None:
+        self.checker = BfclChecker.start()  # ConfigError (one line) when there is no checker
+        self.tally = Tally(self.set_metric)
+        for kind in ("valid", "malformed", "wrong call"):
+            self.set_metric(self.tally.metric_name("outcome", kind), 0)
+        self.pool: list[BfclEntry] = []
+        self.rng = random.Random(self.config.seed)
+
+    def _load_pool(self) -> None:
+        pool = build_pool(
+            self.checker,
+            fits=fits_within(self.tokenizer, self.config.max_token_length, TRAIN_ANSWER_ROOM),
+            composed_parallel=self.config.composed_parallel,
+            composed_parallel_multiple=self.config.composed_parallel_multiple,
+            seed=self.config.seed,
+        )
+        if not pool.items:
+            raise ConfigError(
+                f"bfcl: no training item fits --env.max_token_length {self.config.max_token_length}"
+            )
+        self.pool = list(pool.items)
+        logger.info(
+            "bfcl: training pool of %d items %s; left out: %s",
+            len(self.pool),
+            pool.by_category(),
+            pool.excluded or "nothing",
+        )
+
+    async def get_next_item(self) -> Item:
+        if not self.pool:
+            await asyncio.to_thread(self._load_pool)
+        return self.rng.choice(self.pool)
+
+    async def collect_trajectories(self, item: BfclEntry) -> Trajectories:
+        messages = item.chat()
+        budget = completion_budget(self.tokenizer, messages, self.config.max_token_length)
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.chat_completion(
+                messages=messages,
+                n=self.config.group_size,
+                temperature=self.config.temperature,
+                max_tokens=min(budget, self.config.max_answer_tokens),
+            )
+            nodes = managed.get_state()["nodes"]
+        answers = [c.message.content or "" for c in completion.choices]
+        verdicts = await asyncio.to_thread(
+            self.checker.check, [Answer(item.id, text=a) for a in answers]
+        )
+        group = self.group_builder()
+        for answer, node, verdict in zip(answers, nodes, verdicts, strict=True):
+            kind = "valid" if verdict.valid else "malformed" if verdict.malformed else "wrong call"
+            self.tally.count(
+                "outcome", kind, f"{item.id}: {verdict.reason}", quiet=kind != "malformed"
+            )
+            self.add_metric("train/valid", float(verdict.valid))
+            group.add_node(
+                node,
+                1.0 if verdict.valid else 0.0,
+                messages=transcript(messages, answer, verdict.reason),
+                overrides={"bfcl_id": item.id, "category": item.category},
+            )
+        return group.build(), []
+
+    async def evaluate(self, *args: Any, **kwargs: Any) -> None:
+        """The chosen categories, greedily, scored by the official checker (see the module docstring)."""
+        start = time.time()
+        cfg = self.config
+        loaded = await asyncio.to_thread(self.checker.load, cfg.categories)
+        entries = fixed_subsample(loaded, cfg.per_category, cfg.eval_seed)
+        # a template that ignores tools= (SmolLM2's) gets them in a system prompt (``answering``)
+        in_template = cfg.mode == "fc" and template_renders_tools(
+            self.tokenizer, [TOOLBOX["calculator"]]
+        )
+        if cfg.mode == "fc":
+            self.server.tool_parser = "hermes"
+
+        async def ask(entry: BfclEntry) -> Any:
+            budget = completion_budget(self.tokenizer, entry.chat(), cfg.max_token_length)
+            tokens = min(budget, cfg.max_answer_tokens)
+            if cfg.mode == "fc":
+                return await ask_fc_mode(
+                    self.server, self.tokenizer, entry, tokens, in_template, split="eval"
+                )
+            return await ask_prompt_mode(self.server, entry, tokens, split="eval")
+
+        report = await evaluate_entries(
+            entries, ask, self.checker, mode=cfg.mode, concurrency=cfg.eval_concurrency
+        )
+        logger.info("bfcl (%s mode):\n%s", cfg.mode, report.table())
+        metrics = {f"eval/{c}": s.accuracy for c, s in report.by_category().items()}
+        metrics.update({f"eval/{c}_se": s.se for c, s in report.by_category().items()})
+        metrics.update({f"eval/{k}": s.accuracy for k, s in report.aggregates().items()})
+        metrics["eval/malformed_share"] = report.malformed() / max(1, len(report.results))
+        await report_eval(
+            self,
+            metrics,
+            task_name=self.name,
+            samples=[r.record() for r in report.results],
+            start_time=start,
+            end_time=time.time(),
+            generation_parameters={"temperature": 0.0, "max_tokens": cfg.max_answer_tokens},
+        )
+
+    async def cleanup(self) -> None:
+        checker: Optional[BfclChecker] = getattr(self, "checker", None)
+        if checker is not None:
+            checker.close()
+
+
+if __name__ == "__main__":
+    BfclEnv.cli()

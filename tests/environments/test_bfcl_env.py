@@ -1,0 +1,165 @@
+"""The BFCL env against the fake OpenAI server over real HTTP, scored by the real official checker:
+``evaluate`` reports each category and BFCL's aggregate exactly as the scripted answers earn them
+(metrics.json, samples.jsonl with every verdict), a training group is rewarded by the checker's verdict
+with its reason kept and malformed answers counted, and a missing checker or an unknown category is
+one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atroposlib.interop.bfcl import BfclChecker, bfcl_missing, gold_text
+from atroposlib.runtime.config_loader import load_config
+from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
+
+REPO = Path(__file__).resolve().parents[2]
+ROOM = ["--env.max_token_length", "16384"]  # the tiny byte-level tokenizer spends many tokens
+
+
+@pytest.fixture(scope="module")
+def gold_by_question():
+    """Question text -> gold answer, for every entry of the categories the tests ask."""
+    reason = bfcl_missing()
+    if reason:
+        pytest.skip(reason)
+    with BfclChecker.start() as checker:
+        loaded = checker.load(["simple_python", "parallel", "irrelevance", "live_simple"])
+    return {
+        e.question: (e, gold_text(e.ground_truth) if e.ground_truth else "I cannot help.")
+        for rows in loaded.values()
+        for e in rows
+    }
+
+
+def _env(fake: FakeOpenAIServer, sub: str, *flags: str):
+    from bfcl_env import BfclEnv
+
+    loaded = load_config(
+        BfclEnv,
+        sub,
+        [
+            "--env.tokenizer_name",
+            str(tiny_tokenizer_dir()),
+            "--openai.base_url",
+            fake.base_url,
+            "--openai.model_name",
+            "m",
+            "--openai.server_type",
+            "vllm",
+            *ROOM,
+            *flags,
+        ],
+    )
+    return BfclEnv(config=loaded.env, server_configs=loaded.servers)
+
+
+def _answer_half(gold_by_question):
+    """A responder giving the gold answer to every other question (by id parity), prose otherwise."""
+
+    def reply(prompt: str, body: dict) -> str:
+        for question, (entry, gold) in gold_by_question.items():
+            if question in prompt:
+                return gold if int(entry.id.rsplit("_", 1)[1]) % 2 == 0 else "Let me think."
+        return "?"
+
+    return reply
+
+
+def test_evaluate_reports_each_category_and_bfcls_aggregate(gold_by_question, tmp_path):
+    responder = _answer_half(gold_by_question)
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responder=responder, model="m") as fake:
+        env = _env(
+            fake,
+            "evaluate",
+            "--env.categories",
+            '["simple_python", "parallel", "irrelevance"]',
+            "--env.per_category",
+            "6",
+            "--env.data_dir_to_save_evals",
+            str(tmp_path),
+        )
+
+        async def run() -> None:
+            await env.setup()
+            try:
+                await env.evaluate()
+            finally:
+                await env.cleanup()
+
+        asyncio.run(run())
+    samples = [
+        json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().split("\n") if line
+    ]
+    assert len(samples) == 18
+    expected = {}
+    for category in ("simple_python", "parallel", "irrelevance"):
+        rows = [s for s in samples if s["category"] == category]
+        # irrelevance: prose and the refusal both hold no call, so every answer is right
+        even = [int(s["id"].rsplit("_", 1)[1]) % 2 == 0 for s in rows]
+        expected[category] = 1.0 if category == "irrelevance" else sum(even) / len(rows)
+        assert [s["valid"] for s in rows] == ([True] * 6 if category == "irrelevance" else even)
+        for s in rows:
+            if not s["valid"]:
+                assert s["error_type"] == "ast_decoder:decoder_failed" and s["errors"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())["results"]["all"]
+    for category, value in expected.items():
+        assert metrics[f"eval/{category}"] == pytest.approx(value)
+    assert "eval/non_live_ast" not in metrics  # multiple and parallel_multiple were not asked
+
+
+def test_a_training_group_is_rewarded_by_the_official_verdict(gold_by_question):
+    entry, gold = next(v for v in gold_by_question.values() if v[0].category == "live_simple")
+    with FakeOpenAIServer(
+        tokenizer=tiny_tokenizer_dir(), responses=[gold, "Here you go: spotify"], model="m"
+    ) as fake:
+        env = _env(fake, "process", "--env.group_size", "2")
+
+        async def run():
+            await env.setup()
+            env.checker.load(["live_simple"])  # what building the pool does first
+            try:
+                return await env.collect_trajectories(entry)
+            finally:
+                await env.cleanup()
+
+        group, backlog = asyncio.run(run())
+    assert backlog == [] and sorted(group.scores) == [0.0, 1.0]
+    notes = sorted(m[-1]["content"] for m in group.messages)
+    assert notes[0].startswith("ast_decoder:decoder_failed") and notes[1] == "valid"
+    assert env.tally.counts["train/outcome/valid"] == 1
+    assert env.tally.counts["train/outcome/malformed"] == 1
+    assert group.overrides == [{"bfcl_id": entry.id, "category": "live_simple"}] * 2
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "environments" / "bfcl_env.py"), "evaluate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+    )
+
+
+def test_a_missing_checker_or_an_unknown_category_is_one_line_and_a_failure():
+    common = [
+        "--env.tokenizer_name",
+        str(tiny_tokenizer_dir()),
+        "--openai.base_url",
+        "http://127.0.0.1:9/v1",
+    ]
+    unknown = _cli(*common, "--env.categories", '["chess"]')
+    assert unknown.returncode == 2
+    (line,) = unknown.stderr.strip().split("\n")
+    assert "unknown BFCL categories ['chess']; valid: simple_python, simple_java" in line
+    missing = _cli(*common, ATROPOS_BFCL_PYTHON="/nonexistent/python")
+    assert missing.returncode != 0
+    last = missing.stderr.strip().split("\n")[-1]
+    assert last.startswith("error: ") and "scripts/setup_bfcl.sh" in last
