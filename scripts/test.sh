@@ -17,6 +17,8 @@ bash scripts/setup_openenv.sh
 bash scripts/setup_verifiers.sh
 # TRL (GRPOTrainer, CPU torch) + openenv's client for the TRL interop test; never fails, it skips instead.
 bash scripts/setup_trl.sh
+# BFCL's official checker (bfcl-eval, a light install) for the BFCL tests; never fails, they skip instead.
+bash scripts/setup_bfcl.sh
 # The agent frameworks (openai, openai-agents, smolagents, mini-swe-agent + litellm, langchain-openai,
 # hermes-agent), each in its own environment, for the conformance suite (tests/interop/agents,
 # tests/real_vllm/test_proxy_agents.py); never fails, each framework's tests skip instead.
