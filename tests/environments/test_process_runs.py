@@ -4,6 +4,8 @@ wheel (``installed_wheel``: not editable, nothing of the checkout importable).""
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +95,7 @@ CATALOGUE_RUNS = {
     ],
     "tool_calling_server.py": ["--env.tools", '["get_weather"]'],
     "calculator_tool_env.py": ["--env.held_out", "4"],
+    "calculator_agent_env.py": ["--env.held_out", "4"],
     "code_execution_server.py": [],
     "rlaif_server.py": ["--env.judge_max_tokens", "8"],
     "sft_loader_server.py": [],
@@ -122,6 +125,11 @@ def test_every_env_processes_against_cpu_engine(
     if env_file == "teacher_distillation_env.py":  # the policy server teaches
         extra += ["--teacher.base_url", cpu_engine, "--teacher.model_name", "tiny"]
         extra += ["--teacher.tokenizer_name", str(tiny_model_dir)]
+    if env_file == "calculator_agent_env.py":  # an agent program in a Python that has openai
+        agent = (
+            Path(__file__).resolve().parents[2] / "environments" / "agents" / "openai_calculator.py"
+        )
+        extra += ["--agent.program", f"{sys.executable} {agent}"]
     if env_file == "sft_loader_server.py":
         chats = tmp_path / "chats.jsonl"
         chats.write_text(
@@ -178,6 +186,9 @@ def test_every_env_file_is_in_a_run_here(env_dir):
     run alone against a wheel install."""
     here = set(CATALOGUE_RUNS) | {"gsm8k_server.py", "gymnasium_games_env.py"}
     here.add("tool_calling_multiturn_env.py")
+    # BFCL's prompts do not fit the tiny model's 512 tokens: it runs against the fake server and the
+    # real checker in test_bfcl_env.py, and against a real vLLM in bench/bfcl_learning.py
+    here.add("bfcl_env.py")
     shipped = {p.name for p in env_dir.glob("*.py")}
     assert shipped == here, shipped ^ here
 

@@ -23,12 +23,12 @@ from typing import Any, Optional
 import httpx
 import uvicorn
 
-from atroposlib.envkit.token_check import TurnIds, exactness_problem
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.proxy.app import create_app
 from atroposlib.inference_clients.proxy.settings import ProxySettings
 from atroposlib.inference_clients.server_manager import ServerManager
 from atroposlib.inference_clients.tool_call_translator import parse_hermes_reply
+from atroposlib.interop.agents.exactness import node_problem, session_turns
 from atroposlib.type_definitions import MASK_IGNORE
 from atroposlib.utils.net import free_port, wait_for_http
 
@@ -239,17 +239,9 @@ def check_session(proxy: RunningProxy, session: str, tok: Any) -> dict[str, Any]
         ):
             assert mask in (MASK_IGNORE, token)
             assert (lp == 1.0) == (mask == MASK_IGNORE)  # masked positions carry the placeholder
-    turns = [
-        TurnIds(c["prompt_token_ids"], ids) for c in got["completions"] for ids in c["token_ids"]
-    ]
+    turns = session_turns(got["completions"])
     for node in got["nodes"]:
-        mine = [
-            t
-            for t in turns
-            if node["tokens"][: len(t.prompt) + len(t.generated)] == t.prompt + t.generated
-        ]
-        assert mine, "a node none of whose turns the backend generated"
-        problem = exactness_problem(mine, node["tokens"], node["masked_tokens"])
+        problem = node_problem(node["tokens"], node["masked_tokens"], turns)
         assert problem is None, problem
     return got
 
