@@ -16,6 +16,12 @@ which is also how a person runs one by hand:
 The final answer goes to stdout and, when ``$ATROPOS_AGENT_ANSWER_FILE`` is set, into that file (the
 harness reads it there, so a framework that prints to stdout cannot garble it).
 
+``--serve`` (the harness's ``--agent.mode persistent``) keeps one process for many episodes, so that
+the framework is imported once, not once an episode: each line on stdin is a task as JSON (``id``,
+``base_url``, ``api_key``, ``model``, ``task``, ``max_tokens``, ``temperature``), played in a thread
+of its own, and each result is one stdout line ``ATROPOS_AGENT_RESULT {"id", "answer"}`` (or
+``"error"``).
+
 The calculator is the task's one tool: ``calculator(expression)`` evaluates ``+ - * /`` on numbers and
 answers ``{"result": value}`` as JSON, what atroposlib's calculator env answers. ``SYSTEM_PROMPT`` lists
 the tool in the Hermes format, for chat templates that do not render ``tools=`` (SmolLM2's): it is
@@ -30,7 +36,11 @@ import ast
 import json
 import operator
 import os
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Optional
 
 SYSTEM_PROMPT = (
     "You can call these tools:\n<tools>\n"
@@ -87,10 +97,12 @@ class Task:
     model: str
     question: str
     max_tokens: int
+    temperature: Optional[float] = None
 
 
-def read_task(description: str) -> Task:
-    """The task from the command line, defaulting to the harness's environment variables."""
+def read_task(description: str) -> Optional[Task]:
+    """The task from the command line, defaulting to the harness's environment variables (None
+    with ``--serve``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("question", nargs="?", default=os.environ.get("ATROPOS_AGENT_TASK"))
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"))
@@ -99,11 +111,53 @@ def read_task(description: str) -> Task:
     p.add_argument(
         "--max-tokens", type=int, default=int(os.environ.get("ATROPOS_AGENT_MAX_TOKENS") or 256)
     )
+    temperature = os.environ.get("ATROPOS_AGENT_TEMPERATURE")
+    p.add_argument("--temperature", type=float, default=float(temperature) if temperature else None)
+    p.add_argument("--serve", action="store_true", help="play tasks from stdin (one JSON a line)")
     args = p.parse_args()
+    if args.serve:
+        return None
     for name in ("question", "base_url", "model"):
         if not getattr(args, name):
             p.error(f"{name} is required (a flag, or the harness's environment variable)")
-    return Task(args.base_url, args.api_key, args.model, args.question, args.max_tokens)
+    return Task(
+        args.base_url, args.api_key, args.model, args.question, args.max_tokens, args.temperature
+    )
+
+
+def serve(solve: Callable[[Task], str]) -> None:
+    """Play every task read from stdin in a thread of its own (see the module docstring)."""
+    lock = threading.Lock()
+
+    def play(request: dict) -> None:
+        try:
+            task = Task(
+                request["base_url"],
+                request["api_key"],
+                request["model"],
+                request["task"],
+                int(request["max_tokens"]),
+                request.get("temperature"),
+            )
+            result = {"id": request["id"], "answer": str(solve(task))}
+        except Exception as e:  # noqa: BLE001 - the harness reads the error
+            result = {"id": request.get("id"), "error": f"{type(e).__name__}: {e}"[:600]}
+        with lock:
+            sys.stdout.write("\nATROPOS_AGENT_RESULT " + json.dumps(result) + "\n")
+            sys.stdout.flush()
+
+    for line in sys.stdin:
+        if line.strip():
+            threading.Thread(target=play, args=(json.loads(line),), daemon=True).start()
+
+
+def main(solve: Callable[[Task], str], description: str) -> None:
+    """A program's entry point: one task from the command line, or ``--serve``."""
+    task = read_task(description)
+    if task is None:
+        serve(solve)
+    else:
+        give_answer(solve(task))
 
 
 def give_answer(answer: object) -> None:

@@ -11,7 +11,7 @@ import tempfile
 
 os.environ.setdefault("HERMES_HOME", tempfile.mkdtemp(prefix="hermes-home-"))
 
-from agent_io import CALCULATOR_SCHEMA, SYSTEM_PROMPT, Task, calculator, give_answer, read_task  # noqa: E402
+from agent_io import CALCULATOR_SCHEMA, SYSTEM_PROMPT, Task, calculator, main  # noqa: E402
 from run_agent import AIAgent  # noqa: E402
 from tools.registry import registry  # noqa: E402
 
@@ -43,4 +43,4 @@ def solve(task: Task) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from agent_io import SYSTEM_PROMPT, Task, give_answer, read_task
+from agent_io import SYSTEM_PROMPT, Task, main
 from agent_io import calculator as evaluate
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -42,4 +42,4 @@ def solve(task: Task, stream: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

@@ -11,7 +11,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost map download
 
 import litellm  # noqa: E402
-from agent_io import CALCULATOR_SCHEMA, SYSTEM_PROMPT, Task, calculator, give_answer, read_task  # noqa: E402
+from agent_io import CALCULATOR_SCHEMA, SYSTEM_PROMPT, Task, calculator, main  # noqa: E402
 
 MAX_TURNS = 8
 
@@ -50,4 +50,4 @@ def solve(task: Task) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

@@ -13,7 +13,7 @@ import tempfile
 os.environ.setdefault("MSWEA_COST_TRACKING", "ignore_errors")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from agent_io import Task, give_answer, read_task  # noqa: E402
+from agent_io import Task, main  # noqa: E402
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
@@ -50,4 +50,4 @@ def solve(task: Task) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

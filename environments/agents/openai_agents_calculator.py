@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_io import SYSTEM_PROMPT, Task, give_answer, read_task
+from agent_io import SYSTEM_PROMPT, Task, main
 from agent_io import calculator as evaluate
 from agents import (
     Agent,
@@ -35,7 +35,7 @@ def agent_for(task: Task) -> Agent:
         instructions=SYSTEM_PROMPT,
         tools=[calculator],
         model=OpenAIChatCompletionsModel(model=task.model, openai_client=client),
-        model_settings=ModelSettings(max_tokens=task.max_tokens),
+        model_settings=ModelSettings(max_tokens=task.max_tokens, temperature=task.temperature),
     )
 
 
@@ -50,4 +50,4 @@ def solve(task: Task) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

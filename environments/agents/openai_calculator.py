@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from agent_io import CALCULATOR_SCHEMA, SYSTEM_PROMPT, Task, calculator, give_answer, read_task
+from agent_io import CALCULATOR_SCHEMA, SYSTEM_PROMPT, Task, calculator, main
 from openai import OpenAI
 
 MAX_TURNS = 8
@@ -39,4 +39,4 @@ def solve(task: Task) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

@@ -6,7 +6,7 @@ Python (``scripts/setup_agents.sh smolagents``); see ``agent_io`` for its argume
 
 from __future__ import annotations
 
-from agent_io import Task, give_answer, read_task
+from agent_io import Task, main
 from agent_io import calculator as evaluate
 from smolagents import OpenAIServerModel, ToolCallingAgent, tool
 
@@ -44,4 +44,4 @@ def solve(task: Task, stream: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    give_answer(solve(read_task(__doc__ or "")))
+    main(solve, __doc__ or "")

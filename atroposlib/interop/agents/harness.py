@@ -34,7 +34,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field
 
@@ -64,6 +64,11 @@ class AgentSettings(BaseModel):
         default="",
         description="module:function (a callable given an AgentCall, returning the answer) or a "
         "command line ({python:NAME} is agent framework NAME's Python); required.",
+    )
+    mode: Literal["per_episode", "persistent"] = Field(
+        default="per_episode",
+        description="per_episode: a command started for each episode; persistent: one process "
+        "serving many (the example programs' --serve), its framework imported once.",
     )
     episode_timeout: float = Field(
         default=300.0, gt=0, description="Seconds one episode may take; then it is killed."
@@ -170,7 +175,7 @@ class AgentHarnessEnv(BaseEnv):
 
     async def setup(self) -> None:
         s = self.settings
-        self.program = AgentProgram.parse(s.program)
+        self.program = AgentProgram.parse(s.program, persistent=s.mode == "persistent")
         self.program.check()
         self.host: Optional[ProxyHost] = None
         key = s.proxy_api_key or os.environ.get("ATROPOS_PROXY_API_KEY") or None
@@ -299,6 +304,9 @@ class AgentHarnessEnv(BaseEnv):
         )
 
     async def cleanup(self) -> None:
+        program = getattr(self, "program", None)
+        if program is not None:
+            await program.close()
         client = getattr(self, "client", None)
         if client is not None:
             await client.aclose()

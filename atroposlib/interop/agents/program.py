@@ -14,6 +14,13 @@
   ``ATROPOS_AGENT_TASK``, ``ATROPOS_AGENT_MAX_TOKENS``, ``ATROPOS_AGENT_TEMPERATURE`` (when set),
   ``ATROPOS_AGENT_ANSWER_FILE``. Its answer is what it wrote to that file, else its stdout
   (stripped); past its time limit the whole group is killed.
+* with ``persistent=True`` (``--agent.mode persistent``), a command that serves many episodes: it is
+  started once and given one task a line on stdin as JSON (``id``, ``base_url``, ``api_key``,
+  ``model``, ``task``, ``max_tokens``, ``temperature``), and answers each with a stdout line
+  ``ATROPOS_AGENT_RESULT {"id", "answer"}`` (or ``"error"``; the example programs' ``--serve``), so
+  a framework is imported once, not once an episode. An episode past its limit is given up (its
+  session is closed under it); a process that exits fails its episodes in flight and is started again
+  for the next.
 
 ``check()`` is the start-up check, one ``ConfigError`` line: a callable that does not import, a
 command whose program (or ``.py`` script) is not there, a framework that is not installed. ``run``
@@ -26,15 +33,18 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import json
 import os
 import shlex
 import shutil
 import signal
 import tempfile
 import time
+import uuid
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -71,13 +81,13 @@ class AgentProgram(ABC):
     spec: str
 
     @staticmethod
-    def parse(spec: str) -> AgentProgram:
+    def parse(spec: str, persistent: bool = False) -> AgentProgram:
         spec = spec.strip()
         if not spec:
             raise ConfigError("--agent.program is required (module:function, or a command line)")
         if " " not in spec and ":" in spec and not spec.startswith(("/", ".", "{")):
             return CallableAgent(spec)
-        return CommandAgent(spec)
+        return PersistentCommandAgent(spec) if persistent else CommandAgent(spec)
 
     @abstractmethod
     def check(self) -> None:
@@ -86,6 +96,9 @@ class AgentProgram(ABC):
     @abstractmethod
     async def run(self, call: AgentCall, timeout: float) -> AgentOutcome:
         """One run of the program on ``call``, at most ``timeout`` seconds."""
+
+    async def close(self) -> None:  # noqa: B027 - a hook most programs need not fill
+        """Stop what the program keeps running between episodes (nothing, unless persistent)."""
 
 
 class CallableAgent(AgentProgram):
@@ -222,6 +235,106 @@ class CommandAgent(AgentProgram):
             return AgentOutcome("done", answer.strip(), "", seconds)
 
 
+RESULT_PREFIX = "ATROPOS_AGENT_RESULT "
+
+
+class PersistentCommandAgent(CommandAgent):
+    """One process serving many episodes (see the module docstring)."""
+
+    def __init__(self, spec: str) -> None:
+        super().__init__(spec)
+        self._proc: Optional[asyncio.subprocess.Process] = None
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._stderr: deque[str] = deque(maxlen=20)
+        self._readers: list[asyncio.Task[None]] = []
+        self.starts = 0  # processes started (one, unless one exited)
+        self._starting: Optional[asyncio.Lock] = None
+
+    async def _process(self) -> asyncio.subprocess.Process:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:  # episodes that begin together share one start
+            return await self._started()
+
+    async def _started(self) -> asyncio.subprocess.Process:
+        if self._proc is None or self._proc.returncode is not None:
+            if not self.argv:
+                self.check()
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=16 * 1024 * 1024,
+            )
+            self.starts += 1
+            self._readers = [
+                asyncio.ensure_future(self._read_results(self._proc)),
+                asyncio.ensure_future(self._read_errors(self._proc)),
+            ]
+        return self._proc
+
+    async def _read_results(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").strip()
+            if not line.startswith(RESULT_PREFIX):
+                continue
+            try:
+                result = json.loads(line[len(RESULT_PREFIX) :])
+            except ValueError:
+                continue
+            future = self._pending.pop(str(result.get("id")), None)
+            if future is not None and not future.done():
+                future.set_result(result)
+        code = await proc.wait()
+        why = f"the agent process exited ({code}): {' | '.join(self._stderr)[-TAIL_CHARS:]}"
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result({"error": why})
+        self._pending.clear()
+
+    async def _read_errors(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        async for raw in proc.stderr:
+            self._stderr.append(raw.decode(errors="replace").rstrip())
+
+    async def run(self, call: AgentCall, timeout: float) -> AgentOutcome:
+        start = time.monotonic()
+        proc = await self._process()
+        episode = uuid.uuid4().hex
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[episode] = future
+        request = {"id": episode, **asdict(call)}
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        try:
+            await proc.stdin.drain()
+            result = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            self._pending.pop(episode, None)
+            return AgentOutcome(
+                "timed out", None, f"no answer within {timeout:g} s", time.monotonic() - start
+            )
+        except (BrokenPipeError, ConnectionResetError) as e:
+            self._pending.pop(episode, None)
+            return AgentOutcome(
+                "crashed", None, f"the agent process is gone: {e}", time.monotonic() - start
+            )
+        seconds = time.monotonic() - start
+        if "error" in result:
+            return AgentOutcome("crashed", None, str(result["error"])[:TAIL_CHARS], seconds)
+        return AgentOutcome("done", str(result.get("answer", "")).strip(), "", seconds)
+
+    async def close(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            _kill_group(self._proc)
+            await self._proc.wait()
+        for reader in self._readers:
+            reader.cancel()
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -229,4 +342,12 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
-__all__ = ["AgentCall", "AgentOutcome", "AgentProgram", "CallableAgent", "CommandAgent"]
+__all__ = [
+    "RESULT_PREFIX",
+    "AgentCall",
+    "AgentOutcome",
+    "AgentProgram",
+    "CallableAgent",
+    "CommandAgent",
+    "PersistentCommandAgent",
+]

@@ -93,6 +93,14 @@ def test_a_callable_agent_trains_through_the_harness(fake):
     assert env.tally.counts["agent/outcome/answered"] == 2
 
 
+def test_a_persistent_program_serves_many_episodes(fake):
+    example = REPO / "environments" / "agents" / "openai_calculator.py"
+    program = f"{sys.executable} {example} --serve"
+    env, groups = asyncio.run(_play(fake, program, items=2, mode="persistent"))
+    assert [g.as_group()["scores"] for g in groups] == [[1.0, 1.0], [1.0, 1.0]]
+    assert env.tally.counts["agent/outcome/answered"] == 4 and env.program.starts == 1
+
+
 def test_crashes_timeouts_and_the_turn_limit_are_counted_not_zeros(fake):
     _, [crashed] = asyncio.run(_play(fake, f"{AGENTS}:crashes"))
     data = crashed.as_group()
