@@ -88,6 +88,20 @@ REFUSED = [
         "stream_options.x",
         "",
     ),
+    (
+        {"tools": [{"type": "function", "function": "calc"}]},
+        400,
+        "tools",
+        "tools[0] is not a function",
+    ),
+    ({"tool_choice": "maybe"}, 400, "tool_choice", "one of none, auto, required"),
+    ({"tool_choice": {"type": "function", "function": "f"}}, 400, "tool_choice", "one of"),
+    (
+        {"messages": [{"role": "assistant", "tool_calls": [{"function": "f"}]}]},
+        400,
+        "messages[0].tool_calls[0]",
+        "expected",
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from atroposlib.errors import InferenceError, InferenceRejected, TokenDrift
 from atroposlib.utils.settings_cli import error_message
@@ -104,8 +105,9 @@ def install_error_handlers(app: FastAPI) -> None:
     """Answer ``HTTPException`` and validation errors in the error body above, each with one log
     line."""
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    # starlette's class: FastAPI raises it too (a body it cannot parse), and ours derives from it
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
         message = detail.get("message") if isinstance(detail, dict) else str(detail)
         param = detail.get("param") if isinstance(detail, dict) else None

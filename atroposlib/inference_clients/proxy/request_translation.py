@@ -13,7 +13,8 @@ assistant ``content: null`` without tool calls is empty; tool calls back into th
 ``generation_kwargs`` gives the managed server every sampling field the backends honour
 (``temperature``, ``top_p``, ``top_k``, ``seed``, ``presence_penalty``, ``frequency_penalty``,
 ``stop``, ``n``) and the reply budget: ``max_completion_tokens`` or ``max_tokens``, else the rest of
-the backend's context, else ``--default-max-tokens``. A backend that cannot serve a value (our
+the backend's context, else ``--default-max-tokens``. ``tools``, ``tool_choice`` and replayed
+``tool_calls`` must have OpenAI's shapes (a 400 naming the entry otherwise). A backend that cannot serve a value (our
 engine refuses penalties other than 0) answers a 400 naming it, which the client gets as it is.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from atroposlib.inference_clients.managed_server import ManagedServer
+from atroposlib.inference_clients.managed_server import ManagedServer, check_tools
 from atroposlib.inference_clients.proxy.http import refuse
 from atroposlib.inference_clients.proxy.protocol import ChatCompletionProxyRequest, ChatMessage
 from atroposlib.inference_clients.proxy.sessions import SessionState
@@ -31,6 +32,7 @@ from atroposlib.utils.tokenize_for_trainer import render_chat
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 SAMPLING_FIELDS = ("top_p", "top_k", "seed", "presence_penalty", "frequency_penalty")
+TOOL_CHOICES = ("none", "auto", "required")
 
 
 def _refusal(req: ChatCompletionProxyRequest) -> Optional[tuple[str, str]]:
@@ -51,6 +53,19 @@ def _refusal(req: ChatCompletionProxyRequest) -> Optional[tuple[str, str]]:
         return "store", "store: the proxy keeps no completions for later retrieval"
     if req.stream_options is not None and not req.stream:
         return "stream_options", "stream_options: only with stream: true"
+    if req.tools is not None:
+        try:
+            check_tools(req.tools)
+        except ValueError as e:
+            return "tools", str(e)
+    choice = req.tool_choice
+    fn = choice.get("function") if isinstance(choice, dict) else None
+    named = isinstance(fn, dict) and isinstance(fn.get("name"), str)
+    if choice is not None and choice not in TOOL_CHOICES and not named:
+        return "tool_choice", (
+            f"tool_choice: one of {', '.join(TOOL_CHOICES)}, or "
+            '{"type": "function", "function": {"name": ...}}'
+        )
     return None
 
 
@@ -65,6 +80,19 @@ def _message_refusal(i: int, m: ChatMessage) -> Optional[tuple[str, str]]:
     if extras:
         where = f"messages[{i}].{extras[0]}"
         return where, f"{where}: not rendered by the chat template (it would be lost)"
+    for j, call in enumerate(m.tool_calls or []):
+        fn = call.get("function")
+        if not (
+            isinstance(fn, dict)
+            and isinstance(fn.get("name"), str)
+            and isinstance(fn.get("arguments", ""), (str, dict))
+            and isinstance(call.get("id", ""), str)
+        ):
+            where = f"messages[{i}].tool_calls[{j}]"
+            return where, (
+                f'{where}: expected {{"id": ..., "type": "function", "function": {{"name": ..., '
+                '"arguments": ...}}'
+            )
     for j, part in enumerate(m.content if isinstance(m.content, list) else []):
         kind = part.get("type")
         if kind != "text" or not isinstance(part.get("text"), str):
