@@ -8,6 +8,7 @@ itself starts, refuses a backend that does not answer in one line, and warns whe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from transformers import AutoTokenizer
 
 from atroposlib.cli.proxy import exposure_warning
 from atroposlib.inference_clients.proxy.settings import ProxySettings
+from atroposlib.inference_clients.proxy_client import create_proxy_session
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 from atroposlib.utils.net import free_port
 from tests.inference_clients.proxy_harness import check_session, running_proxy
@@ -172,7 +174,7 @@ def test_a_client_that_leaves_before_its_answer_is_not_trained(proxy):
 
 
 def test_the_key_caps_and_idle_expiry(fake, tok):
-    settings = ProxySettings(api_key="s3cret", max_sessions=2, session_idle_timeout=1.0)
+    settings = ProxySettings(api_key="s3cret", max_sessions=3, session_idle_timeout=1.0)
     key = {"Authorization": "Bearer s3cret"}
     with running_proxy(fake.base_url, tok, settings=settings) as proxy:
         assert httpx.get(proxy.url + "/health").status_code == 200  # open without the key
@@ -180,6 +182,8 @@ def test_the_key_caps_and_idle_expiry(fake, tok):
             denied = httpx.get(proxy.url + path)
             assert denied.status_code == 401 and denied.headers["www-authenticate"] == "Bearer"
             assert denied.json()["error"]["type"] == "authentication_error"
+        # an env's proxy session client sends the key too (ATROPOS_PROXY_API_KEY, or given)
+        assert asyncio.run(_proxy_session_turn(proxy.url)) == ("The answer is 42.", 1)
         with httpx.Client(headers=key) as http:
             first, _ = proxy.session(http), proxy.session(http)
             full = http.post(proxy.url + "/sessions/create", json={})
@@ -193,12 +197,18 @@ def test_the_key_caps_and_idle_expiry(fake, tok):
         )
         time.sleep(2.2)
         health = httpx.get(proxy.url + "/health").json()
-        assert health["sessions"] == 0 and health["counts"]["sessions_expired"] == 2
+        assert health["sessions"] == 0 and health["counts"]["sessions_expired"] == 3
         gone = httpx.get(f"{proxy.url}/{first}/nodes", headers=key)
         assert (
             gone.status_code == 404 and "closed after 1 s idle" in gone.json()["error"]["message"]
         )
         assert httpx.post(proxy.url + "/sessions/create", json={}, headers=key).status_code == 200
+
+
+async def _proxy_session_turn(url: str) -> tuple[str, int]:
+    session = await create_proxy_session(url, api_key="s3cret", model_name="policy")
+    out = await session.chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=50)
+    return str(out.choices[0].message.content), len(session.get_state()["nodes"])
 
 
 def test_atropos_proxy_serves_and_says_why_it_cannot(fake, tok):
