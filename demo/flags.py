@@ -136,6 +136,7 @@ def _preset_settings(p: CliParser) -> None:
         "--heldout",
         type=positive_int,
         default=None,
-        help="smollm2 calculator: held-out questions, never trained on, played before and after RL "
-        f"({per_preset('heldout')}).",
+        help="smollm2 calculator: held-out questions, never trained on, played before and after RL; "
+        "smollm2 bfcl: held-out entries per BFCL non-live AST category (a fixed stratified "
+        f"subsample) ({per_preset('heldout')}).",
     )

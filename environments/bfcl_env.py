@@ -103,6 +103,7 @@ class BfclConfig(SamplingConfig):
 class BfclEnv(BaseEnv):
     name = "bfcl"
     env_config_cls = BfclConfig
+    config: BfclConfig
     config_init = local_defaults(
         group_size=8, max_token_length=1280, batch_size=32, temperature=1.0, include_messages=True
     )

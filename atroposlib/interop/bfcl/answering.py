@@ -60,11 +60,11 @@ def fc_messages(entry: BfclEntry, template_renders_tools: bool) -> list[dict[str
 def _calls(message: Any) -> list[dict[str, Any]]:
     calls = []
     for call in getattr(message, "tool_calls", None) or []:
-        function = call.get("function") if isinstance(call, Mapping) else call.function
+        function: Any = call.get("function") if isinstance(call, Mapping) else call.function
         if isinstance(function, Mapping):
             name, arguments = function.get("name"), function.get("arguments", "{}")
         else:
-            name, arguments = function.name, function.arguments
+            name, arguments = getattr(function, "name", None), getattr(function, "arguments", "{}")
         calls.append({"name": name, "arguments": arguments})
     return calls
 

@@ -1,0 +1,170 @@
+"""Do we score BFCL as BFCL does? One model served by a real vLLM, evaluated by ``atroposlib.interop.bfcl``
+(prompt mode) and by BFCL's own pipeline (``bfcl generate --skip-server-setup`` + ``bfcl evaluate``) on
+the same server and the same entries; per-category accuracy must agree within 1 point.
+
+Both sides ask the same vLLM server (its CPU build here: ``--max-model-len 8192``, as SmolLM2's config
+says, since BFCL asks for ``min(4096, context - prompt - 2)`` tokens), greedily (BFCL's side at
+``--temperature 0``; its default is 0.001), with the same budget rule. Ours sends chat completions (vLLM
+renders the model's chat template); BFCL's handler (``QuickTestingOSSHandler``, through the wrapper
+``bench/bfcl_official_side.py``) renders the same template itself and sends text completions.
+
+The official side needs the whole bfcl-eval package in its own environment:
+``bash scripts/setup_bfcl.sh --official`` (or ``ATROPOS_BFCL_OFFICIAL_PYTHON``). By hand, with a server
+already running on port P and ``ids.json`` naming the entries (``{"simple_python": ["simple_python_0",
+...], ...}``):
+
+    ~/.cache/atroposlib/bfcl-eval-full-2026.3.23/bin/python bench/bfcl_official_side.py \\
+        --root /tmp/bfcl-official --base-url http://127.0.0.1:P/v1 --model-dir MODEL --ids ids.json \\
+        --temperature 0
+
+A benchmark (minutes to an hour on 2 CPU cores, depending on ``--per-category`` and how long the model's
+answers are); run it under ``flock /tmp/heavy.lock``. A model that calls functions some of the time
+makes a stronger check than the base SmolLM2 (0 everywhere): pass a trained one, e.g. a BFCL demo run's
+warm-up (``--model runs/demo-smollm2-bfcl/model/warm``).
+
+    python bench/bfcl_crosscheck.py [--model DIR] [--per-category 25] [--seed 0] [--out runs/bfcl-crosscheck]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
+CONTEXT = 8192  # SmolLM2's max_position_embeddings: what BFCL's handler reads
+BUDGET_CAP = 4096  # BFCL's own cap on a reply
+TOLERANCE = 0.01
+OFFICIAL_VENV = Path.home() / ".cache" / "atroposlib" / "bfcl-eval-full-2026.3.23"
+
+
+def official_python() -> str:
+    env = os.environ.get("ATROPOS_BFCL_OFFICIAL_PYTHON")
+    if env:
+        return env
+    if (OFFICIAL_VENV / ".atroposlib-bfcl-ok").exists():
+        return str(OFFICIAL_VENV / "bin" / "python")
+    raise SystemExit(
+        "bfcl_crosscheck: the official side needs the whole bfcl-eval package: run "
+        "bash scripts/setup_bfcl.sh --official or set ATROPOS_BFCL_OFFICIAL_PYTHON"
+    )
+
+
+def start_vllm(model: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    from atroposlib.inference.vllm_launch import vllm_server
+    from atroposlib.utils.net import free_port, wait_for_http
+
+    port = free_port()
+    server = vllm_server(str(model), port, max_model_len=CONTEXT)
+    env = server.full_env()
+    env["VLLM_CACHE_ROOT"] = tempfile.mkdtemp(prefix="vllm-cache-")
+    env["VLLM_CPU_KVCACHE_SPACE"] = "4"  # several 8k-token sequences at once
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(server.argv, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(url + "/health", timeout=900, proc=proc)
+    return proc, url
+
+
+async def our_side(url: str, model: Path, entries: list[Any], checker: Any) -> Any:
+    """atroposlib's evaluation with BFCL's budget rule, greedy, through the vllm backend."""
+    from transformers import AutoTokenizer
+
+    from atroposlib.inference_clients.config import APIServerConfig
+    from atroposlib.inference_clients.server_manager import ServerManager
+    from atroposlib.interop.bfcl import PROMPT_MODE, evaluate_entries
+    from atroposlib.interop.bfcl.answering import ask_prompt_mode
+
+    tok = AutoTokenizer.from_pretrained(str(model))
+    config = APIServerConfig(
+        base_url=url + "/v1",
+        server_type="vllm",
+        model_name=str(model),  # vLLM's default served name: the --model argument
+        api_key="x",
+        health_check=False,
+        min_tokens_per_second=0.05,
+        num_requests_for_eval=32,
+    )
+    manager = ServerManager([config])
+
+    async def ask(entry: Any) -> Any:
+        rendered = tok.apply_chat_template(entry.chat(), tokenize=False, add_generation_prompt=True)
+        budget = min(BUDGET_CAP, CONTEXT - len(tok.tokenize(rendered)) - 2)
+        return await ask_prompt_mode(manager, entry, budget, split="eval")
+
+    try:
+        return await evaluate_entries(entries, ask, checker, mode=PROMPT_MODE, concurrency=32)
+    finally:
+        await manager.close()
+
+
+def official_side(url: str, model: Path, entries: list[Any], out: Path) -> dict[str, Any]:
+    ids: dict[str, list[str]] = {}
+    for e in entries:
+        ids.setdefault(e.category, []).append(e.id)
+    (out / "ids.json").write_text(json.dumps(ids))
+    argv = [official_python(), str(REPO / "bench" / "bfcl_official_side.py")]
+    argv += ["--root", str(out / "official"), "--base-url", url + "/v1", "--model-dir", str(model)]
+    argv += ["--ids", str(out / "ids.json"), "--temperature", "0"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    (out / "official.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().split("\n")[-10:])
+        raise SystemExit(f"bfcl_crosscheck: BFCL's own pipeline failed:\n{tail}")
+    return dict(json.loads(done.stdout.strip().split("\n")[-1]))
+
+
+def main() -> int:
+    from atroposlib.interop.bfcl import BfclChecker, fixed_subsample
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", type=Path, default=REPO / "runs" / "models" / "SmolLM2-135M-Instruct")
+    p.add_argument("--per-category", type=int, default=25, help="entries per category (all: 0)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=REPO / "runs" / "bfcl-crosscheck")
+    args = p.parse_args()
+    official_python()  # fail first, in one line, when the official side cannot run
+    args.out.mkdir(parents=True, exist_ok=True)
+    with BfclChecker.start() as checker:
+        entries = fixed_subsample(checker.load(CATEGORIES), args.per_category or None, args.seed)
+        proc, url = start_vllm(args.model, args.out / "vllm.log")
+        try:
+            t0 = time.perf_counter()
+            ours = asyncio.run(our_side(url, args.model, entries, checker))
+            t_ours = time.perf_counter() - t0
+            official = official_side(url, args.model, entries, args.out)
+            t_official = time.perf_counter() - t0 - t_ours
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    with open(args.out / "ours.jsonl", "w") as fh:
+        for r in ours.results:
+            fh.write(json.dumps(r.record()) + "\n")
+    print(
+        f"\n{args.model.name}, {len(entries)} entries, real vLLM, greedy; ours {t_ours:.0f}s, BFCL's {t_official:.0f}s"
+    )
+    print(f"{'category':<20} {'n':>4} {'atroposlib':>11} {'BFCL':>8} {'diff':>7}")
+    ok = True
+    for category, score in ours.by_category().items():
+        theirs = official[category]["accuracy"]
+        diff = score.accuracy - theirs
+        ok &= abs(diff) <= TOLERANCE + 1e-9
+        print(
+            f"{category:<20} {score.n:>4} {100 * score.accuracy:>10.1f} {100 * theirs:>8.1f} {100 * diff:>+7.1f}"
+        )
+    print(f"target: every category within {100 * TOLERANCE:.0f} point: {'ok' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
