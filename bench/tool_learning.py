@@ -77,9 +77,11 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     return {**summary, "reused": True}
 
 
-def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any]:
-    """One demo run (or, with ``--reuse``, an earlier one with these settings); its summary.json plus
-    the command's own wall time."""
+def run_demo(
+    out: Path, args: argparse.Namespace, control: str, task: str = "calculator"
+) -> dict[str, Any]:
+    """One demo run of ``--task task`` (or, with ``--reuse``, an earlier one with these settings);
+    its summary.json plus the command's own wall time."""
     if args.reuse and (earlier := reusable(out, args, control)) is not None:
         print(f"[bench] reusing {out / 'summary.json'} ({control} rewards)", flush=True)
         return earlier
@@ -90,7 +92,7 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         "--model",
         "smollm2",
         "--task",
-        "calculator",
+        task,
     ]
     argv += [
         "--inference",

@@ -41,9 +41,13 @@ def system_prompt() -> str:
 
 
 def play_heldout(
-    model_dir: Path, split: CalcSplit, adapter_dir: Path | None = None
+    model_dir: Path,
+    split: CalcSplit,
+    adapter_dir: Path | None = None,
+    wrap_tool_results: bool = True,
 ) -> list[Episode]:
-    """Greedy episodes of ``model_dir`` (+ ``adapter_dir``) on the held-out questions."""
+    """Greedy episodes of ``model_dir`` (+ ``adapter_dir``) on the held-out questions
+    (``wrap_tool_results``: see ``demo.tool_episodes.play_episodes``)."""
     from demo.chat_policy import load_chat_policy
     from demo.tool_episodes import play_episodes
 
@@ -57,6 +61,7 @@ def play_heldout(
         max_turns=MAX_TURNS,
         max_new_tokens=TOKENS_PER_TURN,
         max_length=SEQ_LEN,
+        wrap_tool_results=wrap_tool_results,
     )
 
 

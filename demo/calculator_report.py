@@ -40,7 +40,8 @@ def finish(result: RunResult) -> dict[str, Any]:
 
     out, prep = result.out, result.prep
     adapter = sorted((out / "trainer" / "weights").glob("step_*"))[-1]
-    after_eps = play_heldout(Path(prep["warm"]), prep["split"], adapter)
+    wrap = prep.get("wrap_tool_results", True)
+    after_eps = play_heldout(Path(prep["warm"]), prep["split"], adapter, wrap_tool_results=wrap)
     write_episodes(out / "heldout_after.jsonl", after_eps)
     after = summarize(after_eps)
     train = training_episodes(out)
@@ -62,7 +63,7 @@ def _summary(result: RunResult, after: dict[str, float], train: dict[str, Any]) 
     args, prep, rows = result.args, result.prep, result.rows
     base, start = prep["base"], prep["rl_start"]
     return {
-        "task": "calculator",
+        "task": result.preset.task,
         "model": "SmolLM2-135M-Instruct",
         "control": args.control,
         "trainer_set": args.trainer_set,
@@ -94,13 +95,17 @@ def _summary(result: RunResult, after: dict[str, float], train: dict[str, Any]) 
 
 def summary_text(summary: dict[str, Any], server: str, refresh: str, total_s: float) -> str:
     """The paragraph of ``summary.txt``."""
+    env = (
+        "an unmodified OpenAI Agents SDK agent through the managed-server proxy (the agent harness)"
+        if summary["task"] == "calculator-agent"
+        else "the calculator env on the managed server's Hermes tool parser"
+    )
     return (
         f"SmolLM2-135M-Instruct learned a multi-turn calculator task: {summary['warmup_sft_steps']} "
         f"supervised warm-up steps on gold episodes, then {summary['steps']} GRPO steps "
         f"({summary['prompts_per_step']} prompts x {summary['group_size']} episodes, lr {summary['lr']}, "
         f"control {summary['control']}) through the real loop: run-api, {server} (a rank-{LORA_RANK} LoRA "
-        f"hot-loaded after every step; {refresh}), the calculator env on the managed server's Hermes tool "
-        f"parser, and the trainer. Greedy success on {summary['heldout_questions']} held-out questions: "
+        f"hot-loaded after every step; {refresh}), {env}, and the trainer. Greedy success on {summary['heldout_questions']} held-out questions: "
         f"base {summary['heldout_base']:.2f}, RL start {summary['heldout_rl_start']:.2f}, after RL "
         f"{summary['heldout_after']:.2f} (change {summary['heldout_gain']:+.2f}); episodes with a valid "
         f"tool call {summary['valid_tool_calls_before']:.2f} -> {summary['valid_tool_calls_after']:.2f}; "

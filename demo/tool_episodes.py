@@ -34,11 +34,14 @@ def play_episodes(
     max_new_tokens: int,
     max_length: int,
     batch_size: int = 32,
+    wrap_tool_results: bool = True,
 ) -> list[Episode]:
-    """Play one greedy episode per problem; returns them finished (``Episode.record()`` per row)."""
+    """Play one greedy episode per problem; returns them finished (``Episode.record()`` per row).
+    ``wrap_tool_results``: tool results go back inside ``<tool_response>`` tags (the calculator env's
+    way for a template that ignores ``tools=``) or as they are (an agent program's way)."""
     translator = ToolCallTranslator(tok, "hermes")
     schemas = [t.schema() for t in tools.values()]
-    episodes = [Episode(p, system, max_turns) for p in problems]
+    episodes = [Episode(p, system, max_turns, wrap_tool_results) for p in problems]
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos
     was_training = model.training

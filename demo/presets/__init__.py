@@ -7,13 +7,18 @@ from __future__ import annotations
 import argparse
 
 from demo.preset import Preset
-from demo.presets import smollm2_arithmetic, smollm2_bfcl, smollm2_calculator, tiny_arithmetic
+from demo.presets import (
+    smollm2_arithmetic,
+    smollm2_calculator,
+    smollm2_calculator_agent,
+    tiny_arithmetic,
+)
 
 PRESETS: tuple[Preset, ...] = (
     tiny_arithmetic.PRESET,
     smollm2_arithmetic.PRESET,
     smollm2_calculator.PRESET,
-    smollm2_bfcl.PRESET,
+    smollm2_calculator_agent.PRESET,
 )
 DEFAULT = PRESETS[0]
 

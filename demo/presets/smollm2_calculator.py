@@ -74,8 +74,12 @@ WARMUP_TOOL_SHARE = 0.3
 """Share of the warm-up's gold episodes that use the tool; the rest answer directly (right)."""
 
 
-def warm_up(out: Path, args: argparse.Namespace, split: CalcSplit) -> tuple[Path, list[float]]:
-    """``args.warmup_sft_steps`` LoRA steps on gold episodes, merged; (model folder, losses)."""
+def warm_up(
+    out: Path, args: argparse.Namespace, split: CalcSplit, wrap_tool_results: bool = True
+) -> tuple[Path, list[float]]:
+    """``args.warmup_sft_steps`` LoRA steps on gold episodes, merged; (model folder, losses).
+    ``wrap_tool_results``: the tool results in ``<tool_response>`` tags, as the env sends them to a
+    template that ignores ``tools=`` (an agent program sends them as they are)."""
     from atroposlib.envkit.calculator_task import direct_transcript, gold_transcript
     from demo.chat_sft import lora_model, save_merged, sft_steps
 
@@ -87,7 +91,9 @@ def warm_up(out: Path, args: argparse.Namespace, split: CalcSplit) -> tuple[Path
             problem = split.train_problem(rng)
             tool = rng.random() < WARMUP_TOOL_SHARE
             out.append(
-                gold_transcript(problem, system) if tool else direct_transcript(problem, system)
+                gold_transcript(problem, system, wrap_tool_results)
+                if tool
+                else direct_transcript(problem, system)
             )
         return out
 
@@ -106,13 +112,20 @@ def warm_up(out: Path, args: argparse.Namespace, split: CalcSplit) -> tuple[Path
 
 def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Import the model (once), measure it, warm it up, measure the RL starting point."""
+    return prepare_episodes(out, args, wrap_tool_results=True)
+
+
+def prepare_episodes(
+    out: Path, args: argparse.Namespace, wrap_tool_results: bool
+) -> dict[str, Any]:
+    """``prepare`` for episodes whose tool results are wrapped or not (``warm_up``)."""
     from demo.model_size import checkpoint_params
     from demo.tool_episodes import summarize
 
     ensure_model()
     split = calc_split(args)
     t0 = time.perf_counter()
-    base = play_heldout(MODEL_CACHE, split)
+    base = play_heldout(MODEL_CACHE, split, wrap_tool_results=wrap_tool_results)
     write_episodes(out / "heldout_base.jsonl", base)
     print(
         f"[demo] base model on {len(base)} held-out questions: {summary_line(summarize(base))}",
@@ -126,8 +139,8 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
             f"({WARMUP_TOOL_SHARE:.0%} with the tool) ...",
             flush=True,
         )
-        start, losses = warm_up(out, args, split)
-        start_eps = play_heldout(start, split)
+        start, losses = warm_up(out, args, split, wrap_tool_results)
+        start_eps = play_heldout(start, split, wrap_tool_results=wrap_tool_results)
         print(f"[demo] RL starting point: {summary_line(summarize(start_eps))}", flush=True)
     write_episodes(out / "heldout_rl_start.jsonl", start_eps)
     return {
@@ -139,6 +152,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         "base": summarize(base),
         "rl_start": summarize(start_eps),
         "warmup_losses": losses,
+        "wrap_tool_results": wrap_tool_results,
     }
 
 
