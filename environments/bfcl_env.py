@@ -211,11 +211,6 @@ class BfclEnv(BaseEnv):
             generation_parameters={"temperature": 0.0, "max_tokens": cfg.max_answer_tokens},
         )
 
-    async def cleanup(self) -> None:
-        checker: Optional[BfclChecker] = getattr(self, "checker", None)
-        if checker is not None:
-            checker.close()
-
 
 if __name__ == "__main__":
     BfclEnv.cli()

@@ -91,7 +91,7 @@ def test_evaluate_reports_each_category_and_bfcls_aggregate(gold_by_question, tm
             try:
                 await env.evaluate()
             finally:
-                await env.cleanup()
+                env.checker.close()
 
         asyncio.run(run())
     samples = [
@@ -127,7 +127,7 @@ def test_a_training_group_is_rewarded_by_the_official_verdict(gold_by_question):
             try:
                 return await env.collect_trajectories(entry)
             finally:
-                await env.cleanup()
+                env.checker.close()
 
         group, backlog = asyncio.run(run())
     assert backlog == [] and sorted(group.scores) == [0.0, 1.0]
