@@ -40,7 +40,8 @@ class SessionState:
     max_turns: Optional[int] = None
     turns: int = 0  # chat completions served
     turn_limit_hit: bool = False  # a completion was refused because max_turns were served
-    # per completion the client received: {"prompt_token_ids": [...], "token_ids": [[...] per choice]}
+    # per completion the client received: {"prompt_token_ids": [...], "token_ids": [[...] per
+    # choice], "temperature": what it was sampled at}
     completions: list[dict[str, Any]] = field(default_factory=list)
 
     def recorded_nodes(self) -> list[Any]:

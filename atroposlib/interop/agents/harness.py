@@ -23,7 +23,9 @@ framework that replays the model's tool calls as it wrote them; one per turn for
 history as text, counted by the proxy as history edits, ``agent/history_edits``); each carries
 ``overrides`` ``{"episode": ..., "token_exact": ...}`` (the node checked against the backend's own ids,
 ``exactness``; a difference is counted in ``train/token_drifts``) and the weights versions that
-generated it, which go into the item's generation log too. A program that cannot be imported or
+generated it, which go into the item's generation log too; the group's ``generation_params`` say
+the temperature its completions were sampled at, when they all were at one (what a trainer reading
+tempered log-probabilities divides by). A program that cannot be imported or
 started is one ``ConfigError`` line at start-up, not a run of unavailable episodes.
 """
 
@@ -121,6 +123,7 @@ class AgentEpisode:
     nodes: list[SequenceNode] = field(default_factory=list)
     problems: list[Optional[str]] = field(default_factory=list)  # per node: None when exact
     turns: int = 0
+    temperatures: set[float] = field(default_factory=set)  # what its completions were sampled at
 
     def record(self) -> dict[str, Any]:
         return {
@@ -242,6 +245,7 @@ class AgentHarnessEnv(BaseEnv):
             recorded.nodes,
             [node_problem(n.tokens, n.masked_tokens, turns) for n in recorded.nodes],
             recorded.turns,
+            {float(c["temperature"]) for c in recorded.completions if "temperature" in c},
         )
 
     def count(self, episode: AgentEpisode) -> None:
@@ -264,7 +268,9 @@ class AgentHarnessEnv(BaseEnv):
         episodes = await asyncio.gather(
             *(self.play(item, self.settings.temperature) for _ in range(self.config.group_size))
         )
-        group = self.group_builder()
+        sampled = set().union(*(e.temperatures for e in episodes))
+        params = {"temperature": sampled.pop()} if len(sampled) == 1 else None
+        group = self.group_builder(generation_params=params)
         for episode in episodes:
             self.count(episode)
             for node, problem in zip(episode.nodes, episode.problems, strict=True):

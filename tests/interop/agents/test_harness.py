@@ -85,6 +85,7 @@ def test_a_callable_agent_trains_through_the_harness(fake):
     env, [group] = asyncio.run(_play(fake, f"{AGENTS}:tool_loop", items=1))
     data = group.as_group()
     assert data["scores"] == [1.0, 1.0] and len(data["tokens"]) == 2  # one node per episode
+    assert data["generation_params"] == {"temperature": 1.0}  # the proxy's default: sampled at 1
     for tokens, masks, over in zip(data["tokens"], data["masks"], data["overrides"], strict=True):
         assert over["token_exact"] is True and over["episode"]["outcome"] == "answered"
         assert over["episode"]["turns"] == 2 and over["episode"]["nodes"] == 1

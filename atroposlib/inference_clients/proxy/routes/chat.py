@@ -76,6 +76,7 @@ async def chat(
     ids = {
         "prompt_token_ids": list((result.model_extra or {}).get("prompt_token_ids") or []),
         "token_ids": [generated_ids(ch) for ch in result.choices],
+        "temperature": req.temperature,
     }
     s.completions.append(ids)
 
