@@ -309,7 +309,10 @@ class AgentHarnessEnv(BaseEnv):
             generation_parameters={"temperature": temperature},
         )
 
-    async def cleanup(self) -> None:
+    async def shutdown(self) -> None:
+        """Stop the persistent agent program and the in-process proxy. Not ``cleanup()``: the
+        runtime calls that after every item (Atropos's rule). At the process's exit both go by
+        themselves (the program's stdin closes; the proxy's thread is a daemon)."""
         program = getattr(self, "program", None)
         if program is not None:
             await program.close()

@@ -74,9 +74,10 @@ async def _play(fake, program: str, items: int = 1, **agent: Any) -> tuple[Any, 
         await env.setup()
         for _ in range(items):
             group, _ = await env.collect_trajectories(await env.get_next_item())
+            await env.cleanup()  # the runtime's after-item hook: the harness keeps running
             groups.append(group)
     finally:
-        await env.cleanup()
+        await env.shutdown()
         await env.server.close()
     return env, groups
 
