@@ -17,6 +17,9 @@ bash scripts/setup_openenv.sh
 bash scripts/setup_verifiers.sh
 # TRL (GRPOTrainer, CPU torch) + openenv's client for the TRL interop test; never fails, it skips instead.
 bash scripts/setup_trl.sh
+# bubblewrap, podman (a locally built base image) and Harbor in its Python 3.12 environment for the Harbor
+# tier (tests/interop/harbor); never fails, what cannot be set up skips with the reason.
+bash scripts/setup_harbor.sh
 # BFCL's official checker (bfcl-eval, a light install) for the BFCL tests; never fails, they skip instead.
 bash scripts/setup_bfcl.sh
 # The agent frameworks (openai, openai-agents, smolagents, mini-swe-agent + litellm, langchain-openai,
