@@ -11,9 +11,9 @@ AST checker accepts the answer.
 1. **Measure the base model** on the held-out set: a fixed stratified subsample of BFCL's non-live AST
    categories (``--heldout`` entries of each of simple_python, multiple, parallel, parallel_multiple),
    greedy, through vLLM (``demo.bfcl_heldout``).
-2. **Warm-up** (``--warmup-sft-steps``, its own row): a few LoRA steps on gold answers of single-call
-   training items (live_simple, live_multiple), merged into the weights (``demo.chat_sft``): the format,
-   not the parallel calls, which are left to RL.
+2. **Warm-up** (``--warmup-sft-steps``, its own row): a few LoRA steps on gold answers of training
+   items, merged into the weights (``demo.chat_sft``): mostly single calls (live_simple, live_multiple),
+   a fifth composed several-call items: the format, and multi-call answers RL can then reinforce.
 3. **Measure the RL starting point** on the same entries, then run RL from it.
 4. **Measure the end**: the starting point plus the trainer's last adapter (``demo.bfcl_report``).
 
@@ -59,6 +59,9 @@ DEFAULTS = {
 WARMUP_BATCH = 2  # 8 answers of ~700 tokens held 14 GB in fp32; 2 hold under 4
 WARMUP_LR = 5e-4
 WARMUP_SOURCES = ("live_simple", "live_multiple")
+WARMUP_SEVERAL_SHARE = 0.2
+"""Share of the warm-up's gold answers with several calls (composed items); the rest are single calls.
+RL then has multi-call answers to reinforce, as the calculator's warm-up shows the tool now and then."""
 COMPOSED = 300  # composed training items of each kind (parallel, parallel_multiple)
 
 
@@ -79,14 +82,18 @@ def training_pool(checker: Any, seed: int) -> Any:
 
 
 def warm_up(out: Path, args: argparse.Namespace, pool: Any) -> tuple[Path, list[float]]:
-    """``args.warmup_sft_steps`` LoRA steps on gold answers of single-call items, merged."""
+    """``args.warmup_sft_steps`` LoRA steps on gold answers (mostly single calls), merged."""
     from atroposlib.interop.bfcl import gold_text
     from demo.chat_sft import lora_model, save_merged, sft_steps
 
     singles = [e for e in pool.items if e.category in WARMUP_SOURCES]
+    several = [e for e in pool.items if e.parts]
 
     def sample(rng: Any, n: int) -> list[list[dict[str, Any]]]:
-        chosen = rng.sample(singles, n)
+        chosen = [
+            rng.choice(several if rng.random() < WARMUP_SEVERAL_SHARE else singles)
+            for _ in range(n)
+        ]
         return [
             e.chat() + [{"role": "assistant", "content": gold_text(e.ground_truth)}] for e in chosen
         ]
@@ -134,8 +141,8 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         losses: list[float] = []
         if args.warmup_sft_steps > 0:
             print(
-                f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on gold answers of single-call "
-                "training items ...",
+                f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on gold answers of training items "
+                f"({WARMUP_SEVERAL_SHARE:.0%} with several calls) ...",
                 flush=True,
             )
             start, losses = warm_up(out, args, pool)
