@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from atroposlib.interop.bfcl import BfclChecker, bfcl_missing, gold_text
+from atroposlib.interop.bfcl import LIVE_AST, BfclChecker, bfcl_missing, gold_text
+from atroposlib.interop.bfcl.gold import gold_arguments
 from atroposlib.runtime.config_loader import load_config
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
 
@@ -30,7 +31,7 @@ def gold_by_question():
     if reason:
         pytest.skip(reason)
     with BfclChecker.start() as checker:
-        loaded = checker.load(["simple_python", "parallel", "irrelevance", "live_simple"])
+        loaded = checker.load(list(LIVE_AST) + ["simple_python", "parallel", "irrelevance"])
     return {
         e.question: (e, gold_text(e.ground_truth) if e.ground_truth else "I cannot help.")
         for rows in loaded.values()
@@ -114,6 +115,53 @@ def test_evaluate_reports_each_category_and_bfcls_aggregate(gold_by_question, tm
     assert "eval/non_live_ast" not in metrics  # multiple and parallel_multiple were not asked
 
 
+def test_fc_mode_reads_hermes_tool_calls_through_the_managed_server(gold_by_question, tmp_path):
+    """FC mode: the tools go in a Hermes system prompt (the tiny ChatML template ignores tools=), the
+    reply's <tool_call> blocks are parsed by the managed server, and the checker takes the calls with
+    BFCL's FC names (``.`` as ``_``)."""
+
+    def reply(prompt: str, body: dict) -> str:
+        assert "<tools>" in prompt  # the tools reached the model
+        for question, (entry, _) in gold_by_question.items():
+            if question in prompt and entry.category == "parallel":
+                calls = [
+                    {"name": name.replace(".", "_"), "arguments": gold_arguments(accepted)}
+                    for call in entry.ground_truth
+                    for name, accepted in call.items()
+                ]
+                return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+        return "no idea"
+
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responder=reply, model="m") as fake:
+        env = _env(
+            fake,
+            "evaluate",
+            "--env.categories",
+            '["parallel"]',
+            "--env.per_category",
+            "4",
+            "--env.mode",
+            "fc",
+            "--env.max_answer_tokens",
+            "4096",  # the tiny byte-level tokenizer spends a token per character of the JSON
+            "--env.data_dir_to_save_evals",
+            str(tmp_path),
+        )
+
+        async def run() -> None:
+            await env.setup()
+            try:
+                await env.evaluate()
+            finally:
+                env.checker.close()
+
+        asyncio.run(run())
+    samples = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().split("\n") if x]
+    assert [s["valid"] for s in samples] == [True] * 4, samples[0]
+    assert all(s["calls"] and "." not in s["calls"][0]["name"] for s in samples)
+    assert not any(s["cut"] for s in samples)
+
+
 def test_a_training_group_is_rewarded_by_the_official_verdict(gold_by_question):
     entry, gold = next(v for v in gold_by_question.values() if v[0].category == "live_simple")
     with FakeOpenAIServer(
@@ -138,9 +186,52 @@ def test_a_training_group_is_rewarded_by_the_official_verdict(gold_by_question):
     assert group.overrides == [{"bfcl_id": entry.id, "category": "live_simple"}] * 2
 
 
-def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+def test_process_trains_through_the_runtime_on_checker_verdicts(gold_by_question, tmp_path):
+    """``process`` (the runtime's loop: items from the pool, cleanup after each) writes groups whose
+    rewards are the official verdicts: gold answers to live questions valid, the rest not."""
+
+    def reply(prompt: str, body: dict) -> str:
+        for question, (entry, gold) in gold_by_question.items():
+            if entry.category.startswith("live") and question in prompt:
+                return gold
+        return "Sorry, I cannot."
+
+    out = tmp_path / "groups.jsonl"
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responder=reply, model="m") as fake:
+        done = _cli(
+            "--env.tokenizer_name",
+            str(tiny_tokenizer_dir()),
+            "--openai.base_url",
+            fake.base_url,
+            "--openai.model_name",
+            "m",
+            "--openai.server_type",
+            "vllm",
+            "--env.total_steps",
+            "3",
+            "--env.group_size",
+            "2",
+            "--env.ensure_scores_are_not_same",
+            "false",
+            "--env.data_path_to_save_groups",
+            str(out),
+            *ROOM,
+            sub="process",
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    groups = [json.loads(line) for line in out.read_text().split("\n") if line]
+    assert len(groups) == 3
+    for group in groups:
+        notes = [m[-1]["content"] for m in group["messages"]]
+        assert group["scores"] == [1.0 if n == "valid" else 0.0 for n in notes]
+        live = group["overrides"][0]["category"].startswith("live")
+        # a live entry gets its gold answer (valid); a composed one only a part's (a wrong call)
+        assert all(n == "valid" for n in notes) if live else not any(n == "valid" for n in notes)
+
+
+def _cli(*args: str, sub: str = "evaluate", **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "environments" / "bfcl_env.py"), "evaluate", *args],
+        [sys.executable, str(REPO / "environments" / "bfcl_env.py"), sub, *args],
         capture_output=True,
         text=True,
         timeout=120,

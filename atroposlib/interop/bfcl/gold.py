@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def _first_values(accepted: Mapping[str, Any]) -> dict[str, Any]:
+def gold_arguments(accepted: Mapping[str, Any]) -> dict[str, Any]:
     """``{param: [accepted values]}`` as ``{param: first value}``, optional ones left out (a value
     that is not a list of accepted values is taken as it is)."""
     out = {}
@@ -25,7 +25,7 @@ def gold_value(value: Any) -> Any:
     """An accepted value as the model should write it: a dict value is itself a mapping of keys to
     accepted values (BFCL nests them), so its keys take their first values too, also inside lists."""
     if isinstance(value, dict):
-        return _first_values(value)
+        return gold_arguments(value)
     if isinstance(value, list):
         return [gold_value(v) if isinstance(v, dict) else v for v in value]
     return value
@@ -33,7 +33,7 @@ def gold_value(value: Any) -> Any:
 
 def gold_call(name: str, accepted: Mapping[str, Any]) -> str:
     """One call, ``name(param=value, ...)``, with the first accepted value of each given parameter."""
-    args = ", ".join(f"{k}={v!r}" for k, v in _first_values(accepted).items())
+    args = ", ".join(f"{k}={v!r}" for k, v in gold_arguments(accepted).items())
     return f"{name}({args})"
 
 
@@ -43,4 +43,4 @@ def gold_text(ground_truth: Sequence[Mapping[str, Mapping[str, Any]]]) -> str:
     return f"[{', '.join(calls)}]"
 
 
-__all__ = ["gold_call", "gold_text", "gold_value"]
+__all__ = ["gold_arguments", "gold_call", "gold_text", "gold_value"]

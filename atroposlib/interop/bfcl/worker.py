@@ -180,8 +180,12 @@ class Bfcl:
 
     def decode(self, item: dict[str, Any], return_format: Any) -> Any:
         """What BFCL's handler makes of the answer: prompt mode through its Python-call decoder, FC
-        mode as ``[{name: arguments}]`` (arguments given as JSON text are parsed, as its FC handlers do)."""
+        mode as ``[{name: arguments}]`` (arguments given as JSON text are parsed, as its FC handlers do;
+        a reply without calls does not decode, as there)."""
         if item.get("mode", "prompt") == "fc":
+            if not item.get("calls"):
+                # BFCL's FC handlers decode a reply without tool calls as a failure (no call made)
+                raise ValueError("the reply holds no tool call")
             decoded = []
             for call in item.get("calls") or []:
                 arguments = call.get("arguments")

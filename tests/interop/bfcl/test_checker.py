@@ -77,8 +77,15 @@ def test_fc_mode_sends_dots_as_underscores_and_takes_json_arguments(bfcl_checker
         {"name": "spotify_play", "arguments": {"artist": "Maroon 5", "duration": 15}},
     ]
     bad_json = [{"name": "spotify_play", "arguments": '{"artist": '}]
-    v = bfcl_checker.check([Answer(entry.id, calls=calls), Answer(entry.id, calls=bad_json)])
-    assert v[0].valid and not v[1].valid and v[1].malformed
+    v = bfcl_checker.check(
+        [
+            Answer(entry.id, calls=calls),
+            Answer(entry.id, calls=bad_json),
+            Answer(entry.id, calls=[]),
+        ]
+    )
+    assert v[0].valid and [x.valid for x in v[1:]] == [False, False]
+    assert v[1].malformed and v[2].malformed  # no call at all: no decode, as BFCL's FC handlers
 
 
 def test_a_bad_request_is_one_line_and_the_worker_goes_on(bfcl_checker):
