@@ -46,7 +46,6 @@ class BfclChecker:
         self._seq = 0
         self.version = ""
         self.categories: tuple[str, ...] = ()
-        self._entries: dict[str, BfclEntry] = {}
 
     @classmethod
     def start(cls, python: Optional[str] = None) -> BfclChecker:
@@ -105,13 +104,12 @@ class BfclChecker:
         return chosen
 
     def load(self, categories: Iterable[str]) -> dict[str, list[BfclEntry]]:
-        """The test entries of each category, in BFCL's order (kept here by id as well)."""
+        """The test entries of each category, in BFCL's order (the worker keeps them for ``check``)."""
         wanted = self.require_categories(categories)
         reply = self._request({"op": "load", "categories": wanted})
         out: dict[str, list[BfclEntry]] = {}
         for category, rows in reply["entries"].items():
             out[category] = [BfclEntry.from_worker(row) for row in rows]
-            self._entries.update((e.id, e) for e in out[category])
         return out
 
     def compose(self, items: Sequence[tuple[str, Sequence[str], str]]) -> list[BfclEntry]:
@@ -123,9 +121,7 @@ class BfclChecker:
                 "items": [{"id": i, "parts": list(p), "category": c} for i, p, c in items],
             }
         )
-        made = [BfclEntry.from_worker(row) for row in reply["entries"]]
-        self._entries.update((e.id, e) for e in made)
-        return made
+        return [BfclEntry.from_worker(row) for row in reply["entries"]]
 
     def check(self, answers: Sequence[Answer]) -> list[Verdict]:
         """The official verdict on each answer (same order), in requests of ``CHECK_CHUNK``."""
