@@ -11,6 +11,7 @@ flags are refused by argparse, in one line.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -26,6 +27,7 @@ from pydantic import (
 )
 
 from atroposlib.errors import ConfigError
+from atroposlib.inference.config import API_KEY_ENV as ENGINE_API_KEY_ENV
 from atroposlib.inference_clients.registry import refreshable_server_types
 from atroposlib.utils.cli import CliParser
 from atroposlib.utils.settings_cli import (
@@ -240,6 +242,12 @@ class TrainingConfig(BaseModel):
     vllm_port: int = Field(9001, gt=0, lt=65536, description="Port of the inference server.")
     inference_urls: list[Annotated[str, AfterValidator(check_base_url)]] = Field(
         [], description="Inference server base URLs (default: http://127.0.0.1:<vllm_port>)."
+    )
+    inference_api_key: Optional[str] = Field(
+        default_factory=lambda: os.environ.get(ENGINE_API_KEY_ENV) or None,
+        description="Bearer key sent with every request the trainer makes to the inference servers "
+        "(weight reloads, LoRA loads, probes): our engine's or vLLM's --api-key. Default: "
+        "$ATROPOS_ENGINE_API_KEY (prefer it: a flag shows in ps).",
     )
     inference_command: Optional[str] = Field(
         None,

@@ -30,7 +30,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
 import torch
 
 from atroposlib.errors import WeightTransferError
@@ -71,7 +70,7 @@ class TransferRefresh(WeightRefresh):
         super().__init__(cfg)
         self.device = device or torch.device("cpu")
         self.timeout_s = cfg.transfer_timeout_s
-        self._http = httpx.Client(timeout=cfg.transfer_timeout_s)
+        self._http = self.http_client(cfg.transfer_timeout_s)
         self.servers = [WeightTransferClient(self._http, url) for url in self.urls]
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.servers)))
         self.group: Optional[TransferGroup] = None

@@ -73,6 +73,14 @@ class WeightRefresh:
         self._written: list[str] = []  # weight folders this trainer wrote, oldest first
         self._unlabelled: set[str] = set()  # servers that cannot label their weights
 
+    def http_client(self, timeout: float) -> httpx.Client:
+        """A client for the inference servers, sending the trainer's key (``inference_api_key``)
+        when one is set."""
+        key = self.cfg.inference_api_key
+        return httpx.Client(
+            timeout=timeout, headers={"Authorization": f"Bearer {key}"} if key else {}
+        )
+
     def prepare_model(self, model: Any, resume_from: Optional[str] = None) -> Any:
         """Wrap the freshly loaded model if the mode needs it (``resume_from``: a checkpoint folder)."""
         return model
@@ -208,7 +216,7 @@ class ReloadRefresh(WeightRefresh):
 
     def __init__(self, cfg: TrainingConfig, timeout: float = 120.0) -> None:
         super().__init__(cfg)
-        self._http = httpx.Client(timeout=timeout)
+        self._http = self.http_client(timeout)
         self._loads = BackgroundLoad(cfg.async_refresh)
         # the newest completed push: (trainer step of its weights, first server's version, seconds)
         self._done: Optional[tuple[int, Any, float]] = None
@@ -399,7 +407,7 @@ class RestartRefresh(WeightRefresh):
             raise InferenceError(
                 f"restart: inference server did not come up ({e}); see {self.log_path}"
             ) from e
-        with httpx.Client(timeout=30.0) as http:
+        with self.http_client(30.0) as http:
             self._label(http, step)
 
     def _stop(self, grace: float = 10.0) -> None:
@@ -486,7 +494,7 @@ class LoraRefresh(WeightRefresh):
 
     def __init__(self, cfg: TrainingConfig) -> None:
         super().__init__(cfg)
-        self._http = httpx.Client(timeout=120.0)
+        self._http = self.http_client(120.0)
         self._model: Any = None
         self._published = False
         self._loads = BackgroundLoad(cfg.async_lora_load)
