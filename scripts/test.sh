@@ -32,7 +32,11 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
   GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
 # --durations: the slowest tests are printed with every run, to keep the suite inside its ~20-minute budget.
-.venv/bin/python -m pytest -q --durations=25 "$@"
+# -n: the tests run in ATROPOS_TEST_WORKERS pytest-xdist workers (default 2: much of the suite waits on
+# servers and subprocesses); --dist loadgroup keeps each test file, and each folder whose session
+# servers are shared (tests/conftest.py's SHARED_FIXTURE_GROUPS), on one worker. ATROPOS_TEST_WORKERS=0
+# runs everything in this one process.
+.venv/bin/python -m pytest -q -n "${ATROPOS_TEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is a broken suite, not a pass.

@@ -106,3 +106,43 @@ def net_hosts() -> Iterator[Callable[..., object]]:
             return stack.enter_context(make_hosts(count, **kw))
 
         yield make
+
+
+# Tests whose expensive session fixtures (servers, clusters, installs) must be made once per run: each
+# folder named here runs on one pytest-xdist worker, as one group. Every other test file is a group of
+# its own (its module-scoped servers are started once, on one worker). scripts/test.sh runs the suite
+# with ``--dist loadgroup``; without xdist the marks change nothing.
+SHARED_FIXTURE_GROUPS = {
+    "tests/real_vllm": "real-vllm",  # dev_vllm: two vLLM servers started together for the session
+}
+# groups that take longest go first, so that no worker is left with a long one at the end
+LONG_GROUPS_FIRST = (
+    "real-vllm",
+    "tests/launch/test_ray_hosts.py",
+    "tests/launch/test_slurm_hosts.py",
+)
+
+
+def _xdist_group(item: pytest.Item) -> str:
+    path = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parent.parent)
+    for folder, group in SHARED_FIXTURE_GROUPS.items():
+        if path.is_relative_to(folder):
+            return group
+    return path.as_posix()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+
+    def rank(item: pytest.Item) -> int:
+        group = item.get_closest_marker("xdist_group")
+        name = (
+            group.args[0] if group and group.args else group.kwargs.get("name", "") if group else ""
+        )
+        return (
+            LONG_GROUPS_FIRST.index(name) if name in LONG_GROUPS_FIRST else len(LONG_GROUPS_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: the order inside each rank is the collection order
