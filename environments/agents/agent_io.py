@@ -20,7 +20,7 @@ harness reads it there, so a framework that prints to stdout cannot garble it).
 the framework is imported once, not once an episode: each line on stdin is a task as JSON (``id``,
 ``base_url``, ``api_key``, ``model``, ``task``, ``max_tokens``, ``temperature``), played in a thread
 of its own, and each result is one stdout line ``ATROPOS_AGENT_RESULT {"id", "answer"}`` (or
-``"error"``).
+``"error"``); ``ATROPOS_AGENT_READY`` goes first, once the framework is imported.
 
 The calculator is the task's one tool: ``calculator(expression)`` evaluates ``+ - * /`` on numbers and
 answers ``{"result": value}`` as JSON, what atroposlib's calculator env answers. ``SYSTEM_PROMPT`` lists
@@ -146,6 +146,8 @@ def serve(solve: Callable[[Task], str]) -> None:
             sys.stdout.write("\nATROPOS_AGENT_RESULT " + json.dumps(result) + "\n")
             sys.stdout.flush()
 
+    sys.stdout.write("\nATROPOS_AGENT_READY\n")  # the framework is imported: tasks can come
+    sys.stdout.flush()
     for line in sys.stdin:
         if line.strip():
             threading.Thread(target=play, args=(json.loads(line),), daemon=True).start()

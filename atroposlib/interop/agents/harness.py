@@ -180,6 +180,7 @@ class AgentHarnessEnv(BaseEnv):
         s = self.settings
         self.program = AgentProgram.parse(s.program, persistent=s.mode == "persistent")
         self.program.check()
+        await self.program.start()
         self.host: Optional[ProxyHost] = None
         key = s.proxy_api_key or os.environ.get("ATROPOS_PROXY_API_KEY") or None
         if s.proxy_url is None:

@@ -18,7 +18,9 @@
   started once and given one task a line on stdin as JSON (``id``, ``base_url``, ``api_key``,
   ``model``, ``task``, ``max_tokens``, ``temperature``), and answers each with a stdout line
   ``ATROPOS_AGENT_RESULT {"id", "answer"}`` (or ``"error"``; the example programs' ``--serve``), so
-  a framework is imported once, not once an episode. An episode past its limit is given up (its
+  a framework is imported once, not once an episode. It prints ``ATROPOS_AGENT_READY`` once it can
+  take tasks: ``start()`` waits for it, so a program that cannot start is one line at start-up. An
+  episode past its limit is given up (its
   session is closed under it); a process that exits fails its episodes in flight and is started again
   for the next.
 
@@ -96,6 +98,9 @@ class AgentProgram(ABC):
     @abstractmethod
     async def run(self, call: AgentCall, timeout: float) -> AgentOutcome:
         """One run of the program on ``call``, at most ``timeout`` seconds."""
+
+    async def start(self) -> None:  # noqa: B027 - a hook most programs need not fill
+        """Start what the program keeps running between episodes (nothing, unless persistent)."""
 
     async def close(self) -> None:  # noqa: B027 - a hook most programs need not fill
         """Stop what the program keeps running between episodes (nothing, unless persistent)."""
@@ -236,6 +241,8 @@ class CommandAgent(AgentProgram):
 
 
 RESULT_PREFIX = "ATROPOS_AGENT_RESULT "
+READY_LINE = "ATROPOS_AGENT_READY"
+START_TIMEOUT_S = 180.0
 
 
 class PersistentCommandAgent(CommandAgent):
@@ -249,6 +256,7 @@ class PersistentCommandAgent(CommandAgent):
         self._readers: list[asyncio.Task[None]] = []
         self.starts = 0  # processes started (one, unless one exited)
         self._starting: Optional[asyncio.Lock] = None
+        self._ready: Optional[asyncio.Event] = None
 
     async def _process(self) -> asyncio.subprocess.Process:
         if self._starting is None:
@@ -269,6 +277,7 @@ class PersistentCommandAgent(CommandAgent):
                 limit=16 * 1024 * 1024,
             )
             self.starts += 1
+            self._ready = asyncio.Event()
             self._readers = [
                 asyncio.ensure_future(self._read_results(self._proc)),
                 asyncio.ensure_future(self._read_errors(self._proc)),
@@ -279,6 +288,8 @@ class PersistentCommandAgent(CommandAgent):
         assert proc.stdout is not None
         async for raw in proc.stdout:
             line = raw.decode(errors="replace").strip()
+            if line == READY_LINE and self._ready is not None:
+                self._ready.set()
             if not line.startswith(RESULT_PREFIX):
                 continue
             try:
@@ -327,6 +338,28 @@ class PersistentCommandAgent(CommandAgent):
             return AgentOutcome("crashed", None, str(result["error"])[:TAIL_CHARS], seconds)
         return AgentOutcome("done", str(result.get("answer", "")).strip(), "", seconds)
 
+    async def start(self) -> None:
+        """Start the process and wait until it says ``ATROPOS_AGENT_READY`` (its imports done): one
+        that exits first, or stays silent for ``START_TIMEOUT_S``, is a ``ConfigError`` line."""
+        proc = await self._process()
+        assert self._ready is not None
+        ready = asyncio.ensure_future(self._ready.wait())
+        exited = asyncio.ensure_future(proc.wait())
+        await asyncio.wait({ready, exited}, timeout=START_TIMEOUT_S, return_when="FIRST_COMPLETED")
+        ready.cancel()
+        if exited.done():
+            await asyncio.sleep(0.2)  # let the stderr reader take the last lines
+            tail = " | ".join(self._stderr)[-TAIL_CHARS:]
+            raise ConfigError(
+                f"--agent.program: the agent exited at start-up ({proc.returncode}): {tail}"
+            )
+        exited.cancel()
+        if not self._ready.is_set():
+            raise ConfigError(
+                f"--agent.program: the agent did not say {READY_LINE} within {START_TIMEOUT_S:g} s "
+                "(a persistent program prints it once it can take tasks)"
+            )
+
     async def close(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
             _kill_group(self._proc)
@@ -343,6 +376,7 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 __all__ = [
+    "READY_LINE",
     "RESULT_PREFIX",
     "AgentCall",
     "AgentOutcome",

@@ -125,9 +125,11 @@ def test_a_program_that_cannot_start_is_one_line_at_start_up(fake):
         ("no-such-agent-program --flag", "'no-such-agent-program' is not an executable program"),
         (f"{sys.executable} /no/such/agent.py", "the script '/no/such/agent.py' does not exist"),
         ("{python:nonesuch} x.py", "unknown framework"),
+        (f"{sys.executable} -c 'import nope_module'", "exited at start-up"),
     ):
+        persistent = {"mode": "persistent"} if "exited" in words else {}
         with pytest.raises(ConfigError, match=re.escape(words)):
-            asyncio.run(_play(fake, program))
+            asyncio.run(_play(fake, program, **persistent))
 
 
 def test_the_openai_agents_example_trains_through_process(fake, tmp_path):
