@@ -9,8 +9,9 @@ name; the command runs as uid 1000 inside, in a new session, and dies with its p
 
 The limits (``run_limited``): the process runs as a host uid of its own when we are root (``user``:
 a fresh unprivileged uid for each trial, so nothing it does counts against, or can touch, another
-trial), with resource limits on address space, processes and file size, and no core dumps; its output (stdout and
-stderr together, in order) is kept up to ``max_output_bytes`` and the rest counted; past
+trial: ``setpriv``), with resource limits on address space, processes and file size, and no core
+dumps (``prlimit``); its output (stdout and stderr together, in order) is kept up to
+``max_output_bytes`` and the rest counted; past
 ``timeout_s`` the whole process group is killed (SIGKILL), and with bubblewrap's process namespace
 every process the command started dies with it, daemons and ``setsid`` children included.
 
@@ -21,11 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import shutil
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -63,6 +63,8 @@ def missing_bwrap() -> Optional[str]:
     """One line naming what is missing for the host sandbox, or None."""
     if shutil.which("bwrap") is None:
         return "the host sandbox needs bubblewrap: install the Debian package bubblewrap (apt-get install bubblewrap)"
+    if shutil.which("prlimit") is None or shutil.which("setpriv") is None:
+        return "the host sandbox needs prlimit and setpriv: install the Debian package util-linux"
     return None
 
 
@@ -121,20 +123,23 @@ async def _drain(stream: asyncio.StreamReader, keep: int) -> tuple[bytes, int]:
     return bytes(kept), dropped
 
 
-def _resource_limits(limits: CommandLimits) -> Callable[[], None]:
-    """What the child sets before it runs bubblewrap (lowering a limit needs no privilege)."""
-    caps = {
-        resource.RLIMIT_AS: limits.memory_mb * 2**20,
-        resource.RLIMIT_NPROC: limits.max_processes,
-        resource.RLIMIT_FSIZE: limits.max_file_mb * 2**20,
-        resource.RLIMIT_CORE: 0,
-    }
-
-    def apply() -> None:
-        for kind, value in caps.items():
-            resource.setrlimit(kind, (value, value))
-
-    return apply
+def _launcher(limits: CommandLimits, user: Optional[int]) -> list[str]:
+    """What runs bubblewrap: ``setpriv`` to the trial's uid (when given), then ``prlimit`` with the
+    caps (lowering a limit needs no privilege). Small programs exec'd in turn are cheaper than a
+    Python ``preexec_fn``, which makes a large parent (an env with torch loaded) fork instead of
+    spawn."""
+    drop = (
+        [] if user is None else ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+    )
+    return [
+        *drop,
+        "prlimit",
+        f"--as={limits.memory_mb * 2**20}",
+        f"--nproc={limits.max_processes}",
+        f"--fsize={limits.max_file_mb * 2**20}",
+        "--core=0",
+        "--",
+    ]
 
 
 def _kill_group(pid: int) -> None:
@@ -150,15 +155,12 @@ async def run_limited(
     """Run ``argv`` in a new process group (as ``user`` when given); see the module docstring."""
     start = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
+        *_launcher(limits, user),
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_resource_limits(limits),
-        user=user,
-        group=user,
-        extra_groups=[] if user is not None else None,
     )
     assert proc.stdout is not None
     reading = asyncio.ensure_future(_drain(proc.stdout, limits.max_output_bytes))
