@@ -17,12 +17,18 @@ already running on port P and ``ids.json`` naming the entries (``{"simple_python
         --root /tmp/bfcl-official --base-url http://127.0.0.1:P/v1 --model-dir MODEL --ids ids.json \\
         --temperature 0
 
+``--replay FILE`` (a ``heldout_*.jsonl`` of a BFCL demo run, or ``samples.jsonl`` of ``bfcl_env.py
+evaluate``) checks the scoring alone, entry by entry: a fake OpenAI server on loopback answers each
+question with the reply recorded for it, to both sides; every entry's verdict must be BFCL's (no vLLM,
+a minute or two).
+
 A benchmark (minutes to an hour on 2 CPU cores, depending on ``--per-category`` and how long the model's
 answers are); run it under ``flock /tmp/heavy.lock``. A model that calls functions some of the time
 makes a stronger check than the base SmolLM2 (0 everywhere): pass a trained one, e.g. a BFCL demo run's
 warm-up (``--model runs/demo-smollm2-bfcl/model/warm``).
 
     python bench/bfcl_crosscheck.py [--model DIR] [--per-category 25] [--seed 0] [--out runs/bfcl-crosscheck]
+        [--replay FILE]
 """
 
 from __future__ import annotations
@@ -124,6 +130,45 @@ def official_side(url: str, model: Path, entries: list[Any], out: Path) -> dict[
     return dict(json.loads(done.stdout.strip().split("\n")[-1]))
 
 
+def replay_server(model: Path, entries: list[Any], replies: dict[str, str]) -> Any:
+    """A fake OpenAI server answering each entry's question with its recorded reply."""
+    from atroposlib.testing import FakeOpenAIServer
+
+    by_question = sorted(entries, key=lambda e: -len(e.question))  # the longest match wins
+
+    def reply(prompt: str, body: dict[str, Any]) -> str:
+        for e in by_question:
+            if e.question in prompt:
+                return replies[e.id]
+        return ""
+
+    return FakeOpenAIServer(tokenizer=str(model), responder=reply, model=str(model)).start()
+
+
+def compare(ours: Any, official: dict[str, Any]) -> bool:
+    """Print both sides per category, with the entries whose verdicts differ; True when every
+    category is within ``TOLERANCE``."""
+    print(
+        f"{'category':<20} {'n':>4} {'atroposlib':>11} {'BFCL':>8} {'diff':>7}  entries differing"
+    )
+    ok = True
+    for category, score in ours.by_category().items():
+        theirs = official[category]
+        diff = score.accuracy - theirs["accuracy"]
+        ok &= abs(diff) <= TOLERANCE + 1e-9
+        failed = set(theirs.get("failed", {}))
+        differ = [
+            r.entry_id
+            for r in ours.results
+            if r.category == category and r.verdict.valid == (r.entry_id in failed)
+        ]
+        print(
+            f"{category:<20} {score.n:>4} {100 * score.accuracy:>10.1f} "
+            f"{100 * theirs['accuracy']:>8.1f} {100 * diff:>+7.1f}  {len(differ)} {differ[:5]}"
+        )
+    return ok
+
+
 def main() -> int:
     from atroposlib.interop.bfcl import BfclChecker, fixed_subsample
 
@@ -132,12 +177,28 @@ def main() -> int:
     p.add_argument("--per-category", type=int, default=25, help="entries per category (all: 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bfcl-crosscheck")
+    p.add_argument("--replay", type=Path, default=None, help="recorded replies (JSON lines)")
     args = p.parse_args()
     official_python()  # fail first, in one line, when the official side cannot run
     args.out.mkdir(parents=True, exist_ok=True)
     with BfclChecker.start() as checker:
-        entries = fixed_subsample(checker.load(CATEGORIES), args.per_category or None, args.seed)
-        proc, url = start_vllm(args.model, args.out / "vllm.log")
+        loaded = checker.load(CATEGORIES)
+        if args.replay:
+            rows = [json.loads(x) for x in args.replay.read_text().split("\n") if x.strip()]
+            replies = {r["id"]: r.get("text") or "" for r in rows}
+            entries = [e for group in loaded.values() for e in group if e.id in replies]
+            server = replay_server(args.model, entries, replies)
+            url, stop = server.base_url.removesuffix("/v1"), server.stop
+            where = f"replayed from {args.replay}"
+        else:
+            entries = fixed_subsample(loaded, args.per_category or None, args.seed)
+            proc, url = start_vllm(args.model, args.out / "vllm.log")
+            where = "real vLLM, greedy"
+
+            def stop() -> None:
+                proc.terminate()
+                proc.wait(60)
+
         try:
             t0 = time.perf_counter()
             ours = asyncio.run(our_side(url, args.model, entries, checker))
@@ -145,23 +206,15 @@ def main() -> int:
             official = official_side(url, args.model, entries, args.out)
             t_official = time.perf_counter() - t0 - t_ours
         finally:
-            proc.terminate()
-            proc.wait(60)
+            stop()
     with open(args.out / "ours.jsonl", "w") as fh:
         for r in ours.results:
             fh.write(json.dumps(r.record()) + "\n")
     print(
-        f"\n{args.model.name}, {len(entries)} entries, real vLLM, greedy; ours {t_ours:.0f}s, BFCL's {t_official:.0f}s"
+        f"\n{args.model.name}, {len(entries)} entries, {where}; ours {t_ours:.0f}s, "
+        f"BFCL's {t_official:.0f}s"
     )
-    print(f"{'category':<20} {'n':>4} {'atroposlib':>11} {'BFCL':>8} {'diff':>7}")
-    ok = True
-    for category, score in ours.by_category().items():
-        theirs = official[category]["accuracy"]
-        diff = score.accuracy - theirs
-        ok &= abs(diff) <= TOLERANCE + 1e-9
-        print(
-            f"{category:<20} {score.n:>4} {100 * score.accuracy:>10.1f} {100 * theirs:>8.1f} {100 * diff:>+7.1f}"
-        )
+    ok = compare(ours, official)
     print(f"target: every category within {100 * TOLERANCE:.0f} point: {'ok' if ok else 'MISSED'}")
     return 0 if ok else 1
 

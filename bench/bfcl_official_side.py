@@ -13,7 +13,8 @@ names kept as documented. Then it runs, in this process, what a user types:
 
 with ``$BFCL_PROJECT_ROOT`` at ``--root`` (where ``test_case_ids_to_generate.json`` names the entries,
 and BFCL writes ``result/`` and ``score/``) and ``REMOTE_OPENAI_BASE_URL`` at the server. It prints one
-JSON line: BFCL's accuracy and counts per category, read from its own score files.
+JSON line: BFCL's accuracy and counts per category and the entries it failed (with its error type),
+read from its own score files.
 
     python bench/bfcl_official_side.py --root DIR --base-url http://127.0.0.1:P/v1 --model-dir MODEL \\
         --ids ids.json [--temperature 0.001]
@@ -50,17 +51,19 @@ def register(model_dir: str) -> None:
 
 
 def scores(root: Path, categories: list[str]) -> dict[str, dict[str, float]]:
-    """BFCL's own figures per category: the first line of each of its score files."""
+    """BFCL's own figures per category: each score file's first line, and the failed entries after it."""
     out = {}
     for category in categories:
         found = sorted((root / "score").rglob(f"BFCL_v4_{category}_score.json"))
         if not found:
             raise SystemExit(f"bfcl_official_side: BFCL wrote no score file for {category}")
-        head = json.loads(found[0].read_text().split("\n", 1)[0])
+        lines = [json.loads(x) for x in found[0].read_text().split("\n") if x.strip()]
+        head = lines[0]
         out[category] = {
             "accuracy": head["accuracy"],
             "correct": head["correct_count"],
             "total": head["total_count"],
+            "failed": {row["id"]: row.get("error_type") for row in lines[1:]},
         }
     return out
 
