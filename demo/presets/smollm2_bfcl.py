@@ -179,7 +179,11 @@ def topology_parts(args: argparse.Namespace, model_dir: Path, out: Path) -> Topo
     trainer = {
         **lora_trainer_flags(args, model, out, seq_len=SEQ_LEN),
         "torch_threads": args.threads,
-        "micro_batch_tokens": 2 * SEQ_LEN,  # 2 sequences per micro-batch: a few GB of activations
+        "micro_batch_tokens": 2 * SEQ_LEN,
+        # a group shares its ~700-token prompt, so prefix sharing packs it into one row of ~2,000
+        # tokens; without recomputation its activations held 13 GB and the trainer was OOM-killed
+        # at step 23 of the first full run
+        "gradient_checkpointing": True,
     }
     return TopologyParts(
         inference=[vllm_with_lora(model, max_model_len=SEQ_LEN + 64)],
