@@ -227,11 +227,12 @@ class Bfcl:
         verdict = self.checker.ast_checker(
             ref["functions"], decoded, ref["ground_truth"], language, category, model
         )
-        return {
+        valid = bool(verdict["valid"])
+        return {  # the checker leaves its initial "...:unclear" error type on a valid verdict
             **result,
-            "valid": bool(verdict["valid"]),
-            "error_type": verdict.get("error_type"),
-            "errors": [str(e) for e in verdict.get("error", [])],
+            "valid": valid,
+            "error_type": None if valid else verdict.get("error_type"),
+            "errors": [] if valid else [str(e) for e in verdict.get("error", [])],
         }
 
     def _relevance(self, item: dict[str, Any], category: str) -> dict[str, Any]:

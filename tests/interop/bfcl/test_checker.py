@@ -42,6 +42,7 @@ def test_answers_that_are_no_calls_are_wrong_with_their_reason(bfcl_checker):
     texts = [right, "Sure! Here are the songs.", "", "[spotify.play(artist=", wrong_value, "[]"]
     v = bfcl_checker.check([Answer(entry.id, text=t) for t in texts])
     assert [x.valid for x in v] == [True, False, False, False, False, False]
+    assert v[0].error_type is None and v[0].errors == () and v[0].reason == "valid"
     # prose and broken syntax are no list of calls; an empty reply is an empty list (BFCL's decoder
     # reads "" as "[]"), so it is wrong for its count, as the official evaluator says
     assert [x.malformed for x in v] == [False, True, False, True, False, False]
