@@ -13,7 +13,8 @@ AST checker accepts the answer.
    greedy, through vLLM (``demo.bfcl_heldout``).
 2. **Warm-up** (``--warmup-sft-steps``, its own row): a few LoRA steps on gold answers of training
    items, merged into the weights (``demo.chat_sft``): mostly single calls (live_simple, live_multiple),
-   a fifth composed several-call items: the format, and multi-call answers RL can then reinforce.
+   ``WARMUP_SEVERAL_SHARE`` composed several-call items: the format, and multi-call answers RL can
+   then reinforce.
 3. **Measure the RL starting point** on the same entries, then run RL from it.
 4. **Measure the end**: the starting point plus the trainer's last adapter (``demo.bfcl_report``).
 
@@ -59,9 +60,11 @@ DEFAULTS = {
 WARMUP_BATCH = 2  # 8 answers of ~700 tokens held 14 GB in fp32; 2 hold under 4
 WARMUP_LR = 5e-4
 WARMUP_SOURCES = ("live_simple", "live_multiple")
-WARMUP_SEVERAL_SHARE = 0.2
+WARMUP_SEVERAL_SHARE = 0.4
 """Share of the warm-up's gold answers with several calls (composed items); the rest are single calls.
-RL then has multi-call answers to reinforce, as the calculator's warm-up shows the tool now and then."""
+RL then has multi-call answers to reinforce, as the calculator's warm-up shows the tool now and then.
+At 0.2 (the first full run) the RL start still wrote one call for 55 of 60 parallel questions and 84 of
+96 training groups were all-equal (no gradient)."""
 COMPOSED = 300  # composed training items of each kind (parallel, parallel_multiple)
 
 
