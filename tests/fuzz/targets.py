@@ -18,6 +18,7 @@ from typing import Any, Optional
 import httpx
 
 from tests.api.api_helpers import env_registration, group, registration
+from tests.fuzz.proxy_target import proxy_still_serves, start_proxy
 from tests.live_servers import LiveServer, engine_server, run_api_server
 
 EXPLICIT = {"X-Atropos-Ack": "explicit"}
@@ -162,6 +163,7 @@ TARGETS: list[FuzzTarget] = [
         schema=published_schema,
         verify=engine_still_generates,
     ),
+    FuzzTarget(name="proxy", start=start_proxy, schema=published_schema, verify=proxy_still_serves),
 ]
 
 __all__ = ["TARGETS", "FuzzTarget", "published_schema", "run_api_schema", "still_healthy"]
