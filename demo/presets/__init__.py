@@ -9,6 +9,7 @@ import argparse
 from demo.preset import Preset
 from demo.presets import (
     smollm2_arithmetic,
+    smollm2_bfcl,
     smollm2_calculator,
     smollm2_calculator_agent,
     tiny_arithmetic,
@@ -19,6 +20,7 @@ PRESETS: tuple[Preset, ...] = (
     smollm2_arithmetic.PRESET,
     smollm2_calculator.PRESET,
     smollm2_calculator_agent.PRESET,
+    smollm2_bfcl.PRESET,
 )
 DEFAULT = PRESETS[0]
 
