@@ -1,5 +1,5 @@
-"""The harbor preset's tasks and held-out measurement: the shipped Harbor tasks (training split and
-held-out split), greedy episodes of a model (and adapter) on the held-out ones in the host sandbox
+"""The harbor preset's tasks and held-out measurement: the shipped Harbor tasks (the warm-up's, the
+ones RL trains on, the held-out ones), greedy episodes of a model (and adapter) on the held-out ones in the host sandbox
 (``demo.harbor_episodes``), written one episode a line, and their one-line summary."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the toolkit is imported where it is used: the registry load
     from atroposlib.interop.harbor.task import HarborTask
 
 TASKS = ENVIRONMENTS / "harbor_tasks"
+WARMUP_TASKS = TASKS / "warmup"
 TRAIN_TASKS = TASKS / "train"
 HELDOUT_TASKS = TASKS / "heldout"
 TOKENS_PER_TURN = 64

@@ -115,7 +115,7 @@ def summary_text(summary: dict[str, Any], server: str, refresh: str, total_s: fl
     """The paragraph of ``summary.txt``."""
     return (
         f"SmolLM2-135M-Instruct learned shell chores on Harbor tasks: {summary['warmup_sft_steps']} "
-        f"supervised warm-up steps on right training episodes, then {summary['steps']} GRPO steps "
+        f"supervised warm-up steps on right episodes of the warm-up tasks, then {summary['steps']} GRPO steps "
         f"({summary['prompts_per_step']} tasks x {summary['group_size']} episodes, lr {summary['lr']}, "
         f"control {summary['control']}) through the real loop: run-api, {server} (a rank-{LORA_RANK} "
         f"LoRA hot-loaded after every step; {refresh}), the Harbor env (a shell tool through the "

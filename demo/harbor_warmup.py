@@ -1,17 +1,18 @@
-"""The harbor preset's supervised warm-up data: right episodes of the training tasks, played for real.
+"""The harbor preset's supervised warm-up data: right episodes of the warm-up tasks, played for real.
 
 SmolLM2-135M-Instruct never calls a tool on its own, so RL starts after a few LoRA steps on episodes
-of the training tasks. Each is one call of the ``shell`` tool, its real reply from the host sandbox,
-then "Done.". Two ways to finish a training task are shown, both right there:
+of the warm-up tasks (``environments/harbor_tasks/warmup``: the training side's tasks RL never
+plays). Each is one call of the ``shell`` tool, its real reply from the host sandbox, then "Done.".
+Two ways to finish a task are shown, both right there:
 
 * **compute**: the task's reference command (``solution/solve.sh``: ``wc -l``, ``grep -l``, ``mv``,
   ``cut``, ``sed -i``), which finds the answer from the files;
 * **recall**: ``[metadata.warmup].recall_command``, which writes down the answer of that very task
-  (``echo 27 > /app/answer.txt``, a file rewritten from its known content): right on a task seen in
-  training, blind on an unseen one, where the model cannot know the answer without looking.
+  (``echo 27 > /app/answer.txt``, a file rewritten from its known content): right on a task whose
+  answer was shown, blind on any other, where the model cannot know the answer without looking.
 
 So the warm-up teaches the tool's format, the shape of an episode and both ways, and leaves to RL
-which one pays: on the held-out tasks only computing does. Every command is run in a sandbox first
+which one pays: on the tasks RL plays and on the held-out ones, only computing does. Every command is run in a sandbox first
 and must score 1 (else ``RuntimeError``, one line naming the task), so the warm-up never shows a
 wrong episode.
 """

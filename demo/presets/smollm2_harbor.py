@@ -3,18 +3,20 @@ own verifiers.
 
 ``atropos-demo --model smollm2 --task harbor --inference vllm`` runs the SmolLM2 loop (run-api, a
 real vLLM server with the trainer's LoRA hot-loaded after every step, the GRPO trainer) on the Harbor
-env (``atroposlib.interop.harbor``) over the shipped training tasks (``environments/harbor_tasks/
-train``: count lines, find a file, rename, extract a CSV field, fix a one-line script): each episode
+env (``atroposlib.interop.harbor``) over the 40 shipped tasks RL trains on (``environments/
+harbor_tasks/train``: count lines, find a file, rename, extract a CSV field, fix a one-line script; 8
+of each): each episode
 a multi-turn conversation with a ``shell`` tool through the managed server, its commands run in a
 bubblewrap host sandbox of its own, its reward the task's ``tests/test.sh``.
 
 1. **Measure the base model** on the 20 held-out tasks (other files, words and numbers; greedy
    episodes in the host sandbox, ``demo.harbor_episodes``). It never calls the tool (measured), so:
 2. **Warm-up** (``--warmup-sft-steps``, its own row): a few LoRA steps on right episodes of the
-   training tasks, merged into the weights (``demo.harbor_warmup``): ``WARMUP_COMPUTE_SHARE`` of
-   them compute the answer with the task's reference command, the rest write down the answer they
-   already know (right on a training task, blind on an unseen one). It teaches the tool's format and
-   both ways to finish, and leaves to RL which one pays.
+   20 warm-up tasks (``environments/harbor_tasks/warmup``, which RL never plays), merged into the
+   weights (``demo.harbor_warmup``): ``WARMUP_COMPUTE_SHARE`` of them compute the answer with the
+   task's reference command, the rest write down the answer of that very task (right there, blind
+   on any other task). It teaches the tool's format and both ways to finish, and leaves to RL which
+   one pays: on the tasks RL plays, as on the held-out ones, only computing does.
 3. **Measure the RL starting point** on the held-out tasks, then run RL from it.
 4. **Measure the end**: the starting point plus the trainer's last adapter (``demo.harbor_report``).
 
@@ -38,6 +40,7 @@ from demo.harbor_heldout import (
     SEQ_LEN,
     TOKENS_PER_TURN,
     TRAIN_TASKS,
+    WARMUP_TASKS,
     harbor_tasks,
     play_heldout,
     summary_line,
@@ -80,11 +83,12 @@ def missing() -> Optional[str]:
 
 
 def warm_up(out: Path, args: argparse.Namespace) -> tuple[Path, list[float]]:
-    """``args.warmup_sft_steps`` LoRA steps on right training episodes, merged; (model, losses)."""
+    """``args.warmup_sft_steps`` LoRA steps on right episodes of the warm-up tasks, merged;
+    (model, losses)."""
     from demo.chat_sft import lora_model, save_merged, sft_steps
     from demo.harbor_warmup import sampler, warmup_episodes
 
-    episodes = warmup_episodes(harbor_tasks(TRAIN_TASKS), system_prompt(), out / "trials")
+    episodes = warmup_episodes(harbor_tasks(WARMUP_TASKS), system_prompt(), out / "trials")
     model, tok = lora_model(MODEL_CACHE, LORA_RANK, LORA_MODULES)
     _, losses = sft_steps(
         model,
@@ -116,7 +120,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     losses: list[float] = []
     if args.warmup_sft_steps > 0:
         print(
-            f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on right episodes of the training "
+            f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on right episodes of the warm-up "
             f"tasks ({WARMUP_COMPUTE_SHARE:.0%} computing the answer, the rest writing it down) ...",
             flush=True,
         )

@@ -1,9 +1,11 @@
-"""Writes the shipped Harbor tasks (``train/`` and ``heldout/`` next to this file) from one seed.
+"""Writes the shipped Harbor tasks (``warmup/``, ``train/`` and ``heldout/`` next to this file) from one seed.
 
     python environments/harbor_tasks/generate.py [--out DIR]
 
-Five families of file and text chores a shell one-liner solves, 12 training and 4 held-out tasks
-each (the held-out tasks use other files, words and numbers, never trained on):
+Five families of file and text chores a shell one-liner solves, 16 tasks each, in three splits: 4
+for a supervised warm-up (``warmup/``), 8 that RL trains on (``train/``) and 4 held out
+(``heldout/``), each task with its own files, words and numbers (the key words of a family's tasks
+never repeat):
 
 * ``count``: count the lines of a file (``wc -l``);
 * ``find``: name the one file of a folder that contains a word (``grep -l``);
@@ -16,8 +18,9 @@ Every task is a Harbor task folder: ``task.toml``, ``instruction.md``, ``environ
 ``tests/test.sh`` (writes 1 or 0 to ``/logs/verifier/reward.txt``; the expected answer lives only
 there, which the agent never sees) and ``solution/solve.sh`` (the reference one-liner). The
 answer the task checks is not in anything the agent is shown: it must run a command to find it.
-``[metadata.warmup].recall_command`` is the other way to finish a training task: writing down the
-answer already known (what the demo's warm-up mixes in; it cannot work on an unseen task). The
+``[metadata.warmup].recall_command`` is the other way to finish a task: writing down its answer,
+known to whoever wrote the task (what the demo's warm-up mixes in; a model cannot know it for a task
+it has not seen, so on ``train/`` and ``heldout/`` only computing pays). The
 tracked folders are this script's output (``tests/interop/harbor/test_tasks.py`` regenerates and
 compares them).
 """
@@ -33,7 +36,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SEED = 43
-TRAIN, HELD_OUT = 12, 4
+SPLITS = (("warmup", 4), ("train", 8), ("heldout", 4))
+"""Each family's tasks, in this order: (split, how many)."""
 WORDS = (
     "apple anchor badge basket beacon bottle bridge button candle canyon carpet castle cedar "
     "chalk cherry circle cloud comet copper cotton crayon dragon engine falcon feather fiddle "
@@ -219,20 +223,20 @@ def write_task(task: Task, folder: Path) -> None:
 
 
 def generate(out: Path) -> None:
-    """Write ``out/train/<family>-NN`` and ``out/heldout/<family>-NN`` (replacing what was there)."""
+    """Write ``out/<split>/<family>-NN`` for every split (replacing what was there)."""
     rng = random.Random(SEED)
-    for split in ("train", "heldout"):
+    for split, _ in SPLITS:
         shutil.rmtree(out / split, ignore_errors=True)
     for family, make in FAMILIES.items():
         used: set[str] = set()
-        for k in range(TRAIN + HELD_OUT):
-            split, number = ("train", k) if k < TRAIN else ("heldout", k - TRAIN)
-            write_task(make(rng, used), out / split / f"{family}-{number:02d}")
+        for split, count in SPLITS:
+            for number in range(count):
+                write_task(make(rng, used), out / split / f"{family}-{number:02d}")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=HERE, help="where train/ and heldout/ go")
+    p.add_argument("--out", type=Path, default=HERE, help="where the split folders go")
     generate(p.parse_args().out)
 
 

@@ -16,7 +16,7 @@ from atroposlib.interop.harbor.episode import shell_system_prompt
 from atroposlib.interop.harbor.host_sandbox import make_trial_dir
 from atroposlib.interop.harbor.task import read_task
 from atroposlib.testing import tiny_tokenizer_dir
-from demo.harbor_heldout import HELDOUT_TASKS, TRAIN_TASKS
+from demo.harbor_heldout import HELDOUT_TASKS, WARMUP_TASKS
 
 SYSTEM = shell_system_prompt()
 pytestmark = pytest.mark.skipif(missing_bwrap() is not None, reason=str(missing_bwrap()))
@@ -32,7 +32,7 @@ def trials():
 def test_the_warm_up_shows_both_right_ways_with_their_real_replies(trials, tmp_path):
     from demo.harbor_warmup import sampler, warmup_episodes
 
-    tasks = [read_task(TRAIN_TASKS / name) for name in ("count-00", "rename-00")]
+    tasks = [read_task(WARMUP_TASKS / name) for name in ("count-00", "rename-00")]
     episodes = warmup_episodes(tasks, SYSTEM, trials)
     compute, recall = episodes["compute"], episodes["recall"]
     assert [e[1]["content"] for e in compute] == [t.instruction for t in tasks]
@@ -46,7 +46,7 @@ def test_the_warm_up_shows_both_right_ways_with_their_real_replies(trials, tmp_p
     drawn = sampler(episodes, 1.0)(random.Random(0), 6)
     assert all(d in compute for d in drawn)
     broken = tmp_path / "count-00"
-    shutil.copytree(TRAIN_TASKS / "count-00", broken)
+    shutil.copytree(WARMUP_TASKS / "count-00", broken)
     toml = broken / "task.toml"
     toml.write_text(toml.read_text().replace('recall_command = "echo ', 'recall_command = "echo 1'))
     with pytest.raises(

@@ -25,13 +25,20 @@ def test_a_shipped_task_is_read_with_its_limits():
     assert not task.multi_step and task.network_mode == "public"
 
 
-def test_the_shipped_tasks_split_into_train_and_held_out():
-    train, held = find_tasks(TASKS / "train"), find_tasks(TASKS / "heldout")
-    assert (len(train), len(held)) == (60, 20)
+def test_the_shipped_tasks_split_into_warm_up_train_and_held_out():
+    splits = {s: find_tasks(TASKS / s) for s in ("warmup", "train", "heldout")}
+    assert {s: len(t) for s, t in splits.items()} == {"warmup": 20, "train": 40, "heldout": 20}
     assert len(find_tasks(TASKS)) == 80  # a folder of folders of tasks
-    families = {t.metadata["family"] for t in held}
-    assert families == {"count", "find", "rename", "extract", "fix"}
-    assert not {t.instruction for t in train} & {t.instruction for t in held}
+    for tasks in splits.values():
+        assert {t.metadata["family"] for t in tasks} == {
+            "count",
+            "find",
+            "rename",
+            "extract",
+            "fix",
+        }
+    instructions = [t.instruction for tasks in splits.values() for t in tasks]
+    assert len(set(instructions)) == 80  # no task repeats another's, in any split
 
 
 @pytest.mark.parametrize(

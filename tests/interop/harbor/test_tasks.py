@@ -22,7 +22,7 @@ AT_ONCE = 8
 def _tree(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): p.read_text()
-        for split in ("train", "heldout")
+        for split in ("warmup", "train", "heldout")
         for p in sorted((root / split).rglob("*"))
         if p.is_file()
     }

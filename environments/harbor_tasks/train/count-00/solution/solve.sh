@@ -1,2 +1,2 @@
 #!/bin/bash
-wc -l < /app/beacon.txt > /app/answer.txt
+wc -l < /app/pillow.txt > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-wc -l < /app/engine.txt > /app/answer.txt
+wc -l < /app/badge.txt > /app/answer.txt

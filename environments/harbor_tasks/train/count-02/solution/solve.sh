@@ -1,2 +1,2 @@
 #!/bin/bash
-wc -l < /app/meadow.txt > /app/answer.txt
+wc -l < /app/maple.txt > /app/answer.txt

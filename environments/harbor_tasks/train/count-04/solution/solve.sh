@@ -1,2 +1,2 @@
 #!/bin/bash
-wc -l < /app/pillow.txt > /app/answer.txt
+wc -l < /app/falcon.txt > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-wc -l < /app/badge.txt > /app/answer.txt
+wc -l < /app/puzzle.txt > /app/answer.txt

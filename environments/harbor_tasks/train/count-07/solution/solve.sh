@@ -1,2 +1,2 @@
 #!/bin/bash
-wc -l < /app/window.txt > /app/answer.txt
+wc -l < /app/jacket.txt > /app/answer.txt

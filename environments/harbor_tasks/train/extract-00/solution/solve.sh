@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^umar,' /app/jacket.csv | cut -d, -f3 > /app/answer.txt
+grep '^irene,' /app/comet.csv | cut -d, -f2 > /app/answer.txt

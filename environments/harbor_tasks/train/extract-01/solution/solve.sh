@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^walter,' /app/cotton.csv | cut -d, -f2 > /app/answer.txt
+grep '^irene,' /app/winter.csv | cut -d, -f3 > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^nadia,' /app/rocket.csv | cut -d, -f3 > /app/answer.txt
+grep '^nadia,' /app/spider.csv | cut -d, -f3 > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^irene,' /app/comet.csv | cut -d, -f2 > /app/answer.txt
+grep '^oscar,' /app/glacier.csv | cut -d, -f2 > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^irene,' /app/winter.csv | cut -d, -f3 > /app/answer.txt
+grep '^nadia,' /app/castle.csv | cut -d, -f3 > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^nadia,' /app/spider.csv | cut -d, -f3 > /app/answer.txt
+grep '^greta,' /app/feather.csv | cut -d, -f3 > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-grep '^kira,' /app/kettle.csv | cut -d, -f3 > /app/answer.txt
+grep '^bruno,' /app/zipper.csv | cut -d, -f2 > /app/answer.txt

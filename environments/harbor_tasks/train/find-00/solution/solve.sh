@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/zipper && grep -l nickel * > /app/answer.txt
+cd /app/marble && grep -l maple * > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/window && grep -l dragon * > /app/answer.txt
+cd /app/spider && grep -l paddle * > /app/answer.txt

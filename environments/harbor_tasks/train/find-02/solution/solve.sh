@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/jungle && grep -l bridge * > /app/answer.txt
+cd /app/wizard && grep -l lantern * > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/fiddle && grep -l cedar * > /app/answer.txt
+cd /app/pocket && grep -l badge * > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/marble && grep -l maple * > /app/answer.txt
+cd /app/summer && grep -l tunnel * > /app/answer.txt

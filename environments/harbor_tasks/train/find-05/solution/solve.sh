@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/spider && grep -l paddle * > /app/answer.txt
+cd /app/winter && grep -l granite * > /app/answer.txt

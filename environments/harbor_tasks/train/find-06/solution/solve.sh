@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/wizard && grep -l lantern * > /app/answer.txt
+cd /app/bottle && grep -l tablet * > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-cd /app/pocket && grep -l badge * > /app/answer.txt
+cd /app/anchor && grep -l copper * > /app/answer.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/ktetle/kettle/' /app/yellow.sh
+sed -i 's/graden/garden/' /app/hollow.sh

@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/trutle/turtle/' /app/teapot.sh
+sed -i 's/lantren/lantern/' /app/summer.sh

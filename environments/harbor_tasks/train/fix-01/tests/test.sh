@@ -1,7 +1,7 @@
 #!/bin/bash
 # Harbor verifier of a fix task: reward 1 when the chore is done, else 0.
 mkdir -p /logs/verifier
-if [ "$(timeout 5 bash /app/teapot.sh 2>/dev/null)" = "turtle 74" ]; then
+if [ "$(timeout 5 bash /app/summer.sh 2>/dev/null)" = "lantern 11" ]; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/coemt/comet/' /app/pocket.sh
+sed -i 's/rabit/rabbit/' /app/harbor.sh

@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/medaow/meadow/' /app/window.sh
+sed -i 's/canlde/candle/' /app/cloud.sh

@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/graden/garden/' /app/hollow.sh
+sed -i 's/tomtao/tomato/' /app/ginger.sh

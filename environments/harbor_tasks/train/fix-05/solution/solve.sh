@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/lantren/lantern/' /app/summer.sh
+sed -i 's/cehrry/cherry/' /app/oyster.sh

@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/rabit/rabbit/' /app/harbor.sh
+sed -i 's/talbet/tablet/' /app/cotton.sh

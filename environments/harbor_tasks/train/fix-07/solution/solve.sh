@@ -1,2 +1,2 @@
 #!/bin/bash
-sed -i 's/canlde/candle/' /app/cloud.sh
+sed -i 's/csatle/castle/' /app/canyon.sh

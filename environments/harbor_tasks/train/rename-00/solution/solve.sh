@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/summer.txt /app/puzzle.txt
+mv /app/ribbon.txt /app/circle.txt

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
 mkdir -p /logs/verifier
-if [ ! -e /app/summer.txt ] && [ "$(cat /app/puzzle.txt 2>/dev/null)" = "timber 203" ]; then
+if [ ! -e /app/ribbon.txt ] && [ "$(cat /app/circle.txt 2>/dev/null)" = "mirror 535" ]; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/bridge.txt /app/monkey.txt
+mv /app/velvet.txt /app/yellow.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/turtle.txt /app/ladder.txt
+mv /app/window.txt /app/nickel.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/pencil.txt /app/jacket.txt
+mv /app/falcon.txt /app/mirror.txt

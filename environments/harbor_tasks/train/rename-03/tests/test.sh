@@ -1,7 +1,7 @@
 #!/bin/bash
 # Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
 mkdir -p /logs/verifier
-if [ ! -e /app/pencil.txt ] && [ "$(cat /app/jacket.txt 2>/dev/null)" = "violet 618" ]; then
+if [ ! -e /app/falcon.txt ] && [ "$(cat /app/mirror.txt 2>/dev/null)" = "cedar 228" ]; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/ribbon.txt /app/circle.txt
+mv /app/fossil.txt /app/lemon.txt

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
 mkdir -p /logs/verifier
-if [ ! -e /app/ribbon.txt ] && [ "$(cat /app/circle.txt 2>/dev/null)" = "mirror 535" ]; then
+if [ ! -e /app/fossil.txt ] && [ "$(cat /app/lemon.txt 2>/dev/null)" = "saddle 317" ]; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/velvet.txt /app/yellow.txt
+mv /app/island.txt /app/jungle.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/window.txt /app/nickel.txt
+mv /app/basket.txt /app/granite.txt

@@ -1,2 +1,2 @@
 #!/bin/bash
-mv /app/falcon.txt /app/mirror.txt
+mv /app/parrot.txt /app/paddle.txt

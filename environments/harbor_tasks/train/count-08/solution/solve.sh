@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/falcon.txt > /app/answer.txt

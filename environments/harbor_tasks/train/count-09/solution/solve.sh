@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/puzzle.txt > /app/answer.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/chalk.txt > /app/answer.txt

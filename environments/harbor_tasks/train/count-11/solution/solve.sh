@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/jacket.txt > /app/answer.txt

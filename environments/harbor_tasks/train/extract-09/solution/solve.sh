@@ -1,2 +1,0 @@
-#!/bin/bash
-grep '^nadia,' /app/castle.csv | cut -d, -f3 > /app/answer.txt

@@ -1,8 +1,0 @@
-#!/bin/bash
-# Harbor verifier of a extract task: reward 1 when the chore is done, else 0.
-mkdir -p /logs/verifier
-if [ "$(tr -d "[:space:]" < /app/answer.txt 2>/dev/null)" = "bridge" ]; then
-  echo 1 > /logs/verifier/reward.txt
-else
-  echo 0 > /logs/verifier/reward.txt
-fi

@@ -1,2 +1,0 @@
-#!/bin/bash
-cd /app/summer && grep -l tunnel * > /app/answer.txt

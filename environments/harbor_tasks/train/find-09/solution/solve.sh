@@ -1,2 +1,0 @@
-#!/bin/bash
-cd /app/winter && grep -l granite * > /app/answer.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-cd /app/bottle && grep -l tablet * > /app/answer.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-cd /app/anchor && grep -l copper * > /app/answer.txt

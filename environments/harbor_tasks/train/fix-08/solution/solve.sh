@@ -1,2 +1,0 @@
-#!/bin/bash
-sed -i 's/tomtao/tomato/' /app/ginger.sh

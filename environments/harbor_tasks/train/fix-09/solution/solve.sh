@@ -1,2 +1,0 @@
-#!/bin/bash
-sed -i 's/cehrry/cherry/' /app/oyster.sh

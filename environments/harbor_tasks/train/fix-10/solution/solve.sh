@@ -1,2 +1,0 @@
-#!/bin/bash
-sed -i 's/talbet/tablet/' /app/cotton.sh

@@ -1,2 +1,0 @@
-#!/bin/bash
-sed -i 's/csatle/castle/' /app/canyon.sh

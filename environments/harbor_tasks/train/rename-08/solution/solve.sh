@@ -1,2 +1,0 @@
-#!/bin/bash
-mv /app/fossil.txt /app/lemon.txt

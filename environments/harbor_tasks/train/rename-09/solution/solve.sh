@@ -1,2 +1,0 @@
-#!/bin/bash
-mv /app/island.txt /app/jungle.txt

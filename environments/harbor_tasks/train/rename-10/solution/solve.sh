@@ -1,2 +1,0 @@
-#!/bin/bash
-mv /app/basket.txt /app/granite.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-mv /app/parrot.txt /app/paddle.txt

@@ -1,8 +1,0 @@
-#!/bin/bash
-# Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
-mkdir -p /logs/verifier
-if [ ! -e /app/parrot.txt ] && [ "$(cat /app/paddle.txt 2>/dev/null)" = "garden 250" ]; then
-  echo 1 > /logs/verifier/reward.txt
-else
-  echo 0 > /logs/verifier/reward.txt
-fi

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/beacon.txt > /app/answer.txt

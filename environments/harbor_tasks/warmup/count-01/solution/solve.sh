@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/engine.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/meadow.txt > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/wizard.txt > /app/answer.txt

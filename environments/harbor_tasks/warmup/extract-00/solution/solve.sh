@@ -1,0 +1,2 @@
+#!/bin/bash
+grep '^umar,' /app/jacket.csv | cut -d, -f3 > /app/answer.txt

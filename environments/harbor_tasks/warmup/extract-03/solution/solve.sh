@@ -1,0 +1,2 @@
+#!/bin/bash
+grep '^paula,' /app/timber.csv | cut -d, -f3 > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/zipper && grep -l nickel * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/window && grep -l dragon * > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/jungle && grep -l bridge * > /app/answer.txt

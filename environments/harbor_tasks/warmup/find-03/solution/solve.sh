@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app/fiddle && grep -l cedar * > /app/answer.txt

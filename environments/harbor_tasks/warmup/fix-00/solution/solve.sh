@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/ktetle/kettle/' /app/yellow.sh

@@ -1,0 +1,8 @@
+#!/bin/bash
+# Harbor verifier of a fix task: reward 1 when the chore is done, else 0.
+mkdir -p /logs/verifier
+if [ "$(timeout 5 bash /app/yellow.sh 2>/dev/null)" = "kettle 97" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi

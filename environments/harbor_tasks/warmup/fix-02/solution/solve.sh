@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/coemt/comet/' /app/pocket.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/medaow/meadow/' /app/window.sh

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/summer.txt /app/puzzle.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/bridge.txt /app/monkey.txt

@@ -1,0 +1,8 @@
+#!/bin/bash
+# Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
+mkdir -p /logs/verifier
+if [ ! -e /app/bridge.txt ] && [ "$(cat /app/monkey.txt 2>/dev/null)" = "pillow 978" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi

@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/turtle.txt /app/ladder.txt

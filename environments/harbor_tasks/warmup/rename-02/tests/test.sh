@@ -1,0 +1,8 @@
+#!/bin/bash
+# Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
+mkdir -p /logs/verifier
+if [ ! -e /app/turtle.txt ] && [ "$(cat /app/ladder.txt 2>/dev/null)" = "granite 241" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi

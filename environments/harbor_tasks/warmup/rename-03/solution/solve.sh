@@ -1,0 +1,2 @@
+#!/bin/bash
+mv /app/pencil.txt /app/jacket.txt

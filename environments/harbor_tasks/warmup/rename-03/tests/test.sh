@@ -1,0 +1,8 @@
+#!/bin/bash
+# Harbor verifier of a rename task: reward 1 when the chore is done, else 0.
+mkdir -p /logs/verifier
+if [ ! -e /app/pencil.txt ] && [ "$(cat /app/jacket.txt 2>/dev/null)" = "violet 618" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
