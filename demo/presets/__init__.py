@@ -12,6 +12,7 @@ from demo.presets import (
     smollm2_bfcl,
     smollm2_calculator,
     smollm2_calculator_agent,
+    smollm2_harbor,
     tiny_arithmetic,
 )
 
@@ -21,6 +22,7 @@ PRESETS: tuple[Preset, ...] = (
     smollm2_calculator.PRESET,
     smollm2_calculator_agent.PRESET,
     smollm2_bfcl.PRESET,
+    smollm2_harbor.PRESET,
 )
 DEFAULT = PRESETS[0]
 
