@@ -131,6 +131,9 @@ def _xdist_group(item: pytest.Item) -> str:
     return path.as_posix()
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own collection hook (it appends the
+# group to each node id); without it that hook runs first and every test is scheduled on its own.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
