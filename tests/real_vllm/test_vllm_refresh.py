@@ -26,6 +26,22 @@ REFRESHES = 5
 pytestmark = pytest.mark.timeout(1200)
 
 
+LONG = 512 - len(PROMPT)  # the whole rest of the tier's context (max_model_len 512)
+
+
+def _wait_running(url: str, out: dict, timeout: float = 60.0) -> None:
+    """Until vLLM's ``vllm:num_requests_running`` gauge counts a request (or fail if the request
+    already finished: the test would then prove nothing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert "long" not in out, "the long request finished before it was seen running"
+        for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+            if line.startswith("vllm:num_requests_running") and float(line.split()[-1]) >= 1:
+                return
+        time.sleep(0.005)
+    raise AssertionError("vLLM never reported the long request running")
+
+
 def _model(path):
     from transformers import AutoModelForCausalLM
 
@@ -341,7 +357,7 @@ def test_a_request_in_flight_survives_a_reload_and_says_both_versions(
             out["first"] = first.versions
             started.set()
             out["long"] = await sm.tokens_and_logprobs_completion(
-                input_ids=PROMPT, max_tokens=400, temperature=1.0, ignore_eos=True
+                input_ids=PROMPT, max_tokens=LONG, temperature=1.0, ignore_eos=True
             )
         finally:
             await sm.close()
@@ -349,7 +365,9 @@ def test_a_request_in_flight_survives_a_reload_and_says_both_versions(
     thread = threading.Thread(target=lambda: asyncio.run(sample()))
     thread.start()
     assert started.wait(120)
-    time.sleep(1.0)  # the long request is generating
+    # refresh while the long request is generating: vLLM's own gauge says when it runs (a fixed
+    # sleep lost the race on a quiet machine, where 400 tokens of the tiny model take under 1 s)
+    _wait_running(url, out)
     t0 = time.perf_counter()
     strategy.refresh(41, model, tok)
     refresh_s = time.perf_counter() - t0
@@ -357,7 +375,7 @@ def test_a_request_in_flight_survives_a_reload_and_says_both_versions(
     strategy.close()
     _, outs, lps, _ = out["long"]
     assert out["first"] == [(40, 40)]
-    assert len(outs[0]) == 400 and len(lps[0]) == 400  # nothing lost across the refresh
+    assert len(outs[0]) == LONG and len(lps[0]) == LONG  # nothing lost across the refresh
     assert out["long"].versions == [(40, 41)], out["long"].versions
     assert httpx.get(url + "/weight_info").json() == {"weight_version": "41"}
     print(f"vLLM keep-mode reload with a request in flight: {refresh_s:.2f} s")
