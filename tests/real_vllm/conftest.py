@@ -102,11 +102,18 @@ def start_servers(specs: list[tuple[Path, dict[str, Any]]], python: str, logs: P
     return procs
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    from atroposlib.inference.tiny_model import build_tiny_model
+    """The tiny Llama, taught one Hermes tool-call episode (``atroposlib.testing.taught_model``): the
+    refresh, streaming and log-prob tests compare the servers with a forward pass of whatever weights
+    it has, and the tool-call test samples its taught call from the same servers (one vLLM start-up
+    less than a server of its own)."""
+    from atroposlib.testing.taught_model import build_taught_model
+    from tests.compat.test_managed_tool_calls import TOOLS, taught_replies
 
-    return build_tiny_model(tmp_path_factory.mktemp("vllm-tiny") / "model", seed=0)
+    return build_taught_model(
+        tmp_path_factory.mktemp("vllm-tiny") / "model", taught_replies(), TOOLS
+    )
 
 
 def forward_logprobs(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
@@ -195,7 +202,7 @@ def vllm_logs(tmp_path_factory) -> Iterator[Path]:
     yield tmp_path_factory.mktemp("vllm-logs")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dev_vllm(vllm_python, tiny_model_dir, tmp_path_factory) -> Iterator[dict[str, VllmProcess]]:
     """A plain and a LoRA (rank 4) vLLM server on the tiny model, in dev mode (the reload routes),
     started together once: the refresh tests change their weights; the streaming tests compare only

@@ -1,8 +1,9 @@
 """A Hermes tool call sampled from a real vLLM server through ``managed_server`` arrives in
 ``message.tool_calls`` (``tool_parser = "hermes"``), with exact tokens in the tracked node.
 
-The tiny model is taught the call (``atroposlib.testing.taught_model``), as in
-``tests/compat/test_managed_tool_calls.py``, which runs the same episode against our CPU engine.
+The tier's tiny model is taught the call (``atroposlib.testing.taught_model``; conftest's
+``tiny_model_dir``), as in ``tests/compat/test_managed_tool_calls.py``, which runs the same episode
+against our CPU engine. It is sampled from the LoRA server's base model, whose weights no test changes.
 """
 
 from __future__ import annotations
@@ -14,38 +15,33 @@ from transformers import AutoTokenizer
 
 from atroposlib.inference_clients.config import APIServerConfig
 from atroposlib.inference_clients.server_manager import ServerManager
-from atroposlib.testing.taught_model import build_taught_model
 from tests.compat.helpers import run_coro
-from tests.compat.test_managed_tool_calls import CALL, TOOLS, TURN1, taught_replies
-
-from .conftest import VllmProcess
+from tests.compat.test_managed_tool_calls import CALL, TOOLS, TURN1
 
 pytestmark = pytest.mark.timeout(900)
 
 
-def test_hermes_tool_call_from_vllm(vllm_python, tmp_path):
-    model_dir = build_taught_model(tmp_path / "model", taught_replies(), TOOLS)
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    vllm = VllmProcess(vllm_python, model_dir, tmp_path / "vllm.log").wait_ready()
-    try:
-        config = APIServerConfig(
-            base_url=vllm.url + "/v1", model_name=str(model_dir), server_type="vllm", timeout=300
-        )
+def test_hermes_tool_call_from_vllm(dev_vllm, tiny_model_dir):
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    config = APIServerConfig(
+        base_url=dev_vllm["lora"].url + "/v1",
+        model_name=str(tiny_model_dir),
+        server_type="vllm",
+        timeout=300,
+    )
 
-        async def ask():
-            server = ServerManager([config])
-            server.tool_parser = "hermes"
-            async with server.managed_server(tokenizer=tok) as managed:
-                out = await managed.chat_completion(
-                    messages=TURN1, tools=TOOLS, max_tokens=96, temperature=0.0
-                )
-                nodes = managed.get_state()["nodes"]
-            await server.close()
-            return out, nodes
+    async def ask():
+        server = ServerManager([config])
+        server.tool_parser = "hermes"
+        async with server.managed_server(tokenizer=tok) as managed:
+            out = await managed.chat_completion(
+                messages=TURN1, tools=TOOLS, max_tokens=96, temperature=0.0
+            )
+            nodes = managed.get_state()["nodes"]
+        await server.close()
+        return out, nodes
 
-        out, [node] = run_coro(ask())
-    finally:
-        vllm.stop()
+    out, [node] = run_coro(ask())
     choice = out.choices[0]
     assert choice.finish_reason == "tool_calls", choice
     [call] = choice.message.tool_calls
