@@ -20,13 +20,13 @@ from tests.conftest import _xdist_group
 REPO = Path(__file__).resolve().parent.parent
 FILES = ("tests/test_errors.py", "tests/envs/test_surface.py")
 
-RECORDER = '''
+RECORDER = """
 import os
 
 def pytest_runtest_setup(item):
     with open(os.environ["WORKER_LOG"], "a") as f:
         f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + item.nodeid + "\\n")
-'''
+"""
 
 
 def test_each_file_runs_on_one_worker(tmp_path):
