@@ -7,6 +7,7 @@ env sampling through the refreshes and demands zero failed rollouts and the new 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import httpx
@@ -29,12 +30,12 @@ pytestmark = pytest.mark.timeout(1200)
 LONG = 512 - len(PROMPT)  # the whole rest of the tier's context (max_model_len 512)
 
 
-def _wait_running(url: str, out: dict, timeout: float = 60.0) -> None:
-    """Until vLLM's ``vllm:num_requests_running`` gauge counts a request (or fail if the request
-    already finished: the test would then prove nothing)."""
+def _wait_running(url: str, request: threading.Thread, timeout: float = 60.0) -> None:
+    """Until vLLM's ``vllm:num_requests_running`` gauge counts a request; fail if the thread sending
+    it has already ended (the request finished or failed first: the test would prove nothing)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert "long" not in out, "the long request finished before it was seen running"
+        assert request.is_alive(), "the long request ended before vLLM reported it running"
         for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
             if line.startswith("vllm:num_requests_running") and float(line.split()[-1]) >= 1:
                 return
@@ -333,7 +334,6 @@ def test_a_request_in_flight_survives_a_reload_and_says_both_versions(
     the tokens it had (recomputed with the new weights); the client brackets it with vLLM's
     /weight_info, so its tokens carry both the version before and the one after the refresh."""
     import asyncio
-    import threading
 
     from transformers import AutoTokenizer
 
@@ -364,15 +364,17 @@ def test_a_request_in_flight_survives_a_reload_and_says_both_versions(
 
     thread = threading.Thread(target=lambda: asyncio.run(sample()))
     thread.start()
-    assert started.wait(120)
-    # refresh while the long request is generating: vLLM's own gauge says when it runs (a fixed
-    # sleep lost the race on a quiet machine, where 400 tokens of the tiny model take under 1 s)
-    _wait_running(url, out)
-    t0 = time.perf_counter()
-    strategy.refresh(41, model, tok)
-    refresh_s = time.perf_counter() - t0
-    thread.join(300)
-    strategy.close()
+    try:
+        assert started.wait(120)
+        # refresh while the long request is generating: vLLM's own gauge says when it runs (a fixed
+        # sleep lost the race on a quiet machine, where 400 tokens of the tiny model take under 1 s)
+        _wait_running(url, thread)
+        t0 = time.perf_counter()
+        strategy.refresh(41, model, tok)
+        refresh_s = time.perf_counter() - t0
+    finally:  # the shared server is left with nothing in flight for the next test
+        thread.join(300)
+        strategy.close()
     _, outs, lps, _ = out["long"]
     assert out["first"] == [(40, 40)]
     assert len(outs[0]) == LONG and len(lps[0]) == LONG  # nothing lost across the refresh
