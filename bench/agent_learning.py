@@ -103,7 +103,10 @@ def main() -> int:
     for name, r in runs.items():
         print(_row(name, r))
     for name, r in runs.items():
-        print(f"{name} training outcomes: {r.get('training_outcomes')}")
+        print(
+            f"{name} training outcomes: {r.get('training_outcomes')}; sequences marked overlong "
+            f"(cut at max_tokens or at the sequence length): {r.get('training_overlong')}"
+        )
     checks = [(f"held-out gain >= {GAIN:.2f}", real["heldout_gain"] >= GAIN)]
     for name, r in runs.items():
         outcomes = r.get("training_outcomes") or {}

@@ -88,6 +88,7 @@ def _summary(result: RunResult, after: dict[str, float], train: dict[str, Any]) 
         "sequences_checked": train["sequences_checked"],
         **managed_counts(result.out / "logs" / "env-calculator-0.log"),
         "training_outcomes": train["outcomes"],
+        "training_overlong": train["overlong"],
         "reward_per_step": [r.get("reward_mean") for r in rows],
         "rl_wall_s": round(result.loop_s, 1),
     }

@@ -28,15 +28,22 @@ def managed_counts(log: Path) -> dict[str, Any]:
 def training_episodes(out: Path) -> dict[str, Any]:
     """What the env's groups file (``out/groups.jsonl``) says about training: outcomes, and the
     token-exactness check over every sequence it sent (``drifts``: sequences whose tokens differ from
-    what vLLM saw and said)."""
+    what vLLM saw and said; ``overlong``: sequences sent marked overlong, cut at ``max_tokens`` or at
+    the sequence length)."""
     path = out / "groups.jsonl"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     groups = [json.loads(line) for line in text.split("\n") if line.strip()]
     outcomes: Counter[str] = Counter()
-    checked = drifts = 0
+    checked = drifts = overlong = 0
     for group in groups:
+        overlong += sum(bool(x) for x in group.get("overlong") or [])
         for over in group.get("overrides") or []:
             checked += 1
             drifts += not over.get("token_exact", False)
             outcomes[over.get("episode", {}).get("outcome", "unknown")] += 1
-    return {"sequences_checked": checked, "drifts": drifts, "outcomes": dict(outcomes)}
+    return {
+        "sequences_checked": checked,
+        "drifts": drifts,
+        "outcomes": dict(outcomes),
+        "overlong": overlong,
+    }

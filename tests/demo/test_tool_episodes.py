@@ -81,11 +81,13 @@ def test_drifts_are_counted_from_the_env_groups_file(tmp_path):
         }
 
     lines = [group([True, True], "correct"), group([True, False, True], "malformed tool call")]
+    lines[1]["overlong"] = [True, False, True]  # two sequences cut (at max_tokens or the length)
     (tmp_path / "groups.jsonl").write_text("".join(json.dumps(g) + "\n" for g in lines))
     assert training_episodes(tmp_path) == {
         "sequences_checked": 5,
         "drifts": 1,
         "outcomes": {"correct": 2, "malformed tool call": 3},
+        "overlong": 2,
     }
     assert training_episodes(tmp_path / "nothing-here")["sequences_checked"] == 0
 

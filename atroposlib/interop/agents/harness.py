@@ -27,6 +27,14 @@ generated it, which go into the item's generation log too; the group's ``generat
 the temperature its completions were sampled at, when they all were at one (what a trainer reading
 tempered log-probabilities divides by). A program that cannot be imported or
 started is one ``ConfigError`` line at start-up, not a run of unavailable episodes.
+
+The env does not run the agent's loop, so it cannot stop an episode before it outgrows the trainer's
+sequence length (``--env.max_token_length``, or the trainer's ``max_token_len`` when smaller). A node
+longer than that is cut to it (tokens, masks and log-probabilities alike) and marked ``overlong``,
+the mark a reply cut at ``max_tokens`` carries, so that the trainer's ``--overlong`` rule applies
+(by default: out of the loss, still in its group's baseline); cut nodes are counted in
+``agent/truncated_sequences``. Without the cut the runtime drops the whole group as ``too_long``: a
+policy whose episodes grow long would stop sending groups at all.
 """
 
 from __future__ import annotations
@@ -138,6 +146,21 @@ class AgentEpisode:
         }
 
 
+def cut_to_length(node: SequenceNode, limit: int) -> Optional[SequenceNode]:
+    """``node`` cut to its first ``limit`` tokens and marked ``overlong``; None when it fits."""
+    if limit <= 0 or len(node.tokens) <= limit:
+        return None
+    meta = {**(node.metadata or {}), "overlong": True, "truncated_from": len(node.tokens)}
+    return node.model_copy(
+        update={
+            "tokens": node.tokens[:limit],
+            "masked_tokens": node.masked_tokens[:limit],
+            "logprobs": node.logprobs[:limit],
+            "metadata": meta,
+        }
+    )
+
+
 def classify(outcome: AgentOutcome, recorded: Recorded) -> tuple[str, bool]:
     """(outcome kind, whether the reward is the env's to give) of a finished run."""
     if recorded.turn_limit_hit:
@@ -206,6 +229,7 @@ class AgentHarnessEnv(BaseEnv):
         for kind in OUTCOMES:
             self.set_metric(self.tally.metric_name("outcome", kind), 0)
         self.set_metric("train/token_drifts", 0)
+        self.set_metric(self.tally.metric_name("truncated sequences"), 0)
         await self.setup_task()
 
     async def play(
@@ -264,6 +288,25 @@ class AgentHarnessEnv(BaseEnv):
         if self.host is not None:
             self.set_metric("agent/history_edits", self.server.managed_stats.history_edits)
 
+    def sequence_limit(self) -> int:
+        """The longest sequence sent: ``max_token_length``, or the trainer's when smaller."""
+        limits = [self.config.max_token_length, self.context.max_token_len]
+        return min((n for n in limits if n > 0), default=-1)
+
+    def fit(self, node: SequenceNode, episode: AgentEpisode) -> SequenceNode:
+        """``node``, cut to ``sequence_limit()`` when longer (counted; see the module docstring)."""
+        limit = self.sequence_limit()
+        cut = cut_to_length(node, limit)
+        if cut is None:
+            return node
+        self.tally.count(
+            "truncated sequences",
+            None,
+            f"a {len(node.tokens)}-token sequence ({episode.outcome}, {episode.turns} turn(s)) cut "
+            f"to {limit} tokens and marked overlong",
+        )
+        return cut
+
     async def collect_trajectories(self, item: Item) -> tuple[Any, list[Item]]:
         """``group_size`` episodes at once; every node of each is a sequence with its reward."""
         episodes = await asyncio.gather(
@@ -278,7 +321,7 @@ class AgentHarnessEnv(BaseEnv):
                 if node.weights_versions is not None:
                     note_versions([(node.weights_versions[0], node.weights_versions[1])])
                 over = {"episode": episode.record(), "token_exact": problem is None}
-                group.add_node(node, episode.reward, overrides=over)
+                group.add_node(self.fit(node, episode), episode.reward, overrides=over)
         if not len(group):
             return None, []
         return group.build(), []
@@ -331,4 +374,5 @@ __all__ = [
     "AgentHarnessEnv",
     "AgentSettings",
     "classify",
+    "cut_to_length",
 ]

@@ -55,10 +55,13 @@ def _env_class() -> Any:
     return module.CalculatorAgentEnv
 
 
-async def _play(fake, program: str, items: int = 1, **agent: Any) -> tuple[Any, list[Any]]:
+async def _play(
+    fake, program: str, items: int = 1, max_token_length: int = 2048, **agent: Any
+) -> tuple[Any, list[Any]]:
     cls = _env_class()
     config = cls.env_config_cls(
         tokenizer_name=str(tiny_tokenizer_dir()),
+        max_token_length=max_token_length,
         group_size=2,
         use_wandb=False,
         ensure_scores_are_not_same=False,
@@ -116,6 +119,26 @@ def test_crashes_timeouts_and_the_turn_limit_are_counted_not_zeros(fake):
     data = limited.as_group()
     assert set(data["scores"]) == {0.0} and env.tally.counts["agent/outcome/past_max_turns"] == 2
     assert {o["episode"]["turns"] for o in data["overrides"]} == {3}
+
+
+def test_an_episode_longer_than_max_token_length_is_cut_and_marked_overlong(fake):
+    """The agent's loop is its own, so an episode can outgrow the sequence length: its node is cut
+    to max_token_length and marked overlong (the trainer's --overlong rule), never left to make the
+    runtime drop the whole group as too long; the cut is counted."""
+    _, [whole] = asyncio.run(_play(fake, f"{AGENTS}:tool_loop"))
+    full = whole.as_group()
+    assert "overlong" not in full or not any(full["overlong"])
+    limit = min(len(t) for t in full["tokens"]) - 7
+    env, [cut] = asyncio.run(_play(fake, f"{AGENTS}:tool_loop", max_token_length=limit))
+    data = cut.as_group()
+    assert data["overlong"] == [True, True] and data["scores"] == full["scores"]
+    for key in ("tokens", "masks", "inference_logprobs"):
+        assert data[key] == [row[:limit] for row in full[key]], key
+    assert all(o["token_exact"] for o in data["overrides"])  # checked on the whole node
+    assert env.tally.counts["agent/truncated_sequences"] == 2
+    # the trainer's own limit, when smaller, is the one kept
+    env.context.max_token_len = limit - 3
+    assert env.sequence_limit() == limit - 3
 
 
 def test_a_program_that_cannot_start_is_one_line_at_start_up(fake):
