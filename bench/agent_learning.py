@@ -64,8 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _outcomes(r: dict[str, Any]) -> dict[str, int]:
+    """Every episode's outcome as the env counted it; else (an older summary) the groups file's,
+    which cannot show an episode that left no sequence."""
+    return r.get("episode_outcomes") or r.get("training_outcomes") or {}
+
+
 def _row(name: str, r: dict[str, Any]) -> str:
-    outcomes = r.get("training_outcomes") or {}
+    outcomes = _outcomes(r)
     failed = sum(outcomes.get(k, 0) for k in FAILED)
     name = f"{name} (reused)" if r.get("reused") else name
     return (
@@ -104,12 +110,12 @@ def main() -> int:
         print(_row(name, r))
     for name, r in runs.items():
         print(
-            f"{name} training outcomes: {r.get('training_outcomes')}; sequences marked overlong "
+            f"{name} episodes: {_outcomes(r)}; sequences marked overlong "
             f"(cut at max_tokens or at the sequence length): {r.get('training_overlong')}"
         )
     checks = [(f"held-out gain >= {GAIN:.2f}", real["heldout_gain"] >= GAIN)]
     for name, r in runs.items():
-        outcomes = r.get("training_outcomes") or {}
+        outcomes = _outcomes(r)
         checks.append((f"0 drifts ({name})", r["drifts"] == 0))
         checks.append(
             (f"no crashed or timed-out episode ({name})", not any(outcomes.get(k) for k in FAILED))

@@ -13,7 +13,7 @@ from demo.calculator_heldout import play_heldout, summary_line, write_episodes
 from demo.lora import LORA_RANK
 from demo.preset import RunResult
 from demo.report import refresh_times, server_phrase, write_curve_and_rollouts
-from demo.token_exactness import managed_counts, training_episodes
+from demo.token_exactness import episode_outcomes, managed_counts, training_episodes
 
 
 def write_calculator_report(result: RunResult) -> int:
@@ -89,6 +89,7 @@ def _summary(result: RunResult, after: dict[str, float], train: dict[str, Any]) 
         **managed_counts(result.out / "logs" / "env-calculator-0.log"),
         "training_outcomes": train["outcomes"],
         "training_overlong": train["overlong"],
+        "episode_outcomes": episode_outcomes(result.out / "logs" / "env-calculator-0.log"),
         "reward_per_step": [r.get("reward_mean") for r in rows],
         "rl_wall_s": round(result.loop_s, 1),
     }

@@ -8,8 +8,9 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+_COUNTERS_LINE = re.compile(r"env counters: (.*)$", re.MULTILINE)
 _MANAGED_LINE = re.compile(r"managed sessions: (\d+) managed session\(s\), (\d+) token drift\(s\)")
 
 
@@ -23,6 +24,30 @@ def managed_counts(log: Path) -> dict[str, Any]:
         return {"managed_sessions": None, "managed_token_drifts": None}
     sessions, drifts = found[-1]
     return {"managed_sessions": int(sessions), "managed_token_drifts": int(drifts)}
+
+
+def env_counters(log: Path) -> dict[str, str]:
+    """The env's counters at the end of ``serve`` (its ``env counters: name=value ...`` line: every
+    value set with ``set_metric``, such as the agent harness's ``agent/outcome/<kind>``), as text
+    by name; empty where the line is missing."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    found = _COUNTERS_LINE.findall(text)
+    if not found:
+        return {}
+    return dict(word.split("=", 1) for word in found[-1].split() if "=" in word)
+
+
+def episode_outcomes(log: Path, prefix: str = "agent/outcome/") -> Optional[dict[str, int]]:
+    """Every episode's outcome the env counted (``<prefix><kind>`` counters; an episode that left
+    no sequence, which the groups file cannot show, included); None where the line is missing."""
+    counters = env_counters(log)
+    if not counters:
+        return None
+    return {
+        k[len(prefix) :].replace("_", " "): int(float(v))
+        for k, v in counters.items()
+        if k.startswith(prefix)
+    }
 
 
 def training_episodes(out: Path) -> dict[str, Any]:

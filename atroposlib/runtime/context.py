@@ -65,6 +65,10 @@ class MetricBuffers:
         out.update(self.gauges)
         return out
 
+    def gauges_text(self) -> str:
+        """The gauges as ``name=value`` words, sorted (serve's last ``env counters:`` line)."""
+        return " ".join(f"{k}={v}" for k, v in sorted(self.gauges.items()))
+
 
 @dataclass
 class RunContext:

@@ -470,6 +470,8 @@ class ServeRunner:
         logger.info("serve finished: %s", " ".join(f"{k}={v}" for k, v in self.counts.items()))
         if managed := self.env.server.managed_stats.summary():
             logger.info("managed sessions: %s", managed)
+        if counters := self.ctx.metrics.gauges_text():
+            logger.info("env counters: %s", counters)
         if self.ctx.scorer is not None and (unscored := self.ctx.scorer.summary()):
             logger.info("scoring: %s", unscored)
         self.spool.close()

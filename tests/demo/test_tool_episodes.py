@@ -103,3 +103,25 @@ def test_the_env_logs_last_word_on_managed_sessions_is_read(tmp_path):
         "2 token drift(s) (template: 2)\n"
     )
     assert managed_counts(log) == {"managed_sessions": 128, "managed_token_drifts": 2}
+
+
+def test_every_episode_outcome_is_read_from_the_env_counters_line(tmp_path):
+    """The groups file cannot show an episode that left no sequence (an agent that crashed before its
+    first completion); serve's last ``env counters:`` line counts every one."""
+    from demo.token_exactness import env_counters, episode_outcomes
+
+    log = tmp_path / "env.log"
+    log.write_text(
+        "2026-12-02 INFO x: env counters: agent/outcome/answered=3 agent/outcome/crashed=0\n"
+        "2026-12-02 INFO x: managed sessions: 8 managed session(s), 0 token drift(s)\n"
+        "2026-12-02 INFO x: env counters: agent/outcome/answered=633 agent/outcome/crashed=1 "
+        "agent/outcome/past_max_turns=7 agent/outcome/timed_out=0 train/token_drifts=0\n"
+    )
+    assert env_counters(log)["train/token_drifts"] == "0"
+    assert episode_outcomes(log) == {
+        "answered": 633,
+        "crashed": 1,
+        "past max turns": 7,
+        "timed out": 0,
+    }
+    assert episode_outcomes(tmp_path / "missing.log") is None

@@ -118,3 +118,14 @@ def test_the_runtime_writes_run_time_state_only_into_the_context():
     assert len(files) > 15
     bad = {f.name: _env_writes(f.read_text()) for f in files}
     assert not {m: w for m, w in bad.items() if w}
+
+
+def test_gauges_read_as_one_line_of_name_value_words():
+    from atroposlib.runtime.context import MetricBuffers
+
+    metrics = MetricBuffers()
+    assert metrics.gauges_text() == ""  # nothing set: serve writes no counters line
+    metrics.gauges["agent/outcome/crashed"] = 1
+    metrics.gauges["agent/outcome/answered"] = 633
+    metrics.add("train/reward", 0.5)  # a mean, not a counter: not in the line
+    assert metrics.gauges_text() == "agent/outcome/answered=633 agent/outcome/crashed=1"

@@ -20,7 +20,9 @@ Its outcome (counted as ``agent/outcome/<kind>``, the first of each kind logged 
 
 Every node the session recorded is a sequence of the group with the episode's reward (one node for a
 framework that replays the model's tool calls as it wrote them; one per turn for one that replays
-history as text, counted by the proxy as history edits, ``agent/history_edits``); each carries
+history as text, counted by the proxy as history edits, ``agent/history_edits``; a group whose count
+of sequences is not ``group_size`` says its own in ``group_overrides``, Atropos's field for it, so
+that it is not dropped as the wrong size); each carries
 ``overrides`` ``{"episode": ..., "token_exact": ...}`` (the node checked against the backend's own ids,
 ``exactness``; a difference is counted in ``train/token_drifts``) and the weights versions that
 generated it, which go into the item's generation log too; the group's ``generation_params`` say
@@ -324,6 +326,8 @@ class AgentHarnessEnv(BaseEnv):
                 group.add_node(self.fit(node, episode), episode.reward, overrides=over)
         if not len(group):
             return None, []
+        if len(group) != self.config.group_size:  # a node per turn, or an episode with none
+            group.group_overrides["group_size"] = len(group)
         return group.build(), []
 
     async def evaluate(self, *args: Any, **kwargs: Any) -> None:

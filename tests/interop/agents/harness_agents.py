@@ -1,7 +1,9 @@
 """Agent programs the harness tests run as callables (``--agent.program
 tests.interop.agents.harness_agents:NAME``), written as a user would: the ``openai`` client at the
 session URL it is given. ``tool_loop`` plays the calculator task; ``crashes`` raises after one reply;
-``sleeps`` outlives its time limit; ``keeps_asking`` ignores every answer until the proxy refuses it."""
+``sleeps`` outlives its time limit; ``keeps_asking`` ignores every answer until the proxy refuses it;
+``replays_as_text`` plays the task but sends its tool calls back as text, as smolagents does (each turn
+then starts a new node)."""
 
 from __future__ import annotations
 
@@ -65,3 +67,16 @@ def keeps_asking(call: AgentCall) -> str:
     while True:
         _ask(call, messages)
         messages.append({"role": "user", "content": "and again"})
+
+
+def replays_as_text(call: AgentCall) -> str:
+    messages: list[dict] = [{"role": "user", "content": call.task}]
+    for _ in range(6):
+        message = _ask(call, messages).choices[0].message
+        if not message.tool_calls:
+            return message.content or ""
+        expression = json.loads(message.tool_calls[0].function.arguments)["expression"]
+        a, _, b = expression.partition(" * ")
+        messages.append({"role": "assistant", "content": f"Calling tools: calculator({expression})"})
+        messages.append({"role": "user", "content": f"Observation: {int(a) * int(b)}"})
+    return ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -139,6 +140,28 @@ def test_an_episode_longer_than_max_token_length_is_cut_and_marked_overlong(fake
     # the trainer's own limit, when smaller, is the one kept
     env.context.max_token_len = limit - 3
     assert env.sequence_limit() == limit - 3
+
+
+def test_a_framework_that_replays_history_as_text_sends_every_node(fake, tmp_path):
+    """An agent that sends its tool calls back as text (smolagents) makes a node per turn, so a group
+    holds more sequences than group_size: it says its own size (group_overrides), which the runtime
+    checks it against, so it reaches the trainer instead of being dropped as the wrong size."""
+    env, [group] = asyncio.run(_play(fake, f"{AGENTS}:replays_as_text"))
+    data = group.as_group()
+    assert len(data["tokens"]) == 4 and data["group_overrides"] == {"group_size": 4}
+    assert data["scores"] == [1.0] * 4 and all(o["token_exact"] for o in data["overrides"])
+    assert env.server.managed_stats.history_edits == 2  # one per episode, counted
+    out = tmp_path / "groups.jsonl"
+    argv = [sys.executable, str(ENV_FILE), "process", "--env.tokenizer_name", str(tiny_tokenizer_dir())]
+    argv += ["--openai.base_url", fake.base_url, "--openai.model_name", "fake-model"]
+    argv += ["--openai.server_type", "vllm", "--env.total_steps", "1", "--env.group_size", "2"]
+    argv += ["--env.data_path_to_save_groups", str(out), "--env.use_wandb", "false"]
+    argv += ["--agent.program", f"{AGENTS}:replays_as_text", "--agent.max_tokens", "200"]
+    env_vars = {**os.environ, "PYTHONPATH": str(REPO)}  # the callable lives in the test package
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO, env=env_vars)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [sent] = read_jsonl(out)  # through the runtime's checks, not dropped as wrong_group_size
+    assert len(sent["tokens"]) == 4 and sent["group_overrides"] == {"group_size": 4}
 
 
 def test_a_program_that_cannot_start_is_one_line_at_start_up(fake):
