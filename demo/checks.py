@@ -29,7 +29,8 @@ def _check_settings(p: CliParser, args: argparse.Namespace, preset: Preset) -> N
     for name in PRESET_SETTINGS:
         if getattr(args, name) is not None and name not in preset.settings:
             takers = [pr for pr in PRESETS if name in pr.settings]
-            p.error(f"--{name} applies to {labels_of(takers)}")
+            flag = name.replace("_", "-")
+            p.error(f"--{flag} applies to {labels_of(takers)}")
 
 
 def _check_schedule(p: CliParser, args: argparse.Namespace, preset: Preset) -> None:

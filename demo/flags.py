@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import argparse
+
 from atroposlib.utils.cli import CliParser, non_negative_int, positive_float, positive_int
 from demo.presets import DEFAULT, PRESETS, model_names, per_preset, task_names
 
-PRESET_SETTINGS = ("operands", "heldout")
+PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share")
 """The flags only some presets take (``Preset.settings``), declared by ``_preset_settings``."""
 
 
@@ -121,6 +123,17 @@ def _machine_flags(p: CliParser) -> None:
     )
 
 
+def share(text: str) -> float:
+    """A share, 0 to 1 (an argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
 def _preset_settings(p: CliParser) -> None:
     """Flags only some presets take (``Preset.settings``); ``demo.checks`` refuses them elsewhere."""
     p.add_argument(
@@ -131,6 +144,13 @@ def _preset_settings(p: CliParser) -> None:
         default=None,
         help="smollm2 arithmetic: operand range of the questions 'What is a + b?' (default 1 9; "
         "e.g. 10 99 for two-digit sums).",
+    )
+    p.add_argument(
+        "--warmup-compute-share",
+        type=share,
+        default=None,
+        help="smollm2 harbor: share of the warm-up's episodes that compute the answer with the "
+        "task's reference command, the rest writing down the answer they were shown (default 0.3).",
     )
     p.add_argument(
         "--heldout",

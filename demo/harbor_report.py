@@ -72,6 +72,8 @@ def finish(result: RunResult) -> dict[str, Any]:
 
 def _summary(result: RunResult, after: dict[str, float], train: dict[str, Any]) -> dict[str, Any]:
     """The figures of ``summary.json`` (the calculator preset's names where they mean the same)."""
+    from demo.harbor_warmup import compute_share
+
     args, prep, rows = result.args, result.prep, result.rows
     base, start = prep["base"], prep["rl_start"]
     return {
@@ -85,6 +87,7 @@ def _summary(result: RunResult, after: dict[str, float], train: dict[str, Any]) 
         "lr": args.lr,
         "seed": args.seed,
         "warmup_sft_steps": args.warmup_sft_steps,
+        "warmup_compute_share": compute_share(args),
         "heldout_questions": prep["heldout_tasks"],
         "heldout_base": base["success"],
         "heldout_rl_start": start["success"],

@@ -19,6 +19,7 @@ wrong episode.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 from collections.abc import Sequence
@@ -32,6 +33,14 @@ from atroposlib.interop.harbor.task import HarborTask
 
 Conversation = list[dict[str, Any]]
 KINDS = ("compute", "recall")
+COMPUTE_SHARE = 0.3
+"""Share of the warm-up's episodes that compute the answer; the rest write down the known answer."""
+
+
+def compute_share(args: argparse.Namespace) -> float:
+    """The warm-up's compute share: ``--warmup-compute-share``, else ``COMPUTE_SHARE``."""
+    given = getattr(args, "warmup_compute_share", None)
+    return COMPUTE_SHARE if given is None else float(given)
 
 
 def _command(task: HarborTask, kind: str) -> str:

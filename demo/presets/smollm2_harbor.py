@@ -13,7 +13,7 @@ bubblewrap host sandbox of its own, its reward the task's ``tests/test.sh``.
    episodes in the host sandbox, ``demo.harbor_episodes``). It never calls the tool (measured), so:
 2. **Warm-up** (``--warmup-sft-steps``, its own row): a few LoRA steps on right episodes of the
    20 warm-up tasks (``environments/harbor_tasks/warmup``, which RL never plays), merged into the
-   weights (``demo.harbor_warmup``): ``WARMUP_COMPUTE_SHARE`` of them compute the answer with the
+   weights (``demo.harbor_warmup``): ``--warmup-compute-share`` of them (default 0.3) compute the answer with the
    task's reference command, the rest write down the answer of that very task (right there, blind
    on any other task). It teaches the tool's format and both ways to finish, and leaves to RL which
    one pays: on the tasks RL plays, as on the held-out ones, only computing does.
@@ -71,8 +71,6 @@ DEFAULTS = {
 }
 WARMUP_BATCH = 8
 WARMUP_LR = 5e-4
-WARMUP_COMPUTE_SHARE = 0.3
-"""Share of the warm-up's episodes that compute the answer; the rest write down the known answer."""
 
 
 def missing() -> Optional[str]:
@@ -86,14 +84,14 @@ def warm_up(out: Path, args: argparse.Namespace) -> tuple[Path, list[float]]:
     """``args.warmup_sft_steps`` LoRA steps on right episodes of the warm-up tasks, merged;
     (model, losses)."""
     from demo.chat_sft import lora_model, save_merged, sft_steps
-    from demo.harbor_warmup import sampler, warmup_episodes
+    from demo.harbor_warmup import compute_share, sampler, warmup_episodes
 
     episodes = warmup_episodes(harbor_tasks(WARMUP_TASKS), system_prompt(), out / "trials")
     model, tok = lora_model(MODEL_CACHE, LORA_RANK, LORA_MODULES)
     _, losses = sft_steps(
         model,
         tok,
-        sampler(episodes, WARMUP_COMPUTE_SHARE),
+        sampler(episodes, compute_share(args)),
         steps=args.warmup_sft_steps,
         batch_size=WARMUP_BATCH,
         lr=WARMUP_LR,
@@ -106,6 +104,8 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Import the model (once), measure it, warm it up, measure the RL starting point."""
     from demo.harbor_episodes import summarize
     from demo.model_size import checkpoint_params
+
+    from demo.harbor_warmup import compute_share
 
     ensure_model()
     trials = out / "trials"
@@ -121,7 +121,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     if args.warmup_sft_steps > 0:
         print(
             f"[demo] warm-up: {args.warmup_sft_steps} LoRA steps on right episodes of the warm-up "
-            f"tasks ({WARMUP_COMPUTE_SHARE:.0%} computing the answer, the rest writing it down) ...",
+            f"tasks ({compute_share(args):.0%} computing the answer, the rest writing it down) ...",
             flush=True,
         )
         start, losses = warm_up(out, args)
@@ -182,6 +182,7 @@ PRESET = dataclasses.replace(
         prepare=prepare,
         topology_parts=topology_parts,
         report=write_harbor_report,
+        settings=frozenset({"warmup_compute_share"}),
     ),
     missing=missing,
 )

@@ -54,6 +54,18 @@ def test_flags_a_preset_does_not_take_are_refused_naming_who_takes_them(capsys):
         (["--operands", "10", "99"], "--operands applies to --model smollm2"),
         (["--model", "smollm2", "--task", "calculator", "--operands", "1", "9"], "--operands"),
         (["--heldout", "8"], "--heldout applies to --model smollm2 --task calculator"),
+        (
+            ["--warmup-compute-share", "0.5"],
+            "--warmup-compute-share applies to --model smollm2 --task harbor",
+        ),
+        (
+            ["--model", "smollm2", "--task", "harbor", "--warmup-compute-share", "1.5"],
+            "not between 0 and 1",
+        ),
+        (
+            ["--model", "smollm2", "--task", "harbor", "--warmup-compute-share", "most"],
+            "not a number",
+        ),
         (["--task", "calculator", "--model", "smollm2", "--inference", "engine"], "a real vLLM"),
     ):
         with pytest.raises(SystemExit) as exc:
@@ -88,3 +100,11 @@ def test_the_command_line_loads_without_torch_or_the_env_toolkit():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_the_harbor_warm_up_share_is_the_flag_or_the_default():
+    from demo.harbor_warmup import COMPUTE_SHARE, compute_share
+
+    args = parse_args(["--model", "smollm2", "--task", "harbor", "--warmup-compute-share", "0.6"])
+    assert compute_share(args) == 0.6
+    assert compute_share(parse_args(["--model", "smollm2", "--task", "harbor"])) == COMPUTE_SHARE
