@@ -4,9 +4,8 @@ help reads each preset's value from the registry."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import argparse
+from pathlib import Path
 
 from atroposlib.utils.cli import CliParser, non_negative_int, positive_float, positive_int
 from demo.presets import DEFAULT, PRESETS, model_names, per_preset, task_names

@@ -103,9 +103,8 @@ def warm_up(out: Path, args: argparse.Namespace) -> tuple[Path, list[float]]:
 def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Import the model (once), measure it, warm it up, measure the RL starting point."""
     from demo.harbor_episodes import summarize
-    from demo.model_size import checkpoint_params
-
     from demo.harbor_warmup import compute_share
+    from demo.model_size import checkpoint_params
 
     ensure_model()
     trials = out / "trials"

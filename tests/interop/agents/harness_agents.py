@@ -77,6 +77,8 @@ def replays_as_text(call: AgentCall) -> str:
             return message.content or ""
         expression = json.loads(message.tool_calls[0].function.arguments)["expression"]
         a, _, b = expression.partition(" * ")
-        messages.append({"role": "assistant", "content": f"Calling tools: calculator({expression})"})
+        messages.append(
+            {"role": "assistant", "content": f"Calling tools: calculator({expression})"}
+        )
         messages.append({"role": "user", "content": f"Observation: {int(a) * int(b)}"})
     return ""

@@ -152,7 +152,13 @@ def test_a_framework_that_replays_history_as_text_sends_every_node(fake, tmp_pat
     assert data["scores"] == [1.0] * 4 and all(o["token_exact"] for o in data["overrides"])
     assert env.server.managed_stats.history_edits == 2  # one per episode, counted
     out = tmp_path / "groups.jsonl"
-    argv = [sys.executable, str(ENV_FILE), "process", "--env.tokenizer_name", str(tiny_tokenizer_dir())]
+    argv = [
+        sys.executable,
+        str(ENV_FILE),
+        "process",
+        "--env.tokenizer_name",
+        str(tiny_tokenizer_dir()),
+    ]
     argv += ["--openai.base_url", fake.base_url, "--openai.model_name", "fake-model"]
     argv += ["--openai.server_type", "vllm", "--env.total_steps", "1", "--env.group_size", "2"]
     argv += ["--env.data_path_to_save_groups", str(out), "--env.use_wandb", "false"]
