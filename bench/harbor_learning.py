@@ -34,6 +34,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from atroposlib.utils.cli import unit_float  # noqa: E402
 from bench.tool_learning import CONTROL_GAIN, GAIN, LIMIT_S, run_demo  # noqa: E402  (by task)
 from demo.trainer_set import trainer_overrides  # noqa: E402
 
@@ -68,7 +69,7 @@ def main() -> int:
     p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 10")
     p.add_argument(
         "--warmup-compute-share",
-        type=float,
+        type=unit_float,
         default=None,
         help="share of the warm-up's episodes that compute the answer (the demo's default: 0.3)",
     )

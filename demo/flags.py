@@ -4,10 +4,15 @@ help reads each preset's value from the registry."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from atroposlib.utils.cli import CliParser, non_negative_int, positive_float, positive_int
+from atroposlib.utils.cli import (
+    CliParser,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    unit_float,
+)
 from demo.presets import DEFAULT, PRESETS, model_names, per_preset, task_names
 
 PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share")
@@ -122,17 +127,6 @@ def _machine_flags(p: CliParser) -> None:
     )
 
 
-def share(text: str) -> float:
-    """A share, 0 to 1 (an argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
-    return value
-
-
 def _preset_settings(p: CliParser) -> None:
     """Flags only some presets take (``Preset.settings``); ``demo.checks`` refuses them elsewhere."""
     p.add_argument(
@@ -146,7 +140,7 @@ def _preset_settings(p: CliParser) -> None:
     )
     p.add_argument(
         "--warmup-compute-share",
-        type=share,
+        type=unit_float,
         default=None,
         help="smollm2 harbor: share of the warm-up's episodes that compute the answer with the "
         "task's reference command, the rest writing down the answer they were shown (default 0.3).",

@@ -73,6 +73,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def unit_float(text: str) -> float:
+    """An argparse ``type``: a number from 0 to 1 (a share, a probability)."""
+    value = float(_number(text, float))
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
+    return value
+
+
 # The levels uvicorn and logging both know (uvicorn's "trace" is below debug).
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 

@@ -60,11 +60,11 @@ def test_flags_a_preset_does_not_take_are_refused_naming_who_takes_them(capsys):
         ),
         (
             ["--model", "smollm2", "--task", "harbor", "--warmup-compute-share", "1.5"],
-            "not between 0 and 1",
+            "must be between 0 and 1",
         ),
         (
             ["--model", "smollm2", "--task", "harbor", "--warmup-compute-share", "most"],
-            "not a number",
+            "must be a number",
         ),
         (["--task", "calculator", "--model", "smollm2", "--inference", "engine"], "a real vLLM"),
     ):

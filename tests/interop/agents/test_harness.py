@@ -86,6 +86,21 @@ async def _play(
     return env, groups
 
 
+def _process_argv(fake, out: Path, *extra: str) -> list[str]:
+    """``calculator_agent_env.py process``: one group of 2 episodes against the fake, saved to ``out``."""
+    argv = [
+        sys.executable,
+        str(ENV_FILE),
+        "process",
+        "--env.tokenizer_name",
+        str(tiny_tokenizer_dir()),
+    ]
+    argv += ["--openai.base_url", fake.base_url, "--openai.model_name", "fake-model"]
+    argv += ["--openai.server_type", "vllm", "--env.total_steps", "1", "--env.group_size", "2"]
+    argv += ["--env.data_path_to_save_groups", str(out), "--env.use_wandb", "false"]
+    return [*argv, "--agent.max_tokens", "200", *extra]
+
+
 def test_a_callable_agent_trains_through_the_harness(fake):
     env, [group] = asyncio.run(_play(fake, f"{AGENTS}:tool_loop", items=1))
     data = group.as_group()
@@ -152,17 +167,7 @@ def test_a_framework_that_replays_history_as_text_sends_every_node(fake, tmp_pat
     assert data["scores"] == [1.0] * 4 and all(o["token_exact"] for o in data["overrides"])
     assert env.server.managed_stats.history_edits == 2  # one per episode, counted
     out = tmp_path / "groups.jsonl"
-    argv = [
-        sys.executable,
-        str(ENV_FILE),
-        "process",
-        "--env.tokenizer_name",
-        str(tiny_tokenizer_dir()),
-    ]
-    argv += ["--openai.base_url", fake.base_url, "--openai.model_name", "fake-model"]
-    argv += ["--openai.server_type", "vllm", "--env.total_steps", "1", "--env.group_size", "2"]
-    argv += ["--env.data_path_to_save_groups", str(out), "--env.use_wandb", "false"]
-    argv += ["--agent.program", f"{AGENTS}:replays_as_text", "--agent.max_tokens", "200"]
+    argv = _process_argv(fake, out, "--agent.program", f"{AGENTS}:replays_as_text")
     env_vars = {**os.environ, "PYTHONPATH": str(REPO)}  # the callable lives in the test package
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO, env=env_vars)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -188,17 +193,7 @@ def test_the_openai_agents_example_trains_through_process(fake, tmp_path):
     if framework_python("openai-agents") is None:
         python_of("openai-agents")  # skips with the set-up's reason
     out = tmp_path / "groups.jsonl"
-    argv = [
-        sys.executable,
-        str(ENV_FILE),
-        "process",
-        "--env.tokenizer_name",
-        str(tiny_tokenizer_dir()),
-    ]
-    argv += ["--openai.base_url", fake.base_url, "--openai.model_name", "fake-model"]
-    argv += ["--openai.server_type", "vllm", "--env.total_steps", "1", "--env.group_size", "2"]
-    argv += ["--env.data_path_to_save_groups", str(out), "--env.use_wandb", "false"]
-    argv += ["--env.ensure_scores_are_not_same", "false", "--agent.max_tokens", "200"]
+    argv = _process_argv(fake, out, "--env.ensure_scores_are_not_same", "false")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     [group] = read_jsonl(out)
