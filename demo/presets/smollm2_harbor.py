@@ -160,6 +160,10 @@ def topology_parts(args: argparse.Namespace, model_dir: Path, out: Path) -> Topo
         **lora_trainer_flags(args, model, out, seq_len=SEQ_LEN),
         "torch_threads": args.threads,
         "micro_batch_tokens": 8 * SEQ_LEN,  # 8 episodes a micro-batch, as the calculator preset
+        # a group's 8 episodes share their prompt, so prefix sharing packs them into one row; once
+        # the policy writes longer commands (grep | cut, sed -i) such rows kept activations of 13 GB
+        # and the trainer was OOM-killed mid-run (twice, at steps 15 and 18): recompute them
+        "gradient_checkpointing": True,
     }
     return TopologyParts(
         inference=[vllm_with_lora(model, max_model_len=512)],
