@@ -124,6 +124,15 @@ class TrainingConfig(BaseModel):
         description="token: mean over all trained tokens; sequence: mean per sequence then over "
         "sequences; constant: sum / (sequences x seq_len) (Dr. GRPO).",
     )
+    skip_zero_advantage: bool = Field(
+        True,
+        description="Leave out of the forward/backward the sequences whose every trained token has "
+        "advantage exactly 0 (a group whose scores are all equal), when no KL or distillation term is "
+        "on: their policy gradient is exactly zero, so the step's gradient is the same and only the "
+        "compute is saved. The loss's normaliser still counts their tokens (trained_tokens does too); "
+        "the per-token means (ratio, mismatch, entropy, clip fractions) are over the tokens computed. "
+        "Counted per step (zero_advantage_sequences).",
+    )
     advantage_mode: AdvantageMode = Field(
         "grpo",
         description="When the env sends no advantages: grpo = (score - group mean) / group std; "

@@ -219,7 +219,9 @@ def step_metrics(
         "entropy": s.get("entropy_sum", 0.0) / tok,
         "grad_norm": grad_norm,
         "lr": lr,
-        "trained_tokens": int(s["tokens"]),
+        # the loss's tokens, those of skipped zero-advantage sequences included (skip_zero_advantage)
+        "trained_tokens": int(s["tokens"] + s.get("zero_advantage_tokens", 0.0)),
+        "zero_advantage_sequences": int(s.get("zero_advantage_seqs", 0)),
         # sequences whose ratio is against the current policy: they came without inference logprobs
         # (or use_inference_logprobs is off)
         "on_policy_sequences": int(s.get("on_policy_seqs", 0)),

@@ -15,6 +15,12 @@ For each length-sorted micro-batch of this rank's share of the batch (a padded-t
    forward (no gradient), which is skipped for micro-batches whose every sequence carries them;
 3. backward of ``loss * world_size / normaliser(whole batch)`` outside autocast.
 
+A sequence whose every trained token has advantage exactly 0 (its group's scores all equal) has a
+policy gradient of exactly 0; with no KL or distillation term on, it is left out of the micro-batches
+(``skip_zero_advantage``), while the normaliser still counts its tokens, so the step's gradient is the
+one the full pass gives. When that leaves nothing, one zero-loss pass makes the gradients zeros rather
+than none, so the optimizer steps (on its moments) as it would have.
+
 A rank whose share of a micro-batch is empty runs a zero-loss forward/backward of one pad token (and a
 reference forward when the step needs one), so every rank joins the same DDP/FSDP collectives. Under
 FSDP the (sharded) reference model's forward is a collective too, so there it runs for every
@@ -271,7 +277,8 @@ def train_step(
         ref_step,
         lockstep=info.enabled and cfg.parallel == "fsdp",
     )
-    micro = _global_micro_batches(seqs, cfg, info, share_prefix)
+    computed = [s for s in seqs if not _zero_gradient(s)] if _policy_term_only(flat, cfg) else seqs
+    micro = _global_micro_batches(computed, cfg, info, share_prefix)
     stats = _zero_stats()
     for i, global_mb in enumerate(micro):
         # the gradients are reduced over ranks once, at the last micro-batch
@@ -280,7 +287,28 @@ def train_step(
             result = _micro_batch_pass(step, global_mb[info.rank :: info.world_size])
         if result is not None:
             _add_micro_batch_stats(stats, result, step.norm, chunked=cfg.logprob_chunk_tokens > 0)
-    return all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
+    if not micro and seqs:
+        # every sequence was skipped: zero gradients (not none), so the optimizer steps as it would
+        # have after the full, zero-gradient pass (AdamW still moves on its moments)
+        with step.timer.phase("forward"):
+            _dummy_pass(model, None, device, pad_id, autocast_context(precision, device))
+    out = all_reduce_sums(stats, info, maxima=("ratio_max",), minima=("ratio_min",))
+    # every rank holds the whole batch, so these are the same everywhere (not summed over ranks)
+    out["zero_advantage_seqs"] = float(len(seqs) - len(computed))
+    out["zero_advantage_tokens"] = n_tokens - float(sum(sum(s.trained[1:]) for s in computed))
+    return out
+
+
+def _policy_term_only(flat: FlatBatch, cfg: TrainingConfig) -> bool:
+    """Whether a sequence's gradient is its policy term's alone (``skip_zero_advantage`` on, no KL,
+    no distillation data in the batch), so one with zero advantages contributes exactly nothing."""
+    distilling = cfg.distill_coef > 0 and any(q.distill_ids is not None for q in flat.sequences)
+    return cfg.skip_zero_advantage and cfg.kl_coef == 0 and not distilling
+
+
+def _zero_gradient(s: Sequence) -> bool:
+    """Every trained token's advantage is exactly 0: the policy term's gradient is 0 for it."""
+    return all(a == 0.0 for a, m in zip(s.advantages[1:], s.trained[1:], strict=False) if m)
 
 
 def _global_micro_batches(

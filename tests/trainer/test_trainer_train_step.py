@@ -111,3 +111,74 @@ def test_sequence_aggregation_kl_in_a_step_is_the_mean_of_per_sequence_means(pol
         d = (-3.0 - lp)[1:][torch.tensor(s.trained[1:])]
         means.append(float((torch.exp(d) - d - 1).mean()))
     assert stats["kl"] == pytest.approx(sum(means) / len(means), rel=1e-4)
+
+
+def _with_all_equal_groups(groups, n_equal):
+    """The first ``n_equal`` groups get scores that all agree (advantages exactly 0)."""
+    for g in groups[:n_equal]:
+        g["scores"] = [1.0] * len(g["scores"])
+    return groups
+
+
+@pytest.mark.parametrize("share_prefix", [False, True])
+def test_zero_advantage_sequences_are_skipped_and_the_gradient_is_the_same(policy, share_prefix):
+    groups = _with_all_equal_groups(scripted_groups(3, seed=15), 2)
+    skip = TrainingConfig(model_name="m", seq_len=32)
+    full = TrainingConfig(model_name="m", seq_len=32, skip_zero_advantage=False)
+    flat = flatten_batch(groups, seq_len=32)
+    n_all = sum(sum(s.trained[1:]) for s in flat.sequences)
+    n_informative = sum(sum(s.trained[1:]) for s in flat.sequences[8:])
+
+    def run(cfg):
+        policy.zero_grad(set_to_none=True)
+        stats = train_step(
+            policy, None, flat, cfg, DistInfo(), torch.device("cpu"), 0, share_prefix=share_prefix
+        )
+        return stats, [p.grad.clone() for p in policy.parameters()]
+
+    s_skip, g_skip = run(skip)
+    s_full, g_full = run(full)
+    assert s_skip["zero_advantage_seqs"] == 8 and s_full["zero_advantage_seqs"] == 0
+    assert s_skip["tokens"] == n_informative and s_full["tokens"] == n_all
+    assert s_skip["zero_advantage_tokens"] == n_all - n_informative
+    assert s_skip["padded_tokens"] < s_full["padded_tokens"]  # the forward ran on less
+    assert any(g.abs().sum() > 0 for g in g_full)
+    for a, b in zip(g_skip, g_full, strict=True):
+        assert torch.allclose(a, b, atol=1e-7, rtol=1e-5)
+    assert s_skip["loss"] == pytest.approx(s_full["loss"], abs=1e-7)
+
+
+def test_a_batch_with_no_gradient_still_steps_the_optimizer_as_the_full_pass_does(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    first = scripted_groups(2, seed=16)
+    dead = _with_all_equal_groups(scripted_groups(2, seed=17), 2)
+    params_after = []
+    for skip in (True, False):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        cfg = TrainingConfig(model_name="m", seq_len=32, skip_zero_advantage=skip)
+        stats = {}
+        for groups in (first, dead):
+            opt.zero_grad(set_to_none=True)
+            flat = flatten_batch(groups, seq_len=32)
+            stats = train_step(model, None, flat, cfg, DistInfo(), torch.device("cpu"), 0)
+            assert all(p.grad is not None for p in model.parameters())
+            opt.step()
+        if skip:  # the dead step ran only the one-token zero-loss pass
+            assert stats["zero_advantage_seqs"] == 8 and stats["padded_tokens"] == 0
+        else:
+            assert stats["zero_advantage_seqs"] == 0 and stats["padded_tokens"] > 0
+        params_after.append([p.detach().clone() for p in model.parameters()])
+    for a, b in zip(*params_after, strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_nothing_is_skipped_when_a_kl_term_is_on(policy):
+    groups = _with_all_equal_groups(scripted_groups(2, seed=18), 2)
+    for g in groups:
+        g["ref_logprobs"] = [[-3.0] * len(t) for t in g["tokens"]]
+    cfg = TrainingConfig(model_name="m", seq_len=32, kl_coef=0.5)
+    stats, grad = _grads(policy, cfg, groups)
+    assert stats["zero_advantage_seqs"] == 0 and stats["kl"] > 0 and grad.abs().sum() > 0
