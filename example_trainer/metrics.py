@@ -153,12 +153,17 @@ class MetricsLogger:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All rows of a metrics file; for a resumed run the last row of each step wins."""
+    """All rows of a metrics file; for a resumed run the last row of each step wins.
+
+    A last line without its newline is a row the trainer is still writing (the demo's live line reads
+    the file while it grows): it is left for the next read. Once cut there by a reader of a live run,
+    such a row made the whole demo fail at its last step."""
     rows: dict[int, dict[str, Any]] = {}
     p = Path(path)
     if not p.exists():
         return []
-    for line in p.read_text(encoding="utf-8").split("\n"):
+    lines = p.read_text(encoding="utf-8").split("\n")
+    for line in lines[:-1]:  # after the last newline: "" or a row being written
         if line.strip():
             r = json.loads(line)
             rows[int(r["step"])] = r

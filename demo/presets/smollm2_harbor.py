@@ -13,7 +13,7 @@ bubblewrap host sandbox of its own, its reward the task's ``tests/test.sh``.
    episodes in the host sandbox, ``demo.harbor_episodes``). It never calls the tool (measured), so:
 2. **Warm-up** (``--warmup-sft-steps``, its own row): a few LoRA steps on right episodes of the
    20 warm-up tasks (``environments/harbor_tasks/warmup``, which RL never plays), merged into the
-   weights (``demo.harbor_warmup``): ``--warmup-compute-share`` of them (default 0.3) compute the answer with the
+   weights (``demo.harbor_warmup``): ``--warmup-compute-share`` of them (default 0.8) compute the answer with the
    task's reference command, the rest write down the answer of that very task (right there, blind
    on any other task). It teaches the tool's format and both ways to finish, and leaves to RL which
    one pays: on the tasks RL plays, as on the held-out ones, only computing does.
@@ -62,11 +62,11 @@ from demo.smollm2 import MODEL_CACHE, ensure_model, smollm2_missing, smollm2_pre
 
 ENV_FILE = REPO / "atroposlib" / "interop" / "harbor" / "__main__.py"
 DEFAULTS = {
-    "steps": 20,
+    "steps": 30,
     "prompts_per_step": 4,
     "group_size": 8,
     "lr": 5e-4,
-    "warmup_sft_steps": 10,
+    "warmup_sft_steps": 15,
     "threads": 2,
 }
 WARMUP_BATCH = 8
