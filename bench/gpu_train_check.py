@@ -97,6 +97,7 @@ def measure(
         model_name="random-weights",
         seq_len=seq_len,
         micro_batch_tokens=tokens,  # the whole batch is one forward/backward: what is measured
+        skip_zero_advantage=False,  # every sequence computed (a lone one has advantage 0)
         logprob_chunk_tokens=PATHS[path],
         dtype="bfloat16",
         lr=1e-6,

@@ -102,6 +102,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         model_name="bench",
         seq_len=spec["seq_len"],
         micro_batch_tokens=10**9,  # the whole micro-batch in one forward: what is measured
+        skip_zero_advantage=False,  # every sequence computed, whatever its scores
         logprob_chunk_tokens=spec.get(
             "chunk", TrainingConfig.model_fields["logprob_chunk_tokens"].default if chunked else 0
         ),
