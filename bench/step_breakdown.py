@@ -75,7 +75,7 @@ def measure(
     import torch
 
     torch.set_num_threads(threads)
-    from demo.lora import LORA_MODULES, LORA_RANK
+    from demo.lora import LORA_FIELDS
     from demo.smollm2 import MODEL_CACHE
     from example_trainer.batching import flatten_batch
     from example_trainer.config import TrainingConfig
@@ -97,10 +97,7 @@ def measure(
         batch_size=32,
         seq_len=128,
         lr=5e-4,
-        weight_refresh="lora",
-        lora_rank=LORA_RANK,
-        lora_alpha=2 * LORA_RANK,
-        lora_target_modules=LORA_MODULES,
+        **LORA_FIELDS,
         save_path=os.environ.get("TMPDIR", "/tmp"),
         prefix_sharing=sharing,
     )

@@ -101,7 +101,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    from demo.lora import LORA_MODULES, LORA_RANK
+    from demo.lora import LORA_FIELDS, LORA_RANK
     from example_trainer.batching import flatten_batch
     from example_trainer.config import TrainingConfig
     from example_trainer.distributed import DistInfo
@@ -124,10 +124,7 @@ def main() -> int:
         seq_len=seq_len,
         micro_batch_tokens=2 * seq_len,
         lr=5e-4,
-        weight_refresh="lora",
-        lora_rank=LORA_RANK,
-        lora_alpha=2 * LORA_RANK,
-        lora_target_modules=LORA_MODULES,
+        **LORA_FIELDS,
         save_path=os.environ.get("TMPDIR", "/tmp"),
     )
     full = TrainingConfig(**base, skip_zero_advantage=False)

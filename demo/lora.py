@@ -44,6 +44,15 @@ def vllm_with_lora(model: str, max_model_len: int) -> dict[str, Any]:
     }
 
 
+LORA_FIELDS: dict[str, Any] = {
+    "weight_refresh": "lora",
+    "lora_rank": LORA_RANK,
+    "lora_alpha": 2 * LORA_RANK,
+    "lora_target_modules": LORA_MODULES,
+}
+"""The adapter the LoRA presets train (on every linear layer), as trainer config fields."""
+
+
 def lora_trainer_flags(
     args: argparse.Namespace, model: str, out: Path, seq_len: int
 ) -> dict[str, Any]:
@@ -51,11 +60,8 @@ def lora_trainer_flags(
     linear layer, published to vLLM after every step, bf16 compute on the CPU."""
     return {
         **run_trainer_flags(args, model, out, seq_len),
-        "weight_refresh": "lora",
+        **LORA_FIELDS,
         "lora_adapter_name": ADAPTER_NAME,
-        "lora_rank": LORA_RANK,
-        "lora_alpha": 2 * LORA_RANK,
-        "lora_target_modules": LORA_MODULES,
         "dtype": TRAINER_DTYPE,
         # vLLM reports the sampled distribution's log-probabilities (--logprobs-mode above): the
         # trainer divides its logits by the temperature each group was sampled at
