@@ -16,8 +16,11 @@ mode (BFCL's system prompt with the function docs; the reply is Python call text
 ``serve`` / ``process`` train in prompt mode on items that are not held out: BFCL's live AST entries
 (a live question equal to a held-out one is left out) plus parallel and parallel_multiple items composed
 from live_simple entries (``atroposlib.interop.bfcl.pool``). Reward 1.0 when the official checker accepts
-the answer, else 0.0; every answer's verdict is its ``grader`` note, and each kind of failure is
-counted (``train/outcome/<kind>``: ``valid``, ``malformed`` (no list of calls), ``wrong call``).
+the answer, else 0.0; with ``--env.partial_credit C`` a rejected answer that is a list of as many calls
+as asked (BFCL's error type is about what is in the calls, not ``decoder_failed`` or ``wrong_count``)
+earns C: a graded reward read off the official verdict, which gives a small model's groups something to
+tell apart. Every answer's verdict is its ``grader`` note, and each kind of failure is counted
+(``train/outcome/<kind>``: ``valid``, ``malformed`` (no list of calls), ``wrong count``, ``wrong call``).
 
 The checker runs in bfcl-eval's own environment (``scripts/setup_bfcl.sh``; ``ATROPOS_BFCL_PYTHON``
 for your own), one worker process per env: without it, start-up fails with one line naming what to
@@ -51,6 +54,7 @@ from atroposlib.interop.bfcl import (
     Answer,
     BfclChecker,
     BfclEntry,
+    Verdict,
     build_pool,
     evaluate_entries,
     fixed_subsample,
@@ -88,6 +92,14 @@ class BfclConfig(SamplingConfig):
         300, ge=0, description="Training items composed of 2-3 questions on different functions."
     )
     seed: int = Field(0, description="Seed of the composed items and of the training order.")
+    partial_credit: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Training reward of an answer the checker rejects for what is in its calls (a "
+        "name, a parameter, a value) although it is a list of as many calls as asked (BFCL's error is "
+        "neither decoder_failed nor wrong_count). 0: the reward is the verdict alone (1 or 0).",
+    )
 
     @field_validator("categories")
     @classmethod
@@ -98,6 +110,26 @@ class BfclConfig(SamplingConfig):
                 f"unknown BFCL categories {unknown or '(none given)'}; valid: {', '.join(SINGLE_TURN)}"
             )
         return value
+
+
+OUTCOMES = ("valid", "malformed", "wrong count", "wrong call")
+"""How a training answer ends (counted as ``train/outcome/<kind>``): accepted; no list of calls; too many
+or too few calls; as many calls as asked, with a wrong name, parameter or value."""
+
+
+def outcome(verdict: Verdict) -> str:
+    """Which of ``OUTCOMES`` the official verdict is."""
+    if verdict.valid or verdict.malformed:
+        return "valid" if verdict.valid else "malformed"
+    return "wrong call" if verdict.right_count else "wrong count"
+
+
+def reward(verdict: Verdict, partial_credit: float) -> float:
+    """1.0 when the official checker accepts the answer; ``partial_credit`` when it rejects a list of
+    as many calls as asked for what is in them (BFCL's own error type says which); else 0.0."""
+    if verdict.valid:
+        return 1.0
+    return partial_credit if verdict.right_count else 0.0
 
 
 class BfclEnv(BaseEnv):
@@ -111,7 +143,7 @@ class BfclEnv(BaseEnv):
     async def setup(self) -> None:
         self.checker = BfclChecker.start()  # ConfigError (one line) when there is no checker
         self.tally = Tally(self.set_metric)
-        for kind in ("valid", "malformed", "wrong call"):
+        for kind in OUTCOMES:
             self.set_metric(self.tally.metric_name("outcome", kind), 0)
         self.pool: list[BfclEntry] = []
         self.rng = random.Random(self.config.seed)
@@ -158,14 +190,14 @@ class BfclEnv(BaseEnv):
         )
         group = self.group_builder()
         for answer, node, verdict in zip(answers, nodes, verdicts, strict=True):
-            kind = "valid" if verdict.valid else "malformed" if verdict.malformed else "wrong call"
+            kind = outcome(verdict)
             self.tally.count(
                 "outcome", kind, f"{item.id}: {verdict.reason}", quiet=kind != "malformed"
             )
             self.add_metric("train/valid", float(verdict.valid))
             group.add_node(
                 node,
-                1.0 if verdict.valid else 0.0,
+                reward(verdict, self.config.partial_credit),
                 messages=transcript(messages, answer, verdict.reason),
                 overrides={"bfcl_id": item.id, "category": item.category},
             )

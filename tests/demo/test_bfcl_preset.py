@@ -20,9 +20,9 @@ from demo.presets import find_preset
 def test_the_bfcl_task_has_its_own_defaults_and_folder():
     args = parse_args(["--model", "smollm2", "--task", "bfcl"])
     assert (args.steps, args.prompts_per_step, args.group_size, args.warmup_sft_steps) == (
-        40,
-        4,
-        8,
+        30,
+        2,
+        16,
         24,
     )
     assert (args.inference, args.out.name, args.heldout) == ("vllm", "demo-smollm2-bfcl", 50)

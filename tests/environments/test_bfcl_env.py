@@ -186,6 +186,39 @@ def test_a_training_group_is_rewarded_by_the_official_verdict(gold_by_question):
     assert group.overrides == [{"bfcl_id": entry.id, "category": "live_simple"}] * 2
 
 
+def test_partial_credit_goes_to_as_many_calls_as_asked_and_only_to_them(gold_by_question):
+    """With ``--env.partial_credit``, a rejected answer earns it when BFCL's checker rejected what is in
+    the calls (here a missing parameter), not when it found no list or the wrong number of calls."""
+    entry, gold = next(
+        v
+        for v in gold_by_question.values()
+        if v[0].category == "live_simple"
+        and any(accepted != [""] for accepted in next(iter(v[0].ground_truth[0].values())).values())
+    )
+    (name,) = entry.ground_truth[0]
+    inner = gold.strip()[1:-1]
+    answers = [gold, f"[{name}()]", f"[{inner}, {inner}]", "Here you go."]
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
+        env = _env(fake, "process", "--env.group_size", "4", "--env.partial_credit", "0.25")
+
+        async def run():
+            await env.setup()
+            env.checker.load(["live_simple"])
+            try:
+                return await env.collect_trajectories(entry)
+            finally:
+                env.checker.close()
+
+        group, _ = asyncio.run(run())
+    by_note = sorted(zip(group.scores, [m[-1]["content"] for m in group.messages], strict=True))
+    assert [score for score, _ in by_note] == [0.0, 0.0, 0.25, 1.0], by_note
+    zero_notes = sorted(note.split(":")[1] for _, note in by_note[:2])
+    assert zero_notes == ["decoder_failed", "wrong_count"]
+    assert by_note[2][1].startswith("simple_function_checker:missing_required")
+    for kind in ("valid", "malformed", "wrong_count", "wrong_call"):
+        assert env.tally.counts[f"train/outcome/{kind}"] == 1, kind
+
+
 def test_process_trains_through_the_runtime_on_checker_verdicts(gold_by_question, tmp_path):
     """``process`` (the runtime's loop: items from the pool, cleanup after each) writes groups whose
     rewards are the official verdicts: gold answers to live questions valid, the rest not."""

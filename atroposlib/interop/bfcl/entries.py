@@ -12,6 +12,11 @@ MALFORMED_ERROR_TYPES = frozenset(
     {"ast_decoder:decoder_failed", "ast_decoder:decoder_wrong_output_format"}
 )
 """BFCL's error types for an answer that is not a list of calls at all (the rest judge the calls)."""
+WRONG_COUNT_SUFFIX = ":wrong_count"
+"""How BFCL's checkers name a list with too many or too few calls (``simple_function_checker:wrong_count``,
+``multiple_function_checker:wrong_count``, ``parallel_function_checker_no_order:wrong_count``, ...)."""
+RELEVANCE_ERROR_PREFIXES = ("irrelevance_error:", "relevance_error:")
+"""A call where none was asked for, or none where one was (the relevance categories: a count of 0 or 1)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,17 @@ class Verdict:
         return self.error_type in MALFORMED_ERROR_TYPES
 
     @property
+    def right_count(self) -> bool:
+        """The answer is a list of as many calls as the entry asks for: valid, or rejected by BFCL for
+        what is in the calls (a name, a parameter, a value), not for being no list or the wrong length."""
+        kind = self.error_type or ""
+        return self.valid or not (
+            self.malformed
+            or kind.endswith(WRONG_COUNT_SUFFIX)
+            or kind.startswith(RELEVANCE_ERROR_PREFIXES)
+        )
+
+    @property
     def reason(self) -> str:
         """One line: ``valid``, or the error type and its first message."""
         if self.valid:
@@ -106,4 +122,4 @@ class Verdict:
         return f"{self.error_type}: {first}"[:300]
 
 
-__all__ = ["MALFORMED_ERROR_TYPES", "Answer", "BfclEntry", "Verdict"]
+__all__ = ["MALFORMED_ERROR_TYPES", "WRONG_COUNT_SUFFIX", "Answer", "BfclEntry", "Verdict"]
