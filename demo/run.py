@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         out=out,
         args=args,
         prep=prep,
-        rows=read_metrics(plan.metrics_source),
+        rows=read_metrics(plan.metrics_source, final=True),
         early=watch.early,
         late=watch.late,
         loop_s=loop_s,

@@ -119,8 +119,10 @@ or too few calls; as many calls as asked, with a wrong name, parameter or value.
 
 def outcome(verdict: Verdict) -> str:
     """Which of ``OUTCOMES`` the official verdict is."""
-    if verdict.valid or verdict.malformed:
-        return "valid" if verdict.valid else "malformed"
+    if verdict.valid:
+        return "valid"
+    if verdict.malformed:
+        return "malformed"
     return "wrong call" if verdict.right_count else "wrong count"
 
 

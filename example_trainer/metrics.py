@@ -152,12 +152,13 @@ class MetricsLogger:
         self._sink.close()
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: Path, final: bool = False) -> list[dict[str, Any]]:
     """All rows of a metrics file; for a resumed run the last row of each step wins.
 
     A last line without its newline is a row the trainer is still writing (the demo's live line reads
     the file while it grows): it is left for the next read. Once cut there by a reader of a live run,
-    such a row made the whole demo fail at its last step."""
+    such a row made the whole demo fail at its last step. ``final``: no next read will come (the
+    trainer has exited), so a half-written last row is left out with a warning naming the file."""
     rows: dict[int, dict[str, Any]] = {}
     p = Path(path)
     if not p.exists():
@@ -167,6 +168,13 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         if line.strip():
             r = json.loads(line)
             rows[int(r["step"])] = r
+    if final and lines[-1].strip():
+        log.warning(
+            "metrics: left out the half-written last row of %s (%d characters, no newline: the "
+            "trainer stopped while writing it)",
+            p,
+            len(lines[-1]),
+        )
     return [rows[k] for k in sorted(rows)]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from example_trainer.metrics import format_step_line, read_metrics
 
 
@@ -15,13 +17,19 @@ def test_metrics_file_keeps_the_last_row_of_a_step(tmp_path):
     assert "step    2/5 reward 0.300" in format_step_line({**rows[1], "loss": 0.0}, 5)
 
 
-def test_a_row_still_being_written_is_left_for_the_next_read(tmp_path):
+def test_a_row_still_being_written_is_left_for_the_next_read(tmp_path, caplog):
     # the demo's live line reads the file while the trainer appends; a read that lands mid-row
     # once ended a whole run at its last step (JSONDecodeError)
     p = tmp_path / "m.jsonl"
     row = '{"step": 2, "reward_mean": 0.2, "loss": 0.0}'
     p.write_text('{"step": 1, "reward_mean": 0.1}\n' + row[:20])
     assert [r["step"] for r in read_metrics(p)] == [1]
+    with caplog.at_level(logging.WARNING, logger="example_trainer.metrics"):
+        assert [r["step"] for r in read_metrics(p)] == [1]
+        assert not caplog.records  # a live read: the row may still be coming
+        assert [r["step"] for r in read_metrics(p, final=True)] == [1]
+    (warning,) = caplog.records
+    assert "half-written last row" in warning.getMessage() and str(p) in warning.getMessage()
     p.write_text('{"step": 1, "reward_mean": 0.1}\n' + row + "\n")
     assert [r["step"] for r in read_metrics(p)] == [1, 2]
 

@@ -122,4 +122,11 @@ class Verdict:
         return f"{self.error_type}: {first}"[:300]
 
 
-__all__ = ["MALFORMED_ERROR_TYPES", "WRONG_COUNT_SUFFIX", "Answer", "BfclEntry", "Verdict"]
+__all__ = [
+    "MALFORMED_ERROR_TYPES",
+    "RELEVANCE_ERROR_PREFIXES",
+    "WRONG_COUNT_SUFFIX",
+    "Answer",
+    "BfclEntry",
+    "Verdict",
+]
