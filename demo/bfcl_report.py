@@ -108,6 +108,7 @@ def _summary(result: RunResult, after: Any) -> dict[str, Any]:
         "seed": args.seed,
         "warmup_sft_steps": args.warmup_sft_steps,
         "partial_credit": prep.get("partial_credit", 0.0),
+        "part_credit": prep.get("part_credit", False),
         "heldout_per_category": args.heldout,
         "heldout_entries": len(prep["entries"]),
         "training_pool": prep["pool"],
@@ -137,13 +138,19 @@ def summary_text(summary: dict[str, Any], server: str, refresh: str, total_s: fl
         by = summary[f"heldout_{name}_by_category"]
         return ", ".join(f"{c} {100 * v:.1f}" for c, v in by.items())
 
+    part_note = (
+        ", at least the share of accepted parts for a composed item"
+        if summary.get("part_credit")
+        else ""
+    )
     return (
         f"SmolLM2-135M-Instruct on BFCL function calling (prompt mode): {summary['warmup_sft_steps']} "
         f"supervised warm-up steps, then {summary['steps']} GRPO steps ({summary['prompts_per_step']} "
         f"prompts x {summary['group_size']} answers, lr {summary['lr']}, control {summary['control']}) "
         f"through the real loop: run-api, {server} (a rank-{LORA_RANK} LoRA hot-loaded after every "
         f"step; {refresh}), the BFCL env (reward: the official AST checker's verdict, "
-        f"{summary['partial_credit']} for a rejected list of as many calls as asked) and the trainer. "
+        f"{summary['partial_credit']} for a rejected list of as many calls as asked"
+        f"{part_note}) and the trainer. "
         f"Held-out BFCL non-live AST ({summary['heldout_entries']} entries, "
         f"{summary['heldout_per_category']} per category, official checker), points: base "
         f"{100 * summary['heldout_base']:.1f} ({cats('base')}); RL start "

@@ -19,7 +19,10 @@ from live_simple entries (``atroposlib.interop.bfcl.pool``). Reward 1.0 when the
 the answer, else 0.0; with ``--env.partial_credit C`` a rejected answer that is a list of as many calls
 as asked (BFCL's error type is about what is in the calls, not ``decoder_failed`` or ``wrong_count``)
 earns C: a graded reward read off the official verdict, which gives a small model's groups something to
-tell apart. Every answer's verdict is its ``grader`` note, and each kind of failure is counted
+tell apart. With ``--env.part_credit true`` a rejected answer to a composed item earns the share of its
+parts the official checker accepts one of its calls for (each part is a live_simple entry, checked on its
+own; the share is over the larger of the parts asked and the calls written), when that is more: a second
+right call is worth as much as the first. Every answer's verdict is its ``grader`` note, and each kind of failure is counted
 (``train/outcome/<kind>``: ``valid``, ``malformed`` (no list of calls), ``wrong count``, ``wrong call``).
 
 The checker runs in bfcl-eval's own environment (``scripts/setup_bfcl.sh``; ``ATROPOS_BFCL_PYTHON``
@@ -101,6 +104,13 @@ class BfclConfig(SamplingConfig):
         "neither decoder_failed nor wrong_count). 0: the reward is the verdict alone (1 or 0).",
     )
 
+    part_credit: bool = Field(
+        False,
+        description="Training reward of a rejected answer to a composed item: at least the share of "
+        "its parts the checker accepts one of its calls for, over the larger of the parts asked and "
+        "the calls written. False: composed items are scored by the verdict (and partial_credit) alone.",
+    )
+
     @field_validator("categories")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
@@ -126,12 +136,14 @@ def outcome(verdict: Verdict) -> str:
     return "wrong call" if verdict.right_count else "wrong count"
 
 
-def reward(verdict: Verdict, partial_credit: float) -> float:
+def reward(verdict: Verdict, partial_credit: float, part_credit: bool = False) -> float:
     """1.0 when the official checker accepts the answer; ``partial_credit`` when it rejects a list of
-    as many calls as asked for what is in them (BFCL's own error type says which); else 0.0."""
+    as many calls as asked for what is in them (BFCL's own error type says which); with
+    ``part_credit``, a composed item's share of accepted parts where that is more; else 0.0."""
     if verdict.valid:
         return 1.0
-    return partial_credit if verdict.right_count else 0.0
+    graded = partial_credit if verdict.right_count else 0.0
+    return max(graded, verdict.part_share) if part_credit else graded
 
 
 class BfclEnv(BaseEnv):
@@ -197,9 +209,11 @@ class BfclEnv(BaseEnv):
                 "outcome", kind, f"{item.id}: {verdict.reason}", quiet=kind != "malformed"
             )
             self.add_metric("train/valid", float(verdict.valid))
+            if verdict.parts:
+                self.add_metric("train/composed_part_share", verdict.part_share)
             group.add_node(
                 node,
-                reward(verdict, self.config.partial_credit),
+                reward(verdict, self.config.partial_credit, self.config.part_credit),
                 messages=transcript(messages, answer, verdict.reason),
                 overrides={"bfcl_id": item.id, "category": item.category},
             )

@@ -20,7 +20,7 @@ from demo.presets import find_preset
 def test_the_bfcl_task_has_its_own_defaults_and_folder():
     args = parse_args(["--model", "smollm2", "--task", "bfcl"])
     assert (args.steps, args.prompts_per_step, args.group_size, args.warmup_sft_steps) == (
-        30,
+        40,
         2,
         16,
         24,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from atroposlib.interop.bfcl import LIVE_AST, BfclChecker, bfcl_missing, gold_text
+from atroposlib.interop.bfcl import LIVE_AST, Answer, BfclChecker, bfcl_missing, gold_text
 from atroposlib.interop.bfcl.gold import gold_arguments
 from atroposlib.runtime.config_loader import load_config
 from atroposlib.testing import FakeOpenAIServer, tiny_tokenizer_dir
@@ -217,6 +217,44 @@ def test_partial_credit_goes_to_as_many_calls_as_asked_and_only_to_them(gold_by_
     assert by_note[2][1].startswith("simple_function_checker:missing_required")
     for kind in ("valid", "malformed", "wrong_count", "wrong_call"):
         assert env.tally.counts[f"train/outcome/{kind}"] == 1, kind
+
+
+def test_part_credit_pays_a_composed_item_by_its_accepted_parts(gold_by_question):
+    """With ``--env.part_credit``, a rejected answer to a composed item earns the share of its parts the
+    official checker accepts (over the larger of parts and calls), or the partial credit where that is
+    more; without it the same verdicts earn the verdict and partial credit alone."""
+    from bfcl_env import reward
+
+    singles = [e for e, _ in gold_by_question.values() if e.category == "live_simple"]
+    names = list(dict.fromkeys(str(e.functions[0]["name"]) for e in singles))
+    one, two = (next(e for e in singles if e.functions[0]["name"] == n) for n in names[:2])
+    first, second = (gold_by_question[e.question][1].strip()[1:-1] for e in (one, two))
+    answers = [f"[{first}, {second}]", f"[{first}]", f"[{first}, made_up(x=1)]", "Let me see."]
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
+        env = _env(
+            fake,
+            "process",
+            *("--env.group_size", "4", "--env.partial_credit", "0.25"),
+            *("--env.part_credit", "true"),
+        )
+
+        async def run():
+            await env.setup()
+            env.checker.load(["live_simple"])
+            (item,) = env.checker.compose([("composed_t", [one.id, two.id], "parallel_multiple")])
+            try:
+                group, _ = await env.collect_trajectories(item)
+                verdicts = env.checker.check([Answer(item.id, text=a) for a in answers])
+                return group, verdicts
+            finally:
+                env.checker.close()
+
+        group, verdicts = asyncio.run(run())
+    by_answer = dict(zip([m[-1]["content"] for m in group.messages], group.scores, strict=True))
+    assert sorted(group.scores) == [0.0, 0.5, 0.5, 1.0], by_answer
+    assert [reward(v, 0.25, part_credit=True) for v in verdicts] == [1.0, 0.5, 0.5, 0.0]
+    assert [reward(v, 0.25) for v in verdicts] == [1.0, 0.0, 0.25, 0.0]
+    assert group.overrides[0] == {"bfcl_id": "composed_t", "category": "parallel_multiple"}
 
 
 def test_process_trains_through_the_runtime_on_checker_verdicts(gold_by_question, tmp_path):

@@ -86,6 +86,11 @@ class Verdict:
     error_type: Optional[str] = None
     errors: tuple[str, ...] = ()
     decoded: Any = field(default=None, compare=False)
+    parts: int = 0
+    """For a composed item: how many entries it is made of (0 for BFCL's own entries)."""
+    parts_accepted: int = 0
+    """For a composed item: how many of its parts the checker accepts one of the answer's calls for, as
+    the answer to that part's own entry (a call counts for one part at most)."""
 
     @classmethod
     def from_worker(cls, row: Mapping[str, Any]) -> Verdict:
@@ -95,6 +100,8 @@ class Verdict:
             error_type=row.get("error_type"),
             errors=tuple(str(e) for e in row.get("errors") or ()),
             decoded=row.get("decoded"),
+            parts=int(row.get("parts") or 0),
+            parts_accepted=int(row.get("parts_accepted") or 0),
         )
 
     @property
@@ -112,6 +119,15 @@ class Verdict:
             or kind.endswith(WRONG_COUNT_SUFFIX)
             or kind.startswith(RELEVANCE_ERROR_PREFIXES)
         )
+
+    @property
+    def part_share(self) -> float:
+        """For a composed item: its accepted parts over the larger of the parts asked and the calls
+        written (an extra call costs as a missing one does); 0.0 for BFCL's own entries."""
+        if not self.parts:
+            return 0.0
+        written = len(self.decoded) if isinstance(self.decoded, list) else 0
+        return self.parts_accepted / max(self.parts, written)
 
     @property
     def reason(self) -> str:

@@ -26,7 +26,9 @@ One request a line, one reply a line, in order; each reply carries the request's
   "fc", "text"`` (prompt mode: the model's reply) or ``"calls"`` (fc: ``[{"name", "arguments"}]``)``}``,
   optionally with its own ``"category"``, ``"functions"`` and ``"ground_truth"`` instead of a loaded id
   (an item made outside BFCL, scored by the same checker). A result is ``{"id", "valid", "error_type",
-  "errors", "decoded"}``, exactly what BFCL's evaluator decides for the entry.
+  "errors", "decoded"}``, exactly what BFCL's evaluator decides for the entry; for a composed item also
+  ``"parts"`` (how many) and ``"parts_accepted"``: how many of its parts the same checker accepts one of
+  the answer's calls for, as an answer to that part's own entry (each call used for one part at most).
 
 A request it cannot serve gets ``{"ok": false, "error": "one line"}`` and the worker goes on.
 ``--self-check`` loads one category, scores a gold answer and exits 0 (the install's verification).
@@ -144,6 +146,7 @@ class Bfcl:
             "shown": shown,
             "question": question,
             "ground_truth": truth,
+            "parts": list(parts),
         }
         return {**entry, "parts": parts}
 
@@ -207,6 +210,9 @@ class Bfcl:
             return self._relevance(item, category)
         language, return_format = self.language(category)
         result: dict[str, Any] = {"id": item.get("id"), "decoded": None}
+        parts = ref.get("parts")
+        if parts:
+            result.update(parts=len(parts), parts_accepted=0)
         try:
             decoded = self.decode(item, return_format)
         except Exception as exc:  # noqa: BLE001  the evaluator's own rule: any failure is this verdict
@@ -228,12 +234,39 @@ class Bfcl:
             ref["functions"], decoded, ref["ground_truth"], language, category, model
         )
         valid = bool(verdict["valid"])
-        return {  # the checker leaves its initial "...:unclear" error type on a valid verdict
+        result = {  # the checker leaves its initial "...:unclear" error type on a valid verdict
             **result,
             "valid": valid,
             "error_type": None if valid else verdict.get("error_type"),
             "errors": [] if valid else [str(e) for e in verdict.get("error", [])],
         }
+        if parts:
+            accepted = len(parts) if valid else self._parts_accepted(parts, decoded, model)
+            result["parts_accepted"] = accepted
+        return result
+
+    def _parts_accepted(self, parts: list[str], decoded: list[Any], model: str) -> int:
+        """How many ``parts`` (loaded single-call entries) get a call of ``decoded`` that the checker
+        accepts as the answer to that part alone; a call counts for one part at most (the largest such
+        matching: a composed item has two or three parts)."""
+        fits: list[set[int]] = []
+        for part in parts:
+            ref = self.entries[part]
+            language, _ = self.language(str(ref["category"]))
+            fits.append(
+                {i for i, call in enumerate(decoded) if self._accepts(ref, call, language, model)}
+            )
+        return _largest_matching(fits)
+
+    def _accepts(self, ref: dict[str, Any], call: Any, language: Any, model: str) -> bool:
+        """The checker's verdict on ``[call]`` as the answer to the loaded entry ``ref``."""
+        try:
+            verdict = self.checker.ast_checker(
+                ref["functions"], [call], ref["ground_truth"], language, ref["category"], model
+            )
+        except Exception:  # noqa: BLE001  a call the checker cannot read is not accepted
+            return False
+        return bool(verdict["valid"])
 
     def _relevance(self, item: dict[str, Any], category: str) -> dict[str, Any]:
         """BFCL's relevance rule: a call is expected (relevance) or must be absent (irrelevance)."""
@@ -262,6 +295,24 @@ class Bfcl:
             "errors": errors,
             "decoded": _jsonable(decoded),
         }
+
+
+def _largest_matching(fits: list[set[int]]) -> int:
+    """The most parts that can each have a call of their own, where part ``k`` accepts the calls
+    ``fits[k]`` (augmenting paths; a few parts, a few calls)."""
+    owner: dict[int, int] = {}
+
+    def place(part: int, tried: set[int]) -> bool:
+        for call in fits[part]:
+            if call in tried:
+                continue
+            tried.add(call)
+            if call not in owner or place(owner[call], tried):
+                owner[call] = part
+                return True
+        return False
+
+    return sum(place(k, set()) for k in range(len(fits)))
 
 
 def _unique_by_name(functions: Any) -> list[dict[str, Any]]:

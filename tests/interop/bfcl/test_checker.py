@@ -131,3 +131,39 @@ def test_right_count_is_read_off_bfcls_error_type(bfcl_checker):
     assert not made_up.valid and not made_up.malformed and made_up.right_count, made_up
     assert irrelevant_call.error_type.startswith("irrelevance_error:")
     assert not irrelevant_call.right_count
+
+
+def test_a_composed_items_parts_are_each_checked_on_their_own_entry(bfcl_checker):
+    """A composed item's verdict counts the parts the checker accepts a call for as the answer to that
+    part's own entry, each call for one part at most; ``part_share`` is over the larger of the parts
+    asked and the calls written. BFCL's own entries carry no parts."""
+    singles = bfcl_checker.load(["live_simple"])["live_simple"]
+    names = list(dict.fromkeys(str(e.functions[0]["name"]) for e in singles))
+    one = next(e for e in singles if e.functions[0]["name"] == names[0])
+    two = next(e for e in singles if e.functions[0]["name"] == names[1])
+    (item,) = bfcl_checker.compose([("composed_test_0", [one.id, two.id], "parallel_multiple")])
+    first, second = (gold_text(e.ground_truth).strip()[1:-1] for e in (one, two))
+    made_up = "made_up_function(x=1)"
+    answers = {
+        "both, reversed": f"[{second}, {first}]",
+        "first only": f"[{first}]",
+        "first and a made-up call": f"[{first}, {made_up}]",
+        "first twice": f"[{first}, {first}]",
+        "both and the first again": f"[{first}, {second}, {first}]",
+        "prose": "I would call the first function.",
+    }
+    checked = bfcl_checker.check([Answer(item.id, text=t) for t in answers.values()])
+    verdicts = dict(zip(answers, checked, strict=True))
+    accepted = {
+        k: (v.valid, v.parts, v.parts_accepted, round(v.part_share, 3)) for k, v in verdicts.items()
+    }
+    assert accepted == {
+        "both, reversed": (True, 2, 2, 1.0),
+        "first only": (False, 2, 1, 0.5),
+        "first and a made-up call": (False, 2, 1, 0.5),
+        "first twice": (False, 2, 1, 0.5),
+        "both and the first again": (False, 2, 2, 0.667),
+        "prose": (False, 2, 0, 0.0),
+    }
+    (own,) = bfcl_checker.check([Answer(one.id, text=f"[{first}]")])
+    assert own.valid and own.parts == 0 and own.part_share == 0.0
