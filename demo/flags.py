@@ -15,7 +15,7 @@ from atroposlib.utils.cli import (
 )
 from demo.presets import DEFAULT, PRESETS, model_names, per_preset, task_names
 
-PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share")
+PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share", "part_credit")
 """The flags only some presets take (``Preset.settings``), declared by ``_preset_settings``."""
 
 
@@ -144,6 +144,13 @@ def _preset_settings(p: CliParser) -> None:
         default=None,
         help="smollm2 harbor: share of the warm-up's episodes that compute the answer with the "
         "task's reference command, the rest writing down the answer they were shown (default 0.3).",
+    )
+    p.add_argument(
+        "--part-credit",
+        choices=("on", "off"),
+        default=None,
+        help="smollm2 bfcl: a rejected answer to a composed training item earns the share of its "
+        "parts the official checker accepts (the env's --env.part_credit; default off).",
     )
     p.add_argument(
         "--heldout",

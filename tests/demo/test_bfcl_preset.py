@@ -20,7 +20,7 @@ from demo.presets import find_preset
 def test_the_bfcl_task_has_its_own_defaults_and_folder():
     args = parse_args(["--model", "smollm2", "--task", "bfcl"])
     assert (args.steps, args.prompts_per_step, args.group_size, args.warmup_sft_steps) == (
-        40,
+        30,
         2,
         16,
         24,
@@ -28,6 +28,22 @@ def test_the_bfcl_task_has_its_own_defaults_and_folder():
     assert (args.inference, args.out.name, args.heldout) == ("vllm", "demo-smollm2-bfcl", 50)
     shuffled = parse_args(["--model", "smollm2", "--task", "bfcl", "--control", "shuffled"])
     assert shuffled.out.name == "demo-smollm2-bfcl-control"
+
+
+def test_part_credit_is_off_unless_asked_and_only_bfcl_takes_it(tmp_path: Path, capsys):
+    from demo.presets.smollm2_bfcl import part_credit, topology_parts
+
+    for flags, wanted in (
+        ([], False),
+        (["--part-credit", "on"], True),
+        (["--part-credit", "off"], False),
+    ):
+        args = parse_args(["--model", "smollm2", "--task", "bfcl", *flags])
+        env = topology_parts(args, tmp_path / "model", tmp_path).envs[0]
+        assert part_credit(args) is wanted and env["flags"]["env"]["part_credit"] is wanted
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--task", "calculator", "--part-credit", "on"])
+    assert exc.value.code == 2 and "--part-credit applies to" in capsys.readouterr().err
 
 
 def test_the_bfcl_task_needs_smollm2(capsys):
