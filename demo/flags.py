@@ -15,7 +15,7 @@ from atroposlib.utils.cli import (
 )
 from demo.presets import DEFAULT, PRESETS, model_names, per_preset, task_names
 
-PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share", "part_credit")
+PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share", "part_credit", "synthetic")
 """The flags only some presets take (``Preset.settings``), declared by ``_preset_settings``."""
 
 
@@ -151,6 +151,14 @@ def _preset_settings(p: CliParser) -> None:
         default=None,
         help="smollm2 bfcl: a rejected answer to a composed training item earns the share of its "
         "parts the official checker accepts (the env's --env.part_credit; default off).",
+    )
+    p.add_argument(
+        "--synthetic",
+        type=non_negative_int,
+        default=None,
+        help="smollm2 bfcl: training items in the non-live categories' style written from our own "
+        "function templates, added to the pool and to the warm-up (the env's --env.synthetic; "
+        "default 0).",
     )
     p.add_argument(
         "--heldout",

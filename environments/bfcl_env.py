@@ -15,7 +15,8 @@ mode (BFCL's system prompt with the function docs; the reply is Python call text
 
 ``serve`` / ``process`` train in prompt mode on items that are not held out: BFCL's live AST entries
 (a live question equal to a held-out one is left out) plus parallel and parallel_multiple items composed
-from live_simple entries (``atroposlib.interop.bfcl.pool``). Reward 1.0 when the official checker accepts
+from live_simple entries (``atroposlib.interop.bfcl.pool``), and with ``--env.synthetic N`` N items in the
+non-live style written from our own function templates. Reward 1.0 when the official checker accepts
 the answer, else 0.0; with ``--env.partial_credit C`` a rejected answer that is a list of as many calls
 as asked (BFCL's error type is about what is in the calls, not ``decoder_failed`` or ``wrong_count``)
 earns C: a graded reward read off the official verdict, which gives a small model's groups something to
@@ -94,6 +95,12 @@ class BfclConfig(SamplingConfig):
     composed_parallel_multiple: int = Field(
         300, ge=0, description="Training items composed of 2-3 questions on different functions."
     )
+    synthetic: int = Field(
+        0,
+        ge=0,
+        description="Training items written in the non-live categories' style from our own function "
+        "templates (atroposlib.interop.bfcl.synthetic), added to the pool; 0: none.",
+    )
     seed: int = Field(0, description="Seed of the composed items and of the training order.")
     partial_credit: float = Field(
         0.0,
@@ -169,6 +176,7 @@ class BfclEnv(BaseEnv):
             composed_parallel=self.config.composed_parallel,
             composed_parallel_multiple=self.config.composed_parallel_multiple,
             seed=self.config.seed,
+            synthetic=self.config.synthetic,
         )
         if not pool.items:
             raise ConfigError(

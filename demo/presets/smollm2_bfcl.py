@@ -60,7 +60,9 @@ DEFAULTS = {
 }
 WARMUP_BATCH = 2  # 8 answers of ~700 tokens held 14 GB in fp32; 2 hold under 4
 WARMUP_LR = 5e-4
-WARMUP_SOURCES = ("live_simple", "live_multiple")
+WARMUP_SOURCES = ("live_simple", "live_multiple", "synthetic_simple", "synthetic_multiple")
+WARMUP_SEVERAL_SOURCES = ("synthetic_parallel", "synthetic_parallel_multiple")
+"""Besides the composed items: the categories whose gold answers have several calls."""
 WARMUP_SEVERAL_SHARE = 0.4
 """Share of the warm-up's gold answers with several calls (composed items); the rest are single calls.
 RL then has multi-call answers to reinforce, as the calculator's warm-up shows the tool now and then.
@@ -80,13 +82,24 @@ on seed 0 (docs/training.md, "A fourth attempt"): 40 steps with it took the held
 without it; off until something shows it helps."""
 
 
+SYNTHETIC = 0
+"""The env's ``synthetic`` unless ``--synthetic N``: items in the non-live style from our own function
+templates (``atroposlib.interop.bfcl.synthetic``); not yet measured in a run, so none by default."""
+
+
+def synthetic(args: argparse.Namespace) -> int:
+    """The run's synthetic items: ``--synthetic N``, else ``SYNTHETIC``."""
+    given = getattr(args, "synthetic", None)
+    return SYNTHETIC if given is None else int(given)
+
+
 def part_credit(args: argparse.Namespace) -> bool:
     """The run's part credit: ``--part-credit on|off``, else ``PART_CREDIT``."""
     given = getattr(args, "part_credit", None)
     return PART_CREDIT if given is None else given == "on"
 
 
-def training_pool(checker: Any, seed: int) -> Any:
+def training_pool(checker: Any, seed: int, synthetic_items: int = 0) -> Any:
     """The env's pool with the env's settings (the same items the env trains on)."""
     from transformers import AutoTokenizer
 
@@ -99,6 +112,7 @@ def training_pool(checker: Any, seed: int) -> Any:
         composed_parallel=COMPOSED,
         composed_parallel_multiple=COMPOSED,
         seed=seed,
+        synthetic=synthetic_items,
     )
 
 
@@ -108,7 +122,7 @@ def warm_up(out: Path, args: argparse.Namespace, pool: Any) -> tuple[Path, list[
     from demo.chat_sft import lora_model, save_merged, sft_steps
 
     singles = [e for e in pool.items if e.category in WARMUP_SOURCES]
-    several = [e for e in pool.items if e.parts]
+    several = [e for e in pool.items if e.parts or e.category in WARMUP_SEVERAL_SOURCES]
 
     def sample(rng: Any, n: int) -> list[list[dict[str, Any]]]:
         chosen = [
@@ -149,7 +163,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     log = out / "logs" / "heldout-vllm.log"
     with BfclChecker.start() as checker:
         entries = heldout_entries(checker, args.heldout, args.seed)
-        pool = training_pool(checker, args.seed)
+        pool = training_pool(checker, args.seed, synthetic(args))
         print(
             f"[demo] BFCL checker {checker.version}; {len(entries)} held-out entries; training pool "
             f"{len(pool.items)} items {pool.by_category()} (left out: {pool.excluded})",
@@ -183,6 +197,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         "warmup_losses": losses,
         "partial_credit": PARTIAL_CREDIT,
         "part_credit": part_credit(args),
+        "synthetic": synthetic(args),
     }
 
 
@@ -198,6 +213,7 @@ def topology_parts(args: argparse.Namespace, model_dir: Path, out: Path) -> Topo
         "temperature": 1.0,
         "partial_credit": PARTIAL_CREDIT,
         "part_credit": part_credit(args),
+        "synthetic": synthetic(args),
         "data_path_to_save_groups": str(out / "groups.jsonl"),
     }
     openai = {"min_tokens_per_second": 0.25}  # 32 answers share vLLM's CPU worker
@@ -238,7 +254,7 @@ PRESET = replace(
         prepare=prepare,
         topology_parts=topology_parts,
         report=write_bfcl_report,
-        settings=frozenset({"heldout", "part_credit"}),
+        settings=frozenset({"heldout", "part_credit", "synthetic"}),
     ),
     missing=bfcl_missing,
 )

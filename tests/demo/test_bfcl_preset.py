@@ -46,6 +46,18 @@ def test_part_credit_is_off_unless_asked_and_only_bfcl_takes_it(tmp_path: Path, 
     assert exc.value.code == 2 and "--part-credit applies to" in capsys.readouterr().err
 
 
+def test_synthetic_items_are_none_unless_asked(tmp_path: Path, capsys):
+    from demo.presets.smollm2_bfcl import synthetic, topology_parts
+
+    for flags, wanted in (([], 0), (["--synthetic", "400"], 400)):
+        args = parse_args(["--model", "smollm2", "--task", "bfcl", *flags])
+        env = topology_parts(args, tmp_path / "model", tmp_path).envs[0]
+        assert synthetic(args) == wanted == env["flags"]["env"]["synthetic"]
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--task", "bfcl", "--synthetic", "-1"])
+    assert exc.value.code == 2 and "--synthetic" in capsys.readouterr().err
+
+
 def test_the_bfcl_task_needs_smollm2(capsys):
     with pytest.raises(SystemExit) as exc:
         parse_args(["--task", "bfcl"])

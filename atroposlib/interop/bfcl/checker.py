@@ -17,7 +17,7 @@ import json
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any, Optional
 
 from atroposlib.errors import ConfigError
@@ -121,6 +121,12 @@ class BfclChecker:
                 "items": [{"id": i, "parts": list(p), "category": c} for i, p, c in items],
             }
         )
+        return [BfclEntry.from_worker(row) for row in reply["entries"]]
+
+    def add(self, items: Sequence[Mapping[str, Any]]) -> list[BfclEntry]:
+        """Items made outside BFCL (``{"id", "category", "question", "functions", "ground_truth"}``:
+        see the worker's ``add``), given BFCL's prompt and kept by the worker for ``check``."""
+        reply = self._request({"op": "add", "items": [dict(i) for i in items]})
         return [BfclEntry.from_worker(row) for row in reply["entries"]]
 
     def check(self, answers: Sequence[Answer]) -> list[Verdict]:

@@ -7,7 +7,10 @@ entry whose question text equals a held-out one (one live_multiple entry repeats
 plus items composed from live_simple entries the same way BFCL's parallel categories are made: two or three
 questions on one function asked together (``parallel``: several calls of one function), or questions on
 different functions asked together (``parallel_multiple``). The live set has only 40 parallel entries;
-the composed ones give the held-out parallel categories something to transfer from. Every item is scored
+the composed ones give the held-out parallel categories something to transfer from. With ``synthetic``,
+items in the held-out categories' style written from our own function templates come too
+(``atroposlib.interop.bfcl.synthetic``: typed numeric arguments, parallel requests in one sentence).
+Every item is scored
 by the official checker, composed ones included (the worker composes them from its own entries); an
 item whose gold answer the checker itself rejects (8 of BFCL's live ground truths contradict their
 function docs) is left out, and so is one whose prompt ``fits`` refuses (too long for the run).
@@ -30,6 +33,7 @@ from atroposlib.interop.bfcl.checker import BfclChecker
 from atroposlib.interop.bfcl.entries import Answer, BfclEntry
 from atroposlib.interop.bfcl.gold import gold_text
 from atroposlib.interop.bfcl.scores import LIVE_AST, NON_LIVE_AST, SIMPLE
+from atroposlib.interop.bfcl.synthetic import synthetic_specs
 
 HELD_OUT_SOURCES = tuple(dict.fromkeys((*SIMPLE, *NON_LIVE_AST[1:], "irrelevance")))
 """Every non-live single-turn category: none of their entries may reach training."""
@@ -96,9 +100,11 @@ def build_pool(
     composed_parallel: int,
     composed_parallel_multiple: int,
     seed: int,
+    synthetic: int = 0,
 ) -> TrainingPool:
     """The pool: the live AST entries (held-out overlaps and prompts ``fits`` refuses left out) plus
-    ``composed_parallel`` and ``composed_parallel_multiple`` composed items (seeded)."""
+    ``composed_parallel`` and ``composed_parallel_multiple`` composed items and ``synthetic`` items in
+    the non-live style (``synthetic``; all seeded), every one checked like the live entries."""
     held = [e for rows in checker.load(HELD_OUT_SOURCES).values() for e in rows]
     held_ids = {e.id for e in held}
     held_questions = {normalized(e.question) for e in held}
@@ -119,6 +125,14 @@ def build_pool(
     fitting = [e for e in composed if fits(e)]
     if len(fitting) < len(composed):
         excluded["composed prompt too long"] += len(composed) - len(fitting)
+    made = checker.add(synthetic_specs(synthetic, seed)) if synthetic else []
+    for e in made:
+        if e.id in held_ids or normalized(e.question) in held_questions:
+            excluded["same id or question as a held-out entry"] += 1
+        elif not fits(e):
+            excluded["synthetic prompt too long"] += 1
+        else:
+            fitting.append(e)
     return TrainingPool(tuple(live + _gold_accepted(checker, fitting, excluded)), dict(excluded))
 
 

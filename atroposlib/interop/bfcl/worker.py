@@ -22,10 +22,14 @@ One request a line, one reply a line, in order; each reply carries the request's
   new items made of loaded single-call entries (their questions asked together, their functions
   offered together, every part's call expected; ``parallel`` or ``parallel_multiple``), kept for
   ``check`` like loaded ones; each entry also lists its ``parts``;
+* ``{"op": "add", "items": [{"id", "category", "question", "functions", "ground_truth"}]}`` ->
+  ``{"entries": [...]}``: items made outside BFCL (their own function docs, in BFCL's format, and
+  BFCL-style ground truth), given BFCL's prompt and language hint as its own entries are, and kept for
+  ``check``; the category's words pick the checker's rules as for BFCL's (``parallel``, ``multiple``,
+  else simple). The same item again is taken as it is; another one under a loaded id is refused;
 * ``{"op": "check", "items": [...]}`` -> ``{"results": [...]}``; an item is ``{"id", "mode": "prompt" |
-  "fc", "text"`` (prompt mode: the model's reply) or ``"calls"`` (fc: ``[{"name", "arguments"}]``)``}``,
-  optionally with its own ``"category"``, ``"functions"`` and ``"ground_truth"`` instead of a loaded id
-  (an item made outside BFCL, scored by the same checker). A result is ``{"id", "valid", "error_type",
+  "fc", "text"`` (prompt mode: the model's reply) or ``"calls"`` (fc: ``[{"name", "arguments"}]``)``}``
+  for a loaded, composed or added id. A result is ``{"id", "valid", "error_type",
   "errors", "decoded"}``, exactly what BFCL's evaluator decides for the entry; for a composed item also
   ``"parts"`` (how many) and ``"parts_accepted"``: how many of its parts the same checker accepts one of
   the answer's calls for, as an answer to that part's own entry (each call used for one part at most).
@@ -149,6 +153,38 @@ class Bfcl:
             "parts": list(parts),
         }
         return {**entry, "parts": parts}
+
+    def add(self, item: dict[str, Any]) -> dict[str, Any]:
+        """An item made outside BFCL (see the module docstring), kept for ``check``."""
+        new_id, category = str(item["id"]), str(item["category"])
+        if "relevance" in category or not item.get("ground_truth"):
+            raise ValueError("an added item needs a category of calls and a ground truth")
+        functions = [dict(f) for f in item["functions"]]
+        shown = self.utils._func_doc_language_specific_pre_processing(
+            json.loads(json.dumps(functions)), category
+        )
+        turns = [{"role": "user", "content": str(item["question"])}]
+        entry = self._entry(
+            category,
+            {"id": new_id, "function": functions},
+            {"id": new_id, "question": [turns], "function": shown},
+            list(item["ground_truth"]),
+        )
+        known = self.entries.get(new_id)
+        if known is not None and (known["category"], known["question"], known["functions"]) != (
+            category,
+            entry["question"],
+            functions,
+        ):
+            raise ValueError(f"entry {new_id!r} is already loaded with other content")
+        self.entries[new_id] = {
+            "category": category,
+            "functions": functions,
+            "shown": shown,
+            "question": entry["question"],
+            "ground_truth": entry["ground_truth"],
+        }
+        return entry
 
     def _entry(
         self, category: str, check_entry: dict, shown_entry: dict, truth: Any
@@ -354,6 +390,8 @@ def handle(bfcl: Bfcl, request: dict[str, Any]) -> dict[str, Any]:
         return {"entries": {c: bfcl.load(c) for c in request.get("categories") or []}}
     if op == "check":
         return {"results": [bfcl.check(item) for item in request.get("items") or []]}
+    if op == "add":
+        return {"entries": [bfcl.add(dict(i)) for i in request.get("items") or []]}
     if op == "compose":
         return {
             "entries": [
@@ -361,7 +399,7 @@ def handle(bfcl: Bfcl, request: dict[str, Any]) -> dict[str, Any]:
                 for i in request.get("items") or []
             ]
         }
-    raise ValueError(f"unknown op {op!r} (hello, load, compose, check)")
+    raise ValueError(f"unknown op {op!r} (hello, load, compose, add, check)")
 
 
 def self_check(bfcl: Bfcl) -> int:

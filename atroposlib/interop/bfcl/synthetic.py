@@ -1,0 +1,435 @@
+"""Training items written in the style of BFCL's non-live categories, but not drawn from them: function
+schemas of our own (Python-style docs with typed numeric, string and list parameters) and requests made
+from templates with sampled values, single (``synthetic_simple``), one function among several
+(``synthetic_multiple``), several calls of one function asked in one sentence (``synthetic_parallel``:
+"the factorial of 5, 10 and 15") and calls of different functions asked together
+(``synthetic_parallel_multiple``).
+
+Why: BFCL's live entries (the rest of the training pool) are user-contributed APIs whose values are
+mostly strings, and composed items join two whole questions; the held-out non-live categories ask for
+numeric arguments and for parallel calls in one sentence. Four RL attempts on the live pool learned the
+training items and not the held-out style (docs/training.md). These items are scored by the same
+official checker: the worker takes them with their own functions and ground truth (``BfclChecker.add``).
+No function name here is one of BFCL's non-live functions, and no question equals a held-out one
+(``tests/interop/bfcl/test_synthetic.py``).
+
+``synthetic_specs(n, seed)`` gives the items' ``(id, category, question, functions, ground_truth)``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CATEGORIES = (
+    "synthetic_simple",
+    "synthetic_multiple",
+    "synthetic_parallel",
+    "synthetic_parallel_multiple",
+)
+"""The kinds of item, in the order ``synthetic_specs`` cycles through them. BFCL's checker picks its
+parallel or multiple rules from the words in the category name, as it does for its own."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its BFCL type (``integer``, ``float``, ``string``, ``boolean``, ``array`` of
+    integers), its doc, and the values a request may ask for."""
+
+    name: str
+    type: str
+    description: str
+    values: tuple[Any, ...]
+    required: bool = True
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class Template:
+    """A function and how a user asks for it: ``ask`` names every parameter by ``{name}``; ``ask_many``
+    asks for the first parameter's several values at once (``{name}`` there is "3, 5 and 7"), the other
+    parameters the same in every call. An optional parameter is asked for in ``ask_optional`` (appended
+    to the request) when a draw includes it, else left to its default."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    ask: str
+    ask_many: str
+    ask_optional: str = ""
+
+    def doc(self) -> dict[str, Any]:
+        """The function as BFCL documents one (its ``function`` entry)."""
+        properties: dict[str, Any] = {}
+        for p in self.params:
+            prop: dict[str, Any] = {"type": p.type, "description": p.description}
+            if p.type == "array":
+                prop["items"] = {"type": "integer"}
+            if not p.required and p.default is not None:
+                prop["default"] = p.default
+            properties[p.name] = prop
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": {
+                "type": "dict",
+                "properties": properties,
+                "required": [p.name for p in self.params if p.required],
+            },
+        }
+
+
+def _ints(lo: int, hi: int, step: int = 1) -> tuple[int, ...]:
+    return tuple(range(lo, hi + 1, step))
+
+
+CITIES = ("Lisbon", "Osaka", "Nairobi", "Denver", "Krakow", "Lima", "Perth", "Quebec City")
+TEMPLATES: tuple[Template, ...] = (
+    Template(
+        "shapes.sector_area",
+        "Area of a circular sector.",
+        (
+            Param("radius", "float", "Radius of the circle.", (1.5, 2.0, 4.5, 6.0, 7.5, 12.0)),
+            Param("angle", "integer", "Central angle in degrees.", (30, 45, 60, 90, 120)),
+        ),
+        "What is the area of a sector with radius {radius} and a central angle of {angle} degrees?",
+        "Find the areas of sectors with radius {radius}, each with a central angle of {angle} degrees.",
+    ),
+    Template(
+        "shapes.trapezoid_area",
+        "Area of a trapezoid from its two parallel sides and its height.",
+        (
+            Param("base_a", "integer", "Length of the first parallel side.", _ints(3, 30)),
+            Param("base_b", "integer", "Length of the second parallel side.", _ints(4, 40)),
+            Param("height", "integer", "Distance between the parallel sides.", _ints(2, 20)),
+        ),
+        "Compute the area of a trapezoid with parallel sides {base_a} and {base_b} and height {height}.",
+        "Compute the areas of trapezoids whose first parallel side is {base_a}, with the other side "
+        "{base_b} and height {height}.",
+    ),
+    Template(
+        "number_theory.count_divisors",
+        "Count the positive divisors of an integer.",
+        (Param("n", "integer", "The integer.", _ints(12, 600)),),
+        "How many positive divisors does {n} have?",
+        "How many positive divisors do {n} have?",
+    ),
+    Template(
+        "number_theory.digit_sum",
+        "Sum of the decimal digits of a non-negative integer.",
+        (Param("n", "integer", "The integer.", _ints(100, 99999, 37)),),
+        "Give me the sum of the digits of {n}.",
+        "Give me the digit sums of {n}.",
+    ),
+    Template(
+        "physics.kinetic_energy_of",
+        "Kinetic energy of a moving body in joules.",
+        (
+            Param("mass_kg", "float", "Mass in kilograms.", (0.5, 2.0, 3.5, 10.0, 75.0, 1200.0)),
+            Param("speed_mps", "float", "Speed in metres per second.", (1.5, 4.0, 9.8, 20.0, 33.0)),
+        ),
+        "What is the kinetic energy of a {mass_kg} kg object moving at {speed_mps} m/s?",
+        "What are the kinetic energies of objects of {mass_kg} kg, all moving at {speed_mps} m/s?",
+    ),
+    Template(
+        "physics.pendulum_period",
+        "Period of a simple pendulum in seconds.",
+        (
+            Param("length_m", "float", "Length of the pendulum in metres.", (0.25, 0.5, 1.0, 2.5)),
+            Param(
+                "gravity",
+                "float",
+                "Gravitational acceleration in m/s^2. Default 9.81.",
+                (1.62, 3.71, 24.79),
+                required=False,
+                default=9.81,
+            ),
+        ),
+        "Find the period of a simple pendulum {length_m} m long.",
+        "Find the periods of simple pendulums {length_m} m long.",
+        " Use a gravitational acceleration of {gravity} m/s^2.",
+    ),
+    Template(
+        "finance.loan_payment_monthly",
+        "Monthly payment of a fixed-rate loan.",
+        (
+            Param("principal", "integer", "Amount borrowed.", _ints(5000, 400000, 2500)),
+            Param(
+                "annual_rate", "float", "Yearly interest rate in percent.", (2.5, 3.9, 4.25, 6.0)
+            ),
+            Param("years", "integer", "Term of the loan in years.", (5, 10, 15, 20, 30)),
+        ),
+        "What is the monthly payment on a loan of {principal} at {annual_rate}% a year over {years} "
+        "years?",
+        "What are the monthly payments on loans of {principal}, each at {annual_rate}% a year over "
+        "{years} years?",
+    ),
+    Template(
+        "finance.future_value_of",
+        "Future value of a deposit with yearly compounding.",
+        (
+            Param("deposit", "integer", "Amount deposited today.", _ints(100, 50000, 50)),
+            Param("rate", "float", "Yearly interest rate as a decimal.", (0.02, 0.035, 0.05, 0.07)),
+            Param("years", "integer", "Number of years.", _ints(1, 40)),
+        ),
+        "How much will a deposit of {deposit} be worth after {years} years at a rate of {rate}?",
+        "How much will deposits of {deposit} be worth after {years} years at a rate of {rate}?",
+    ),
+    Template(
+        "chem.moles_from_mass",
+        "Number of moles in a mass of a compound.",
+        (
+            Param("compound", "string", "Chemical formula.", ("NaCl", "H2O", "CO2", "C6H12O6")),
+            Param("grams", "float", "Mass in grams.", (5.0, 18.0, 44.0, 58.5, 100.0, 250.0)),
+        ),
+        "How many moles are there in {grams} grams of {compound}?",
+        "How many moles are there in {grams} grams of {compound}?",
+    ),
+    Template(
+        "chem.dilution_volume",
+        "Volume of stock solution needed for a dilution (C1 V1 = C2 V2), in millilitres.",
+        (
+            Param("stock_molar", "float", "Concentration of the stock in mol/L.", (1.0, 2.0, 6.0)),
+            Param("target_molar", "float", "Wanted concentration in mol/L.", (0.1, 0.25, 0.5)),
+            Param("target_ml", "integer", "Wanted volume in millilitres.", (100, 250, 500, 1000)),
+        ),
+        "How much {stock_molar} M stock do I need to make {target_ml} mL of a {target_molar} M "
+        "solution?",
+        "How much {stock_molar} M stock do I need for {target_ml} mL of a {target_molar} M solution?",
+    ),
+    Template(
+        "stats.sample_variance",
+        "Sample variance of a list of numbers.",
+        (
+            Param(
+                "values",
+                "array",
+                "The numbers.",
+                ((2, 4, 4, 5), (1, 3, 5, 7, 9), (10, 12, 23, 23, 16), (3, 3, 8)),
+            ),
+        ),
+        "Compute the sample variance of {values}.",
+        "Compute the sample variances of {values}.",
+    ),
+    Template(
+        "stats.binomial_probability_of",
+        "Probability of exactly k successes in n independent trials.",
+        (
+            Param("trials", "integer", "Number of trials.", _ints(5, 40)),
+            Param("successes", "integer", "Number of successes.", _ints(0, 5)),
+            Param("p", "float", "Probability of success in one trial.", (0.1, 0.25, 0.5, 0.6)),
+        ),
+        "What is the probability of exactly {successes} successes in {trials} trials with success "
+        "probability {p}?",
+        "What are the probabilities of exactly {successes} successes in {trials} trials, each with "
+        "success probability {p}?",
+    ),
+    Template(
+        "convert.length_units",
+        "Convert a length from one unit to another.",
+        (
+            Param("value", "float", "The length.", (1.0, 3.5, 12.0, 26.2, 100.0)),
+            Param("from_unit", "string", "Unit of the value.", ("miles", "feet", "inches")),
+            Param("to_unit", "string", "Unit to convert to.", ("kilometers", "meters")),
+        ),
+        "Convert {value} {from_unit} to {to_unit}.",
+        "Convert {value} {from_unit} to {to_unit}.",
+    ),
+    Template(
+        "convert.celsius_to_kelvin",
+        "Convert a temperature in degrees Celsius to kelvin.",
+        (Param("celsius", "float", "Temperature in degrees Celsius.", (-40.0, 0.0, 21.5, 37.0)),),
+        "What is {celsius} degrees Celsius in kelvin?",
+        "What are {celsius} degrees Celsius in kelvin?",
+    ),
+    Template(
+        "calendar.days_between_dates",
+        "Number of days between two dates (YYYY-MM-DD).",
+        (
+            Param("start", "string", "First date.", ("2021-03-01", "2022-07-15", "2019-12-24")),
+            Param("end", "string", "Second date.", ("2023-01-01", "2024-02-29", "2025-06-30")),
+        ),
+        "How many days are there between {start} and {end}?",
+        "Count the days to {end} from each of these dates: {start}.",
+    ),
+    Template(
+        "travel.flight_time_estimate",
+        "Estimated flight time between two cities, in hours.",
+        (
+            Param("origin", "string", "City of departure.", CITIES),
+            Param("destination", "string", "City of arrival.", CITIES),
+            Param(
+                "cruise_kmh",
+                "integer",
+                "Cruising speed in km/h. Default 850.",
+                (700, 800, 900),
+                required=False,
+                default=850,
+            ),
+        ),
+        "Estimate the flight time from {origin} to {destination}.",
+        "Estimate the flight times from {origin} to {destination}.",
+        " Assume a cruising speed of {cruise_kmh} km/h.",
+    ),
+    Template(
+        "weather.monthly_rainfall",
+        "Average rainfall of a city in a month, in millimetres.",
+        (
+            Param("city", "string", "Name of the city.", CITIES),
+            Param("month", "string", "Name of the month.", ("January", "April", "July", "October")),
+        ),
+        "What is the average rainfall in {city} in {month}?",
+        "What is the average rainfall in {city} in {month}?",
+    ),
+    Template(
+        "sports.team_win_ratio",
+        "Share of games a team won in a season.",
+        (
+            Param("team", "string", "Name of the team.", ("Rovers", "Comets", "Falcons", "Tigers")),
+            Param("season", "integer", "Year the season started.", _ints(2010, 2023)),
+        ),
+        "What share of its games did the {team} win in the {season} season?",
+        "What share of their games did the {team} win in the {season} season?",
+    ),
+    Template(
+        "cooking.scale_recipe_grams",
+        "Scale an ingredient's amount in grams to a new number of servings.",
+        (
+            Param("servings_to", "integer", "Servings wanted.", (1, 3, 5, 8, 10)),
+            Param("grams", "integer", "Amount in the recipe.", _ints(50, 800, 25)),
+            Param("servings_from", "integer", "Servings the recipe makes.", (2, 4, 6)),
+        ),
+        "A recipe for {servings_from} uses {grams} g of flour; how much do I need for "
+        "{servings_to} servings?",
+        "A recipe for {servings_from} uses {grams} g of flour; how much do I need for "
+        "{servings_to} servings?",
+    ),
+)
+"""The functions and their phrasings (all invented here; none is a BFCL function)."""
+
+
+def _spoken(value: Any) -> str:
+    """A value as a request says it (a list as Python writes one: ``[2, 4, 5]``)."""
+    return str(list(value)) if isinstance(value, tuple) else str(value)
+
+
+def _listed(words: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _value(param: Param, raw: Any) -> Any:
+    return list(raw) if param.type == "array" else raw
+
+
+def _draw(t: Template, rng: random.Random) -> dict[str, Any]:
+    """Values for every required parameter, and for the optional ones half the time."""
+    drawn: dict[str, Any] = {}
+    for p in t.params:
+        if p.required or rng.random() < 0.5:
+            taken = {drawn[q.name] for q in t.params if q.name in drawn and q.values == p.values}
+            drawn[p.name] = rng.choice([v for v in p.values if v not in taken] or p.values)
+    return drawn
+
+
+def _truth(t: Template, drawn: dict[str, Any]) -> dict[str, Any]:
+    """BFCL's ground truth of one call: each parameter's accepted values; an optional parameter not
+    asked for may be left out (``""``) or given its default."""
+    accepted: dict[str, list[Any]] = {}
+    for p in t.params:
+        if p.name in drawn:
+            accepted[p.name] = [_value(p, drawn[p.name])]
+        else:
+            accepted[p.name] = ["", p.default]
+    return {t.name: accepted}
+
+
+def _request(t: Template, drawn: dict[str, Any], many: Sequence[Any] = ()) -> str:
+    spoken = {k: _spoken(v) for k, v in drawn.items()}
+    if many:
+        spoken[t.params[0].name] = _listed([_spoken(v) for v in many])
+        text = t.ask_many.format(**spoken)
+    else:
+        text = t.ask.format(**spoken)
+    optional = [p for p in t.params if not p.required and p.name in drawn]
+    if optional and t.ask_optional:
+        text += t.ask_optional.format(**spoken)
+    return text
+
+
+def _join(requests: Sequence[str]) -> str:
+    """Requests asked in one message: ``First. Also, second`` (each keeps its own punctuation)."""
+    head, *rest = requests
+    return " ".join([head, *(f"Also, {r[0].lower()}{r[1:]}" for r in rest)])
+
+
+def _one(rng: random.Random, t: Template) -> tuple[str, dict[str, Any]]:
+    drawn = _draw(t, rng)
+    return _request(t, drawn), _truth(t, drawn)
+
+
+def _many(rng: random.Random, t: Template) -> tuple[str, list[dict[str, Any]]]:
+    """One request for 2-3 calls of ``t`` that differ in the first parameter."""
+    drawn = _draw(t, rng)
+    first = t.params[0]
+    picks = rng.sample(list(dict.fromkeys(first.values)), rng.choice((2, 2, 3)))
+    truth = [_truth(t, {**drawn, first.name: v}) for v in picks]
+    return _request(t, drawn, picks), truth
+
+
+def synthetic_specs(n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` items (``id``, ``category``, ``question``, ``functions``, ``ground_truth``), the four
+    kinds in turn; each question once."""
+    rng = random.Random(seed)
+    specs: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for _ in range(n * 10):  # tries: a repeated question is skipped
+        if len(specs) >= n:
+            break
+        category = CATEGORIES[len(specs) % len(CATEGORIES)]
+        target = rng.choice(TEMPLATES)
+        others = [t for t in TEMPLATES if t.name != target.name]
+        offered = [target]
+        truth: list[dict[str, Any]]
+        if category == "synthetic_simple":
+            question, call = _one(rng, target)
+            truth = [call]
+        elif category == "synthetic_multiple":
+            question, call = _one(rng, target)
+            truth = [call]
+            offered += rng.sample(others, rng.choice((1, 2, 3)))
+        elif category == "synthetic_parallel":
+            question, truth = _many(rng, target)
+        else:
+            second = rng.choice(others)
+            offered.append(second)
+            first_q, first_truth = (
+                _many(rng, target) if rng.random() < 0.5 else _one_as_list(rng, target)
+            )
+            second_q, second_call = _one(rng, second)
+            question = _join([first_q, second_q])
+            truth = [*first_truth, second_call]
+        if question in seen:
+            continue
+        seen.add(question)
+        rng.shuffle(offered)
+        specs.append(
+            {
+                "id": f"{category}_{len(specs)}",
+                "category": category,
+                "question": question,
+                "functions": [t.doc() for t in offered],
+                "ground_truth": truth,
+            }
+        )
+    return specs
+
+
+def _one_as_list(rng: random.Random, t: Template) -> tuple[str, list[dict[str, Any]]]:
+    question, call = _one(rng, t)
+    return question, [call]
+
+
+__all__ = ["CATEGORIES", "TEMPLATES", "Param", "Template", "synthetic_specs"]
