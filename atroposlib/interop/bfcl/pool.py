@@ -109,16 +109,21 @@ def build_pool(
     held_ids = {e.id for e in held}
     held_questions = {normalized(e.question) for e in held}
     excluded: Counter[str] = Counter()
-    kept: list[BfclEntry] = []
-    for rows in checker.load(POOL_SOURCES).values():
-        for e in rows:
+
+    def admitted(entries: Iterable[BfclEntry], too_long: str) -> list[BfclEntry]:
+        """``entries`` less held-out overlaps and prompts ``fits`` refuses (counted by reason)."""
+        kept = []
+        for e in entries:
             if e.id in held_ids or normalized(e.question) in held_questions:
                 excluded["same id or question as a held-out entry"] += 1
             elif not fits(e):
-                excluded["prompt too long"] += 1
+                excluded[too_long] += 1
             else:
                 kept.append(e)
-    live = _gold_accepted(checker, kept, excluded)
+        return kept
+
+    loaded = [e for rows in checker.load(POOL_SOURCES).values() for e in rows]
+    live = _gold_accepted(checker, admitted(loaded, "prompt too long"), excluded)
     singles = [e for e in live if e.category == "live_simple"]
     specs = composition_specs(singles, composed_parallel, composed_parallel_multiple, seed)
     composed = checker.compose(specs) if specs else []
@@ -126,13 +131,7 @@ def build_pool(
     if len(fitting) < len(composed):
         excluded["composed prompt too long"] += len(composed) - len(fitting)
     made = checker.add(synthetic_specs(synthetic, seed)) if synthetic else []
-    for e in made:
-        if e.id in held_ids or normalized(e.question) in held_questions:
-            excluded["same id or question as a held-out entry"] += 1
-        elif not fits(e):
-            excluded["synthetic prompt too long"] += 1
-        else:
-            fitting.append(e)
+    fitting += admitted(made, "synthetic prompt too long")
     return TrainingPool(tuple(live + _gold_accepted(checker, fitting, excluded)), dict(excluded))
 
 

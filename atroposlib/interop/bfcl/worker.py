@@ -277,11 +277,15 @@ class Bfcl:
             "errors": [] if valid else [str(e) for e in verdict.get("error", [])],
         }
         if parts:
-            accepted = len(parts) if valid else self._parts_accepted(parts, decoded, model)
+            unread: list[str] = []
+            accepted = len(parts) if valid else self._parts_accepted(parts, decoded, model, unread)
             result["parts_accepted"] = accepted
+            result["errors"] += unread  # a part the checker could not read is kept as an error
         return result
 
-    def _parts_accepted(self, parts: list[str], decoded: list[Any], model: str) -> int:
+    def _parts_accepted(
+        self, parts: list[str], decoded: list[Any], model: str, unread: list[str]
+    ) -> int:
         """How many ``parts`` (loaded single-call entries) get a call of ``decoded`` that the checker
         accepts as the answer to that part alone; a call counts for one part at most (the largest such
         matching: a composed item has two or three parts)."""
@@ -290,17 +294,25 @@ class Bfcl:
             ref = self.entries[part]
             language, _ = self.language(str(ref["category"]))
             fits.append(
-                {i for i, call in enumerate(decoded) if self._accepts(ref, call, language, model)}
+                {
+                    i
+                    for i, call in enumerate(decoded)
+                    if self._accepts(ref, call, language, model, unread)
+                }
             )
         return _largest_matching(fits)
 
-    def _accepts(self, ref: dict[str, Any], call: Any, language: Any, model: str) -> bool:
-        """The checker's verdict on ``[call]`` as the answer to the loaded entry ``ref``."""
+    def _accepts(
+        self, ref: dict[str, Any], call: Any, language: Any, model: str, unread: list[str]
+    ) -> bool:
+        """The checker's verdict on ``[call]`` as the answer to the loaded entry ``ref``; a call it
+        cannot read is not accepted, and why goes to ``unread``."""
         try:
             verdict = self.checker.ast_checker(
                 ref["functions"], [call], ref["ground_truth"], language, ref["category"], model
             )
-        except Exception:  # noqa: BLE001  a call the checker cannot read is not accepted
+        except Exception as exc:  # noqa: BLE001  kept in the verdict's errors, not dropped
+            unread.append(f"part check failed on {call!r:.80}: {type(exc).__name__}: {exc}")
             return False
         return bool(verdict["valid"])
 
