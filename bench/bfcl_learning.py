@@ -60,14 +60,18 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
+    from atroposlib.interop.bfcl.synthetic import TEMPLATES_VERSION
     from demo.presets.smollm2_bfcl import DEFAULTS, PART_CREDIT, PARTIAL_CREDIT, SYNTHETIC
+
+    synthetic_items = SYNTHETIC if args.synthetic is None else args.synthetic
 
     wanted: dict[str, Any] = {
         "control": control,
         "seed": args.seed,
         "partial_credit": PARTIAL_CREDIT,
         "part_credit": PART_CREDIT if args.part_credit is None else args.part_credit == "on",
-        "synthetic": SYNTHETIC if args.synthetic is None else args.synthetic,
+        "synthetic": synthetic_items,
+        "synthetic_version": TEMPLATES_VERSION if synthetic_items else 0,
         "prompts_per_step": DEFAULTS["prompts_per_step"],
         "group_size": DEFAULTS["group_size"],
     }
@@ -77,6 +81,7 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     if args.heldout is not None:
         wanted["heldout_per_category"] = args.heldout
     made = {**LATER_SETTINGS, **summary}  # an arm from before a setting existed ran without it
+    made.setdefault("synthetic_version", 1 if made["synthetic"] else 0)  # the first templates
     differ = [f"{k} {made.get(k)!r} (asked {v!r})" for k, v in wanted.items() if made.get(k) != v]
     if (summary.get("trainer_set") or {}) != args.trainer_set:
         differ.append(f"trainer_set {summary.get('trainer_set')!r} (asked {args.trainer_set!r})")

@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from atroposlib.interop.bfcl.synthetic import TEMPLATES_VERSION
 from demo.bfcl_report import write_bfcl_report
 from demo.common_sections import common_env_flags, env_section
 from demo.lora import (
@@ -198,6 +199,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         "partial_credit": PARTIAL_CREDIT,
         "part_credit": part_credit(args),
         "synthetic": synthetic(args),
+        "synthetic_version": TEMPLATES_VERSION if synthetic(args) else 0,
     }
 
 

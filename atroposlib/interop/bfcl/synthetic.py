@@ -23,6 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+TEMPLATES_VERSION = 2
+"""Bumped whenever the templates or the phrasings change, so a run records which items it trained on
+(1: 19 functions, two or three calls per several-call request; 2: 35 functions, two to four calls,
+three phrasings of a parallel request, a function offered but not asked for)."""
+
 CATEGORIES = (
     "synthetic_simple",
     "synthetic_multiple",
@@ -44,6 +49,8 @@ class Param:
     values: tuple[Any, ...]
     required: bool = True
     default: Any = None
+    said: str = ""
+    """What a request calls it ("Do the same with {said} 5"); its name in words when empty."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,13 @@ TEMPLATES: tuple[Template, ...] = (
         "shapes.trapezoid_area",
         "Area of a trapezoid from its two parallel sides and its height.",
         (
-            Param("base_a", "integer", "Length of the first parallel side.", _ints(3, 30)),
+            Param(
+                "base_a",
+                "integer",
+                "Length of the first parallel side.",
+                _ints(3, 30),
+                said="a first side of",
+            ),
             Param("base_b", "integer", "Length of the second parallel side.", _ints(4, 40)),
             Param("height", "integer", "Distance between the parallel sides.", _ints(2, 20)),
         ),
@@ -112,14 +125,14 @@ TEMPLATES: tuple[Template, ...] = (
     Template(
         "number_theory.count_divisors",
         "Count the positive divisors of an integer.",
-        (Param("n", "integer", "The integer.", _ints(12, 600)),),
+        (Param("n", "integer", "The integer.", _ints(12, 600), said="number"),),
         "How many positive divisors does {n} have?",
         "How many positive divisors do {n} have?",
     ),
     Template(
         "number_theory.digit_sum",
         "Sum of the decimal digits of a non-negative integer.",
-        (Param("n", "integer", "The integer.", _ints(100, 99999, 37)),),
+        (Param("n", "integer", "The integer.", _ints(100, 99999, 37), said="number"),),
         "Give me the sum of the digits of {n}.",
         "Give me the digit sums of {n}.",
     ),
@@ -127,7 +140,13 @@ TEMPLATES: tuple[Template, ...] = (
         "physics.kinetic_energy_of",
         "Kinetic energy of a moving body in joules.",
         (
-            Param("mass_kg", "float", "Mass in kilograms.", (0.5, 2.0, 3.5, 10.0, 75.0, 1200.0)),
+            Param(
+                "mass_kg",
+                "float",
+                "Mass in kilograms.",
+                (0.5, 2.0, 3.5, 10.0, 75.0, 1200.0),
+                said="mass",
+            ),
             Param("speed_mps", "float", "Speed in metres per second.", (1.5, 4.0, 9.8, 20.0, 33.0)),
         ),
         "What is the kinetic energy of a {mass_kg} kg object moving at {speed_mps} m/s?",
@@ -137,7 +156,13 @@ TEMPLATES: tuple[Template, ...] = (
         "physics.pendulum_period",
         "Period of a simple pendulum in seconds.",
         (
-            Param("length_m", "float", "Length of the pendulum in metres.", (0.25, 0.5, 1.0, 2.5)),
+            Param(
+                "length_m",
+                "float",
+                "Length of the pendulum in metres.",
+                (0.25, 0.5, 1.0, 2.5),
+                said="length",
+            ),
             Param(
                 "gravity",
                 "float",
@@ -191,7 +216,13 @@ TEMPLATES: tuple[Template, ...] = (
         "chem.dilution_volume",
         "Volume of stock solution needed for a dilution (C1 V1 = C2 V2), in millilitres.",
         (
-            Param("stock_molar", "float", "Concentration of the stock in mol/L.", (1.0, 2.0, 6.0)),
+            Param(
+                "stock_molar",
+                "float",
+                "Concentration of the stock in mol/L.",
+                (1.0, 2.0, 6.0),
+                said="a stock of molarity",
+            ),
             Param("target_molar", "float", "Wanted concentration in mol/L.", (0.1, 0.25, 0.5)),
             Param("target_ml", "integer", "Wanted volume in millilitres.", (100, 250, 500, 1000)),
         ),
@@ -240,7 +271,15 @@ TEMPLATES: tuple[Template, ...] = (
     Template(
         "convert.celsius_to_kelvin",
         "Convert a temperature in degrees Celsius to kelvin.",
-        (Param("celsius", "float", "Temperature in degrees Celsius.", (-40.0, 0.0, 21.5, 37.0)),),
+        (
+            Param(
+                "celsius",
+                "float",
+                "Temperature in degrees Celsius.",
+                (-40.0, 0.0, 21.5, 37.0),
+                said="degrees Celsius",
+            ),
+        ),
         "What is {celsius} degrees Celsius in kelvin?",
         "What are {celsius} degrees Celsius in kelvin?",
     ),
@@ -297,7 +336,13 @@ TEMPLATES: tuple[Template, ...] = (
         "cooking.scale_recipe_grams",
         "Scale an ingredient's amount in grams to a new number of servings.",
         (
-            Param("servings_to", "integer", "Servings wanted.", (1, 3, 5, 8, 10)),
+            Param(
+                "servings_to",
+                "integer",
+                "Servings wanted.",
+                (1, 3, 5, 8, 10),
+                said="servings",
+            ),
             Param("grams", "integer", "Amount in the recipe.", _ints(50, 800, 25)),
             Param("servings_from", "integer", "Servings the recipe makes.", (2, 4, 6)),
         ),
@@ -305,6 +350,229 @@ TEMPLATES: tuple[Template, ...] = (
         "{servings_to} servings?",
         "A recipe for {servings_from} uses {grams} g of flour; how much do I need for "
         "{servings_to} servings?",
+    ),
+    Template(
+        "geometry_cone_volume",
+        "Volume of a right circular cone.",
+        (
+            Param("radius", "float", "Radius of the base.", (1.0, 2.5, 3.0, 4.0, 7.5, 10.0)),
+            Param("height", "float", "Height of the cone.", (2.0, 5.0, 6.5, 9.0, 12.0)),
+        ),
+        "Calculate the volume of a cone with base radius {radius} and height {height}.",
+        "Calculate the volumes of cones with base radius {radius}, all of height {height}.",
+    ),
+    Template(
+        "numbers.greatest_common_divisor_of",
+        "Greatest common divisor of two positive integers.",
+        (
+            Param("a", "integer", "The first integer.", _ints(12, 240, 6), said="first number"),
+            Param("b", "integer", "The second integer.", _ints(8, 180, 4)),
+        ),
+        "Find the greatest common divisor of {a} and {b}.",
+        "Find the greatest common divisor of {b} with each of {a}.",
+    ),
+    Template(
+        "physics.free_fall_duration",
+        "Time in seconds for an object dropped from rest to fall a height.",
+        (
+            Param(
+                "height_m",
+                "float",
+                "Height of the drop in metres.",
+                (5.0, 20.0, 45.0, 80.0),
+                said="height",
+            ),
+            Param(
+                "gravity",
+                "float",
+                "Gravitational acceleration in m/s^2. Default 9.81.",
+                (1.62, 3.71, 8.87),
+                required=False,
+                default=9.81,
+            ),
+        ),
+        "How long does an object take to fall {height_m} metres from rest?",
+        "How long do objects take to fall {height_m} metres from rest?",
+        " Take the gravitational acceleration as {gravity} m/s^2.",
+    ),
+    Template(
+        "finance.compound_interest_total",
+        "Total amount after compound interest.",
+        (
+            Param("principal", "integer", "Starting amount.", _ints(1000, 90000, 500)),
+            Param("annual_rate", "float", "Yearly rate as a decimal.", (0.03, 0.045, 0.06, 0.08)),
+            Param("years", "integer", "Number of years.", _ints(2, 30)),
+            Param(
+                "times_per_year",
+                "integer",
+                "Compounding periods per year. Default 1.",
+                (4, 12, 365),
+                required=False,
+                default=1,
+            ),
+        ),
+        "What will {principal} grow to in {years} years at an annual rate of {annual_rate}?",
+        "What will principals of {principal} grow to in {years} years at an annual rate of "
+        "{annual_rate}?",
+        " Compound it {times_per_year} times a year.",
+    ),
+    Template(
+        "health.body_mass_index",
+        "Body mass index from weight and height.",
+        (
+            Param(
+                "weight_kg",
+                "float",
+                "Weight in kilograms.",
+                (48.5, 60.0, 72.5, 85.0, 101.0),
+                said="weight",
+            ),
+            Param("height_m", "float", "Height in metres.", (1.55, 1.62, 1.7, 1.78, 1.91)),
+        ),
+        "What is the BMI of a person weighing {weight_kg} kg who is {height_m} m tall?",
+        "What are the BMIs of people weighing {weight_kg} kg, each {height_m} m tall?",
+    ),
+    Template(
+        "astro.orbital_period_years",
+        "Orbital period of a planet around the Sun from its semi-major axis (Kepler's third law).",
+        (
+            Param(
+                "semi_major_axis_au",
+                "float",
+                "Semi-major axis in AU.",
+                (0.39, 0.72, 1.52, 5.2, 9.5),
+                said="a semi-major axis of",
+            ),
+        ),
+        "What is the orbital period of a planet with a semi-major axis of {semi_major_axis_au} AU?",
+        "What are the orbital periods of planets with semi-major axes of {semi_major_axis_au} AU?",
+    ),
+    Template(
+        "geo.utc_offset_of_city",
+        "Current UTC offset of a city, in hours.",
+        (Param("city", "string", "Name of the city.", CITIES),),
+        "What is the UTC offset of {city} right now?",
+        "What are the UTC offsets of {city} right now?",
+    ),
+    Template(
+        "music.beat_length_ms",
+        "Length of one note in milliseconds at a tempo.",
+        (
+            Param("bpm", "integer", "Tempo in beats per minute.", (60, 90, 100, 120, 128, 140)),
+            Param(
+                "note",
+                "string",
+                "Note value: quarter, eighth or sixteenth. Default quarter.",
+                ("eighth", "sixteenth"),
+                required=False,
+                default="quarter",
+            ),
+        ),
+        "How long is one beat at {bpm} bpm in milliseconds?",
+        "How long is one beat in milliseconds at {bpm} bpm?",
+        " Give it for a {note} note.",
+    ),
+    Template(
+        "text_vowel_count",
+        "Count the vowels in a word or phrase.",
+        (
+            Param(
+                "text",
+                "string",
+                "The text to count in.",
+                ("banana", "encyclopedia", "rhythm", "queueing", "onomatopoeia", "strengths"),
+            ),
+        ),
+        "How many vowels are in the word '{text}'?",
+        "How many vowels are in each of the words '{text}'?",
+    ),
+    Template(
+        "electric.current_from_ohms_law",
+        "Current in amperes through a resistor (I = V / R).",
+        (
+            Param("voltage", "float", "Voltage in volts.", (1.5, 5.0, 9.0, 12.0, 230.0)),
+            Param("resistance", "float", "Resistance in ohms.", (2.0, 10.0, 47.0, 220.0, 1000.0)),
+        ),
+        "What current flows through a {resistance} ohm resistor at {voltage} volts?",
+        "What currents flow at {voltage} volts through a {resistance} ohm resistor?",
+    ),
+    Template(
+        "stats_median_of",
+        "Median of a list of numbers.",
+        (
+            Param(
+                "numbers",
+                "array",
+                "The numbers.",
+                ((7, 1, 4), (3, 9, 2, 8), (12, 15, 11, 20, 13), (5, 5, 6, 1), (40, 10, 30)),
+            ),
+        ),
+        "What is the median of {numbers}?",
+        "What are the medians of {numbers}?",
+    ),
+    Template(
+        "inventory.restock_amount",
+        "Units to order to bring an item's stock up to a target.",
+        (
+            Param("item", "string", "Name of the item.", ("bolts", "paper towels", "coffee beans")),
+            Param("on_hand", "integer", "Units in stock now.", _ints(0, 120, 5)),
+            Param("target", "integer", "Units wanted in stock.", _ints(150, 400, 25)),
+        ),
+        "We have {on_hand} {item} in stock; how many should we order to reach {target}?",
+        "How many {item} should we order to reach {target} if we have {on_hand} in stock?",
+    ),
+    Template(
+        "polygon_interior_angle",
+        "Interior angle of a regular polygon, in degrees.",
+        (Param("sides", "integer", "Number of sides.", _ints(3, 20)),),
+        "What is each interior angle of a regular polygon with {sides} sides?",
+        "What is each interior angle of regular polygons with {sides} sides?",
+    ),
+    Template(
+        "combinatorics.combinations_count",
+        "Number of ways to choose k items from n without order.",
+        (
+            Param("n", "integer", "Number of items.", _ints(5, 52)),
+            Param("k", "integer", "Number chosen.", _ints(2, 6)),
+        ),
+        "In how many ways can I choose {k} items out of {n}?",
+        "In how many ways can I choose {k} items out of {n}?",
+    ),
+    Template(
+        "currency.exchange_amount",
+        "Convert an amount of money between currencies at today's rate.",
+        (
+            Param("amount", "integer", "Amount to convert.", _ints(20, 5000, 10)),
+            Param(
+                "from_currency",
+                "string",
+                "Three-letter code of the currency held.",
+                ("USD", "EUR", "JPY"),
+            ),
+            Param(
+                "to_currency", "string", "Three-letter code to convert to.", ("GBP", "CHF", "INR")
+            ),
+        ),
+        "Convert {amount} {from_currency} to {to_currency}.",
+        "Convert {amount} {from_currency} to {to_currency}.",
+    ),
+    Template(
+        "reading.minutes_to_finish",
+        "Minutes needed to read a number of pages.",
+        (
+            Param("pages", "integer", "Number of pages.", _ints(40, 900, 20)),
+            Param(
+                "words_per_minute",
+                "integer",
+                "Reading speed. Default 250.",
+                (180, 300, 400),
+                required=False,
+                default=250,
+            ),
+        ),
+        "How many minutes will it take to read a book of {pages} pages?",
+        "How many minutes will it take to read books of {pages} pages?",
+        " I read {words_per_minute} words per minute.",
     ),
 )
 """The functions and their phrasings (all invented here; none is a BFCL function)."""
@@ -370,13 +638,69 @@ def _one(rng: random.Random, t: Template) -> tuple[str, dict[str, Any]]:
     return _request(t, drawn), _truth(t, drawn)
 
 
-def _many(rng: random.Random, t: Template) -> tuple[str, list[dict[str, Any]]]:
-    """One request for 2-3 calls of ``t`` that differ in the first parameter."""
-    drawn = _draw(t, rng)
+CALLS_ASKED = (2, 2, 2, 3, 3, 4)
+"""How many calls a several-call request asks for, drawn from this: about as often as BFCL's parallel
+entries ask for two (55%), three (26%) and four (18%)."""
+
+
+def _many(rng: random.Random, t: Template, calls: int = 0) -> tuple[str, list[dict[str, Any]]]:
+    """One request for ``calls`` (else drawn from ``CALLS_ASKED``) calls of ``t``, in one of three
+    phrasings: the first parameter's values listed in one sentence, the other parameters shared ("the
+    digit sums of 81981 and 30884"); the first call asked and the rest "the same with" other values;
+    each call asked with values of its own, one request after another."""
     first = t.params[0]
-    picks = rng.sample(list(dict.fromkeys(first.values)), rng.choice((2, 2, 3)))
+    distinct = list(dict.fromkeys(first.values))
+    n = min(calls or rng.choice(CALLS_ASKED), len(distinct))
+    style = rng.randrange(3)
+    if style == 2:
+        draws: list[dict[str, Any]] = []
+        for _ in range(20 * n):
+            if len(draws) == n:
+                break
+            d = _draw(t, rng)
+            if d not in draws:
+                draws.append(d)
+        if len(draws) == n:
+            return _join([_request(t, d) for d in draws]), [_truth(t, d) for d in draws]
+    drawn = _draw(t, rng)
+    # a value another parameter of the same kind already has is not asked for (no flight from a city
+    # to itself)
+    clash = {drawn[p.name] for p in t.params[1:] if p.name in drawn and p.values == first.values}
+    free = [v for v in distinct if v not in clash]
+    n = min(n, len(free))
+    picks = rng.sample(free, n)
     truth = [_truth(t, {**drawn, first.name: v}) for v in picks]
+    if style == 1:
+        head = _request(t, {**drawn, first.name: picks[0]})
+        rest = _listed([_spoken(v) for v in picks[1:]])
+        return (
+            f"{head} Do the same with {first.said or first.name.replace('_', ' ')} {rest}.",
+            truth,
+        )
     return _request(t, drawn, picks), truth
+
+
+def _several_functions(
+    rng: random.Random, chosen: Sequence[Template]
+) -> tuple[str, list[dict[str, Any]]]:
+    """One message asking for calls of each of ``chosen`` (2-4 calls in all, as BFCL's
+    parallel_multiple entries do about equally often), one or more calls of each."""
+    total = max(len(chosen), rng.choice((2, 3, 4)))
+    counts = [1] * len(chosen)
+    for _ in range(total - len(chosen)):
+        counts[rng.randrange(len(chosen))] += 1
+    questions: list[str] = []
+    truth: list[dict[str, Any]] = []
+    for t, c in zip(chosen, counts, strict=True):
+        if c == 1:
+            q, call = _one(rng, t)
+            questions.append(q)
+            truth.append(call)
+        else:
+            q, calls = _many(rng, t, c)
+            questions.append(q)
+            truth += calls
+    return _join(questions), truth
 
 
 def synthetic_specs(n: int, seed: int) -> list[dict[str, Any]]:
@@ -403,14 +727,11 @@ def synthetic_specs(n: int, seed: int) -> list[dict[str, Any]]:
         elif category == "synthetic_parallel":
             question, truth = _many(rng, target)
         else:
-            second = rng.choice(others)
-            offered.append(second)
-            first_q, first_truth = (
-                _many(rng, target) if rng.random() < 0.5 else _one_as_list(rng, target)
-            )
-            second_q, second_call = _one(rng, second)
-            question = _join([first_q, second_q])
-            truth = [*first_truth, second_call]
+            chosen = [target, *rng.sample(others, rng.choice((1, 1, 2)))]
+            question, truth = _several_functions(rng, chosen)
+            offered = list(chosen)
+            if rng.random() < 0.3:  # a function not asked for, as BFCL's sometimes offer
+                offered.append(rng.choice([t for t in others if t not in chosen]))
         if question in seen:
             continue
         seen.add(question)
@@ -427,9 +748,4 @@ def synthetic_specs(n: int, seed: int) -> list[dict[str, Any]]:
     return specs
 
 
-def _one_as_list(rng: random.Random, t: Template) -> tuple[str, list[dict[str, Any]]]:
-    question, call = _one(rng, t)
-    return question, [call]
-
-
-__all__ = ["CATEGORIES", "TEMPLATES", "Param", "Template", "synthetic_specs"]
+__all__ = ["CATEGORIES", "TEMPLATES", "TEMPLATES_VERSION", "Param", "Template", "synthetic_specs"]

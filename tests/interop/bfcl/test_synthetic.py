@@ -36,6 +36,7 @@ def test_every_gold_answer_is_accepted_and_a_changed_value_is_not(bfcl_checker):
     }
     assert set(calls["synthetic_simple"]) == set(calls["synthetic_multiple"]) == {1}
     assert min(calls["synthetic_parallel"]) == 2 and min(calls["synthetic_parallel_multiple"]) == 2
+    assert max(calls["synthetic_parallel"]) == max(calls["synthetic_parallel_multiple"]) == 4
     # the prompt is BFCL's: its system prompt with the docs (and its Python hint), then the question
     first = entries[0]
     assert first.messages[-1]["content"] == specs[0]["question"]
@@ -84,3 +85,25 @@ def test_an_id_the_worker_has_is_refused_for_another_item(bfcl_checker):
         bfcl_checker.add([{**spec, "id": held_id(bfcl_checker)}])
     with pytest.raises(ValueError, match="ground truth"):
         bfcl_checker.add([{**spec, "id": "t_none", "ground_truth": []}])
+
+
+def test_several_call_requests_come_in_each_phrasing_and_never_repeat_a_value_they_must_not():
+    specs = synthetic_specs(800, seed=1)
+    parallel = [s for s in specs if s["category"] == "synthetic_parallel"]
+    said = Counter(
+        "same"
+        if "Do the same with" in s["question"]
+        else "apart"
+        if "Also," in s["question"]
+        else "list"
+        for s in parallel
+    )
+    assert min(said.values()) > len(parallel) // 6, said  # each phrasing a fair share
+    for s in specs:
+        calls = [next(iter(c.values())) for c in s["ground_truth"]]
+        for call in calls:  # a flight is never from a city to itself
+            if "origin" in call:
+                assert call["origin"] != call["destination"], s["question"]
+        # no two calls asked the same: the checker could not tell which one an answer meant
+        keys = [repr(sorted(c.items())) for c in s["ground_truth"]]
+        assert len(set(keys)) == len(keys), s["question"]
