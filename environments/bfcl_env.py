@@ -20,7 +20,8 @@ non-live style written from our own function templates. Reward 1.0 when the offi
 the answer, else 0.0; with ``--env.partial_credit C`` a rejected answer that is a list of as many calls
 as asked (BFCL's error type is about what is in the calls, not ``decoder_failed`` or ``wrong_count``)
 earns C: a graded reward read off the official verdict, which gives a small model's groups something to
-tell apart. With ``--env.part_credit true`` a rejected answer to a composed item earns the share of its
+tell apart; with ``--env.strict_partial_credit true`` not when BFCL says a call leaves out a required
+parameter or names a wrong function. With ``--env.part_credit true`` a rejected answer to a composed item earns the share of its
 parts the official checker accepts one of its calls for (each part is a live_simple entry, checked on its
 own; the share is over the larger of the parts asked and the calls written), when that is more: a second
 right call is worth as much as the first. Every answer's verdict is its ``grader`` note, and each kind of failure is counted
@@ -111,6 +112,13 @@ class BfclConfig(SamplingConfig):
         "neither decoder_failed nor wrong_count). 0: the reward is the verdict alone (1 or 0).",
     )
 
+    strict_partial_credit: bool = Field(
+        False,
+        description="partial_credit is not paid when BFCL's checker rejects a call for leaving out a "
+        "required parameter or naming a wrong function (its missing_required and wrong_func_name "
+        "errors): such an answer earns 0, as a malformed one does.",
+    )
+
     part_credit: bool = Field(
         False,
         description="Training reward of a rejected answer to a composed item: at least the share of "
@@ -143,13 +151,17 @@ def outcome(verdict: Verdict) -> str:
     return "wrong call" if verdict.right_count else "wrong count"
 
 
-def reward(verdict: Verdict, partial_credit: float, part_credit: bool = False) -> float:
+def reward(
+    verdict: Verdict, partial_credit: float, part_credit: bool = False, strict: bool = False
+) -> float:
     """1.0 when the official checker accepts the answer; ``partial_credit`` when it rejects a list of
-    as many calls as asked for what is in them (BFCL's own error type says which); with
-    ``part_credit``, a composed item's share of accepted parts where that is more; else 0.0."""
+    as many calls as asked for what is in them (BFCL's own error type says which), and with ``strict``
+    not for a required parameter left out or a wrong function name; with ``part_credit``, a composed
+    item's share of accepted parts where that is more; else 0.0."""
     if verdict.valid:
         return 1.0
-    graded = partial_credit if verdict.right_count else 0.0
+    paid = verdict.right_count and not (strict and verdict.incomplete_call)
+    graded = partial_credit if paid else 0.0
     return max(graded, verdict.part_share) if part_credit else graded
 
 
@@ -221,7 +233,12 @@ class BfclEnv(BaseEnv):
                 self.add_metric("train/composed_part_share", verdict.part_share)
             group.add_node(
                 node,
-                reward(verdict, self.config.partial_credit, self.config.part_credit),
+                reward(
+                    verdict,
+                    self.config.partial_credit,
+                    self.config.part_credit,
+                    self.config.strict_partial_credit,
+                ),
                 messages=transcript(messages, answer, verdict.reason),
                 overrides={"bfcl_id": item.id, "category": item.category},
             )

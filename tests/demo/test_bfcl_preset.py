@@ -46,6 +46,23 @@ def test_part_credit_is_off_unless_asked_and_only_bfcl_takes_it(tmp_path: Path, 
     assert exc.value.code == 2 and "--part-credit applies to" in capsys.readouterr().err
 
 
+def test_strict_partial_credit_is_off_unless_asked_and_only_bfcl_takes_it(tmp_path: Path, capsys):
+    from demo.presets.smollm2_bfcl import strict_partial_credit, topology_parts
+
+    for flags, wanted in (
+        ([], False),
+        (["--strict-partial-credit", "on"], True),
+        (["--strict-partial-credit", "off"], False),
+    ):
+        args = parse_args(["--model", "smollm2", "--task", "bfcl", *flags])
+        env = topology_parts(args, tmp_path / "model", tmp_path).envs[0]
+        assert strict_partial_credit(args) is wanted
+        assert env["flags"]["env"]["strict_partial_credit"] is wanted
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--task", "calculator", "--strict-partial-credit", "on"])
+    assert exc.value.code == 2 and "--strict-partial-credit applies to" in capsys.readouterr().err
+
+
 def test_synthetic_items_are_none_unless_asked(tmp_path: Path, capsys):
     from demo.presets.smollm2_bfcl import synthetic, topology_parts
 

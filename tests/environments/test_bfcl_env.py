@@ -219,6 +219,53 @@ def test_partial_credit_goes_to_as_many_calls_as_asked_and_only_to_them(gold_by_
         assert env.tally.counts[f"train/outcome/{kind}"] == 1, kind
 
 
+def test_strict_partial_credit_withholds_it_from_a_dropped_parameter_or_a_wrong_name(
+    gold_by_question,
+):
+    """With ``--env.strict_partial_credit``, a call the checker rejects for a required parameter left
+    out or a wrong function name earns 0; one rejected for a wrong value still earns the partial
+    credit, and the gold answer 1."""
+    from bfcl_env import reward
+
+    entry, gold = next(
+        v
+        for v in gold_by_question.values()
+        if v[0].category == "live_simple"
+        and any(accepted != [""] for accepted in next(iter(v[0].ground_truth[0].values())).values())
+    )
+    ((name, accepted),) = entry.ground_truth[0].items()
+    param = next(k for k, v in accepted.items() if v != [""])
+    wrong_value = gold_text([{name: {**accepted, param: ["not this"]}}])
+    wrong_name = gold.replace(name, f"{name}_elsewhere", 1)
+    answers = [gold, f"[{name}()]", wrong_value, wrong_name]
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
+        env = _env(
+            fake,
+            "process",
+            *("--env.group_size", "4", "--env.partial_credit", "0.25"),
+            *("--env.strict_partial_credit", "true"),
+        )
+
+        async def run():
+            await env.setup()
+            env.checker.load(["live_simple"])
+            try:
+                group, _ = await env.collect_trajectories(entry)
+                return group, env.checker.check([Answer(entry.id, text=a) for a in answers])
+            finally:
+                env.checker.close()
+
+        group, verdicts = asyncio.run(run())
+    kinds = [(v.error_type or "valid").split(":")[-1] for v in verdicts]
+    assert (kinds[0], kinds[1], kinds[3]) == ("valid", "missing_required", "wrong_func_name"), kinds
+    assert kinds[2] not in ("missing_required", "wrong_func_name"), kinds  # a wrong value
+    # each rollout keeps the answer as its assistant turn, then the grader's note
+    by_answer = dict(zip([m[-2]["content"] for m in group.messages], group.scores, strict=True))
+    assert [by_answer[a] for a in answers] == [1.0, 0.0, 0.25, 0.0], (kinds, by_answer)
+    assert [reward(v, 0.25, strict=True) for v in verdicts] == [1.0, 0.0, 0.25, 0.0]
+    assert [reward(v, 0.25) for v in verdicts] == [1.0, 0.25, 0.25, 0.25]  # not strict: all paid
+
+
 def test_part_credit_pays_a_composed_item_by_its_accepted_parts(gold_by_question):
     """With ``--env.part_credit``, a rejected answer to a composed item earns the share of its parts the
     official checker accepts (over the larger of parts and calls), or the partial credit where that is

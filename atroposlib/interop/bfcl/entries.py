@@ -17,6 +17,9 @@ WRONG_COUNT_SUFFIX = ":wrong_count"
 ``multiple_function_checker:wrong_count``, ``parallel_function_checker_no_order:wrong_count``, ...)."""
 RELEVANCE_ERROR_PREFIXES = ("irrelevance_error:", "relevance_error:")
 """A call where none was asked for, or none where one was (the relevance categories: a count of 0 or 1)."""
+INCOMPLETE_CALL_SUFFIXES = (":missing_required", ":wrong_func_name")
+"""How BFCL's simple and multiple checkers name a call that leaves out a required parameter or names a
+function other than the one asked for (``simple_function_checker:missing_required``, ...)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,12 @@ class Verdict:
         )
 
     @property
+    def incomplete_call(self) -> bool:
+        """BFCL rejected a call for a required parameter left out or a wrong function name (its simple
+        and multiple checkers say so; its parallel ones report ``cannot_find_match`` instead)."""
+        return (self.error_type or "").endswith(INCOMPLETE_CALL_SUFFIXES)
+
+    @property
     def part_share(self) -> float:
         """For a composed item: its accepted parts over the larger of the parts asked and the calls
         written (an extra call costs as a missing one does); 0.0 for BFCL's own entries."""
@@ -139,6 +148,7 @@ class Verdict:
 
 
 __all__ = [
+    "INCOMPLETE_CALL_SUFFIXES",
     "MALFORMED_ERROR_TYPES",
     "RELEVANCE_ERROR_PREFIXES",
     "WRONG_COUNT_SUFFIX",
