@@ -162,7 +162,10 @@ def test_retries_a_503_and_splits_large_n(fake_server):
     out = asyncio.run(go())
     assert len(out.choices) == 7 and [c.index for c in out.choices] == list(range(7))
     gen = [r for r in fake_server.requests if "messages" in r]
-    assert sorted(r["n"] for r in gen) == [1, 3, 3, 3]  # one failed attempt retried, 3+3+1
+    # 7 is split 3 + 3 + 1, sent together; the 503 hits whichever arrives first, and that one is
+    # retried with the same n
+    sizes = sorted(r["n"] for r in gen)
+    assert sizes in ([1, 1, 3, 3], [1, 3, 3, 3]), sizes
 
 
 def test_client_errors_are_not_retried(fake_server):
