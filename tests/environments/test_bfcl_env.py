@@ -39,6 +39,16 @@ def gold_by_question():
     }
 
 
+def _live_simple_with_a_required_value(gold_by_question):
+    """(entry, gold answer) of a live_simple entry with a parameter whose accepted value is not empty."""
+    return next(
+        v
+        for v in gold_by_question.values()
+        if v[0].category == "live_simple"
+        and any(accepted != [""] for accepted in next(iter(v[0].ground_truth[0].values())).values())
+    )
+
+
 def _env(fake: FakeOpenAIServer, sub: str, *flags: str):
     from bfcl_env import BfclEnv
 
@@ -189,12 +199,7 @@ def test_a_training_group_is_rewarded_by_the_official_verdict(gold_by_question):
 def test_partial_credit_goes_to_as_many_calls_as_asked_and_only_to_them(gold_by_question):
     """With ``--env.partial_credit``, a rejected answer earns it when BFCL's checker rejected what is in
     the calls (here a missing parameter), not when it found no list or the wrong number of calls."""
-    entry, gold = next(
-        v
-        for v in gold_by_question.values()
-        if v[0].category == "live_simple"
-        and any(accepted != [""] for accepted in next(iter(v[0].ground_truth[0].values())).values())
-    )
+    entry, gold = _live_simple_with_a_required_value(gold_by_question)
     (name,) = entry.ground_truth[0]
     inner = gold.strip()[1:-1]
     answers = [gold, f"[{name}()]", f"[{inner}, {inner}]", "Here you go."]
@@ -227,12 +232,7 @@ def test_strict_partial_credit_withholds_it_from_a_dropped_parameter_or_a_wrong_
     credit, and the gold answer 1."""
     from bfcl_env import reward
 
-    entry, gold = next(
-        v
-        for v in gold_by_question.values()
-        if v[0].category == "live_simple"
-        and any(accepted != [""] for accepted in next(iter(v[0].ground_truth[0].values())).values())
-    )
+    entry, gold = _live_simple_with_a_required_value(gold_by_question)
     ((name, accepted),) = entry.ground_truth[0].items()
     param = next(k for k, v in accepted.items() if v != [""])
     wrong_value = gold_text([{name: {**accepted, param: ["not this"]}}])
