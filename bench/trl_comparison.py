@@ -29,6 +29,13 @@ Tasks: ``single`` (``What is a + b?``, a, b in 1..9: the SmolLM2 demo's task) an
 10..30: harder sums the policy does not saturate as fast; the base model is measured first, its held-out
 greedy accuracy heads the table: 0.27 against 0.33 for ``single``. Operands 10..99 were measured too and
 left out: greedy accuracy 0.00, every reply starts explaining and runs out of its 16 tokens).
+``calculator`` is the agentic task (``What is a * b?`` with a ``calculator`` tool, up to 3 assistant
+turns: the calculator preset): our row runs the preset (its warm-up, then GRPO through the managed
+server's Hermes tool parser), TRL's runs GRPOTrainer's own multi-turn tool loop (``tools=``,
+``trl_grpo_calculator.py``: its docstring lists what matches and what does not) from our row's merged
+warm-up model, on our env's questions in its order; the target is a batch success of 0.8, and both rows'
+adapters are scored by the preset's held-out evaluator (64 greedy episodes). A TRL without multi-turn
+tool support is said in one line and our row still runs.
 
 Settings and how they map (TRL name = ours):
 
@@ -84,7 +91,7 @@ A benchmark, not a test: with the defaults (2 tasks x 2 rows x 40 steps, seed 0)
 minutes on 2 quiet cores (TRL's rows are two thirds of it), ``--tasks single --steps 20 --seeds 0,1,2``
 about 25, and it needs the machine to itself for its timings::
 
-    python bench/trl_comparison.py [--steps 40] [--tasks single,two-digit] [--rows ours-split,trl]
+    python bench/trl_comparison.py [--steps 40] [--tasks single,two-digit,calculator] [--rows ours-split,trl]
         [--seeds 0,1,2] [--repeats 1] [--target 0.9] [--window 5] [--out runs/bench-trl]
         [--trainer-set FIELD=VALUE ...]
 
@@ -117,6 +124,10 @@ TRL_VERSION = "1.16.0"  # keep equal to VERSION in scripts/setup_trl_bench.sh
 # two-digit: operands 10..30 (held-out greedy accuracy of the base model 0.27); with 10..99 it is 0.00
 # (every greedy reply starts "To add 25 and 60, we need to..." and runs out of its 16 tokens), no signal
 TASKS = {"single": (1, 9), "two-digit": (10, 30)}
+# the agentic task: multi-turn tool use (the calculator preset), target on the batch success
+CALCULATOR = "calculator"
+ALL_TASKS = (*TASKS, CALCULATOR)
+TARGETS = {"single": 0.9, "two-digit": 0.9, CALCULATOR: 0.8}
 # ours = the demo's --schedule overlap; ours-split / ours-turns its other schedules
 ROWS = ("ours", "ours-split", "ours-turns", "trl", "trl-async")
 HELD_OUT = 30
@@ -138,6 +149,8 @@ class Run:
     peak_mib: Optional[float] = None
     wall_s: float = 0.0
     error: str = ""
+    drifts: Optional[int] = None  # calculator, ours: token drifts over the sequences checked
+    outcomes: dict[str, int] = field(default_factory=dict)  # calculator: episodes by outcome
 
     def median_step(self) -> Optional[float]:
         later = self.step_s[1:] or self.step_s
@@ -295,7 +308,13 @@ def run_trl(
     if code != 0 or not result_path.exists():
         run.error = f"{label} failed (exit {code}); see {log}:\n{_tail(log)}"
         return run
-    result = json.loads(result_path.read_text())
+    _read_trl_rows(run, json.loads(result_path.read_text()), mem)
+    run.acc_after = _heldout_accuracy(model, task, seed, out / "adapter")
+    return run
+
+
+def _read_trl_rows(run: Run, result: dict[str, Any], mem: TreeMemory) -> None:
+    """Per-step end times, step seconds, rewards and the peak memory of a TRL run's ``result.json``."""
     begin = float(result["train_begin"])
     steps = sorted((r for r in result["rows"] if "time" in r), key=lambda r: r["step"])
     rewards = {r["step"]: r["reward_mean"] for r in result["rows"] if "reward_mean" in r}
@@ -303,8 +322,6 @@ def run_trl(
     run.step_s = [b - a for a, b in zip([0.0, *run.ends[:-1]], run.ends, strict=True)]
     run.rewards = [float(rewards.get(r["step"], 0.0)) for r in steps]
     run.peak_mib = mem.peak(begin, begin + (run.ends[-1] if run.ends else 0.0))
-    run.acc_after = _heldout_accuracy(model, task, seed, out / "adapter")
-    return run
 
 
 def _start_vllm_for_async(model: Path, out: Path) -> tuple[subprocess.Popen, str]:
@@ -364,6 +381,126 @@ def _heldout_accuracy(model: Path, task: str, seed: int, adapter: Optional[Path]
 
 
 # ----------------------------------------------------------------------------------------------
+# The agentic task: the calculator preset against GRPOTrainer's own tool loop
+# ----------------------------------------------------------------------------------------------
+CALC_MAX_TURNS = 3  # = demo.calculator_heldout.MAX_TURNS (checked in write_calc_task)
+
+
+def run_ours_calculator(args: argparse.Namespace, out: Path, seed: int, schedule: str) -> Run:
+    """Our loop on the calculator preset (its warm-up, then GRPO through the managed server's Hermes
+    tool parser), read back from its report folder: per-step batch success, held-out greedy success
+    at the RL start and after, token drifts, episode outcomes."""
+    argv = [sys.executable, "-m", "demo", "--model", "smollm2", "--task", CALCULATOR]
+    argv += ["--steps", str(args.steps), "--seed", str(seed), "--out", str(out)]
+    argv += ["--schedule", schedule]
+    for name, value in args.trainer_set.items():
+        argv += ["--trainer-set", f"{name}={value}"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = out.parent / f"{out.name}.log"
+    code, mem, wall = _run_child(argv, log, env)
+    run = Run(
+        "ours" if schedule == "overlap" else f"ours-{schedule}", CALCULATOR, seed, wall_s=wall
+    )
+    summary_path = out / "summary.json"
+    if code != 0 or not summary_path.exists():
+        run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
+        return run
+    rows = [r for r in read_metrics(out / "metrics.jsonl") if r.get("time_step_s") is not None]
+    summary = json.loads(summary_path.read_text())
+    start = rows[0]["time"] - rows[0]["time_step_s"]
+    run.rewards = [float(r.get("reward_mean") or 0.0) for r in rows]
+    run.step_s = [float(r["time_step_s"]) for r in rows]
+    run.ends = [float(r["time"]) - start for r in rows]
+    run.acc_before, run.acc_after = summary["heldout_rl_start"], summary["heldout_after"]
+    run.drifts = int(summary["drifts"])
+    run.outcomes = {k: int(v) for k, v in (summary.get("training_outcomes") or {}).items()}
+    run.peak_mib = mem.peak(start, float(rows[-1]["time"]))
+    return run
+
+
+def write_calc_task(args: argparse.Namespace, seed: int, model: Path, path: Path) -> None:
+    """TRL's ``TASK.json`` (``trl_grpo_calculator.py``): our env's system prompt, its training
+    questions in its draw order (``Random(seed + 1)`` over the seed's split), the turn limit, the
+    sequence budget and the first prompt's token ids as our env renders them."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from atroposlib.envkit.calculator_task import split_problems
+    from demo.calculator_heldout import HELD_OUT as CALC_HELD_OUT
+    from demo.calculator_heldout import MAX_TURNS, SEQ_LEN, system_prompt
+
+    assert MAX_TURNS == CALC_MAX_TURNS, "CALC_MAX_TURNS must follow the preset"
+    split = split_problems(CALC_HELD_OUT, seed)
+    rng = random.Random(seed + 1)
+    problems = [split.train_problem(rng) for _ in range(args.steps * 4)]
+    system = system_prompt()
+    first = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": problems[0].question},
+    ]
+    tok = AutoTokenizer.from_pretrained(str(model))
+    ids = tok.apply_chat_template(first, tokenize=True, add_generation_prompt=True)
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+        ids = ids["input_ids"]
+    task = {
+        "system": system,
+        "questions": [p.question for p in problems],
+        "a": [p.a for p in problems],
+        "b": [p.b for p in problems],
+        "max_turns": MAX_TURNS,
+        "max_token_length": SEQ_LEN,
+        "first_prompt_ids": [int(i) for i in ids],
+    }
+    path.write_text(json.dumps(task))
+
+
+def run_trl_calculator(
+    args: argparse.Namespace, out: Path, seed: int, trl_python: str, start: Run, warm: Path
+) -> Run:
+    """GRPOTrainer with ``tools=`` on the calculator task from our row's warm-up (``warm``), the
+    held-out episodes played by our evaluator with its adapter."""
+    from demo.lora import LORA_RANK, TRAINER_DTYPE
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_calc_task(args, seed, warm, out / "task.json")
+    argv = [trl_python, str(REPO / "bench" / "trl_grpo_calculator.py"), "--model", str(warm)]
+    argv += ["--task", str(out / "task.json"), "--out", str(out), "--steps", str(args.steps)]
+    argv += ["--seed", str(seed), "--lora-rank", str(LORA_RANK), "--threads", str(args.threads)]
+    argv += ["--dtype", TRAINER_DTYPE, "--temperature", "1.0"]
+    env = dict(os.environ, TRL_EXPERIMENTAL_SILENCE="1", HF_HUB_OFFLINE="1")
+    env.update(TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.pop("PYTHONPATH", None)
+    log = out / "trl.log"
+    code, mem, wall = _run_child(argv, log, env)
+    run = Run("trl", CALCULATOR, seed, wall_s=wall)
+    result_path = out / "result.json"
+    if code != 0 or not result_path.exists():
+        said = [x for x in _tail(log, 3).splitlines() if x.startswith("trl_grpo_calculator: ")]
+        why = said[-1] if said else f"trl failed (exit {code})"  # e.g. no multi-turn tools
+        run.error = f"{why}; see {log}:\n{_tail(log)}"
+        return run
+    result = json.loads(result_path.read_text())
+    _read_trl_rows(run, result, mem)
+    run.outcomes = {k: int(v) for k, v in result.get("outcomes", {}).items()}
+    run.acc_before = start.acc_before
+    run.acc_after = _calc_heldout_success(warm, seed, out / "adapter")
+    return run
+
+
+def _calc_heldout_success(warm: Path, seed: int, adapter: Path) -> float:
+    from atroposlib.envkit.calculator_task import split_problems
+    from demo.calculator_heldout import HELD_OUT as CALC_HELD_OUT
+    from demo.calculator_heldout import play_heldout, write_episodes
+    from demo.tool_episodes import summarize
+
+    episodes = play_heldout(warm, split_problems(CALC_HELD_OUT, seed), adapter)
+    write_episodes(adapter.parent / "heldout_after.jsonl", episodes)
+    return summarize(episodes)["success"]
+
+
+# ----------------------------------------------------------------------------------------------
 # Set-up: the model, TRL's environment
 # ----------------------------------------------------------------------------------------------
 def find_trl_python() -> tuple[Optional[str], str]:
@@ -407,13 +544,33 @@ def _f(v: Optional[float], fmt: str, none: str = "-") -> str:
     return none if v is None else format(v, fmt)
 
 
-def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[int, float]) -> str:
-    lo, hi = TASKS[task]
+def task_target(args: argparse.Namespace, task: str) -> float:
+    """The reward target of ``task``: ``--target``, or the task's own (``TARGETS``)."""
+    return TARGETS[task] if args.target is None else args.target
+
+
+def task_title(task: str, args: argparse.Namespace, base: dict[int, float]) -> str:
+    """The table's first line: the task, the schedule, the target and where the policy starts."""
     bases = ", ".join(f"seed {k}: {v:.2f}" for k, v in sorted(base.items()))
+    shape = f"SmolLM2-135M-Instruct, LoRA r16, {args.steps} steps of 4 prompts x 8"
+    target = f"mean reward of {args.window} steps >= {task_target(args, task)}"
+    if task == CALCULATOR:
+        return (
+            f"\n{task}: 'What is a * b?' with a calculator tool, up to {CALC_MAX_TURNS} turns; {shape} "
+            f"episodes, after our preset's warm-up (both rows start from its merged model); target: "
+            f"{target} (batch success); RL start: held-out greedy success {bases}"
+        )
+    lo, hi = TASKS[task]
+    return (
+        f"\n{task}: 'What is a + b?', a, b in {lo}..{hi}; {shape}; target: {target}; base model: "
+        f"held-out greedy accuracy {bases}"
+    )
+
+
+def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[int, float]) -> str:
+    target = task_target(args, task)
     lines = [
-        f"\n{task}: 'What is a + b?', a, b in {lo}..{hi}; SmolLM2-135M-Instruct, LoRA r16, "
-        f"{args.steps} steps of 4 prompts x 8; target: mean reward of {args.window} steps >= "
-        f"{args.target}; base model: held-out greedy accuracy {bases}",
+        task_title(task, args, base),
         f"{'row':<15} {'seed':>4} {'s/step med':>10} {'mean':>6} {'to target':>15} "
         f"{'reward mean':>11} {'last 5':>6} {'held-out greedy':>15} {'peak MiB':>9} {'wall':>7}",
     ]
@@ -421,7 +578,7 @@ def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[int, 
         if r.error:
             lines.append(f"{r.row:<15} {r.seed:>4} FAILED: {r.error.splitlines()[0]}")
             continue
-        step, secs = r.to_target(args.target, args.window)
+        step, secs = r.to_target(target, args.window)
         to = f"{secs:.0f} s @ step {step}" if step else "not reached"
         before = base.get(r.seed) if r.acc_before is None else r.acc_before
         acc = f"{_f(before, '.2f')} -> {_f(r.acc_after, '.2f')}"
@@ -433,12 +590,14 @@ def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[int, 
             f"{r.row:<15} {r.seed:>4} {_f(r.median_step(), '.1f'):>10} {_f(mean, '.1f'):>6} "
             f"{to:>15} {_f(mean_reward, '.3f'):>11} {_f(last, '.2f'):>6} {acc:>15} "
             f"{_f(r.peak_mib, '.0f'):>9} {r.wall_s / 60:>6.1f}m"
+            + (f" drifts {r.drifts}" if r.drifts is not None else "")
+            + (f" outcomes {json.dumps(r.outcomes, sort_keys=True)}" if r.outcomes else "")
         )
-    lines.extend(_summary(runs, args))
+    lines.extend(_summary(runs, args, target))
     return "\n".join(lines)
 
 
-def _summary(runs: list[Run], args: argparse.Namespace) -> list[str]:
+def _summary(runs: list[Run], args: argparse.Namespace, target: float) -> list[str]:
     """Per row over its runs: the median seconds per step and time to target (over the runs that
     reached it, with how many did), the mean held-out accuracy after; then each row's figures over
     ``ours``-rows' (> 1: the other row is slower), seed by seed where both ran it."""
@@ -448,7 +607,7 @@ def _summary(runs: list[Run], args: argparse.Namespace) -> list[str]:
     for label in labels:
         mine = [r for r in done if r.row == label]
         steps = [x for r in mine if (x := r.median_step()) is not None]
-        reach = [t for r in mine if (t := r.to_target(args.target, args.window)[1]) is not None]
+        reach = [t for r in mine if (t := r.to_target(target, args.window)[1]) is not None]
         after = [r.acc_after for r in mine if r.acc_after is not None]
         text = f"{label}: {len(mine)} run(s), s/step median {_f(statistics.median(steps) if steps else None, '.1f')}"
         text += f", target reached in {len(reach)}/{len(mine)}"
@@ -466,14 +625,14 @@ def _summary(runs: list[Run], args: argparse.Namespace) -> list[str]:
                 if not a or not b:
                     continue
                 sa, sb = a[0].median_step(), b[0].median_step()
-                ta = a[0].to_target(args.target, args.window)[1]
-                tb = b[0].to_target(args.target, args.window)[1]
+                na, ta = a[0].to_target(target, args.window)
+                nb, tb = b[0].to_target(target, args.window)
                 step_ratio = f"s/step x{sb / sa:.2f}" if sa and sb else "s/step -"
                 if ta is not None and tb is not None:
-                    target = f"to target x{tb / ta:.2f}"
+                    reached = f"to target x{tb / ta:.2f} in time, steps {nb} vs {na}"
                 else:
-                    target = f"to target: {ours} {_f(ta, '.0f')} s, {theirs} {_f(tb, '.0f')} s"
-                pairs.append(f"seed {seed}: {step_ratio}, {target}")
+                    reached = f"to target: {ours} {_f(ta, '.0f')} s, {theirs} {_f(tb, '.0f')} s"
+                pairs.append(f"seed {seed}: {step_ratio}, {reached}")
             if pairs:
                 out.append(f"{theirs} / {ours} (> 1: {ours} faster): " + "; ".join(pairs))
     return out
@@ -486,7 +645,7 @@ def parse_args() -> tuple[argparse.Namespace, list[int], list[str], list[str]]:
     """(the flags, the seeds, the tasks, the rows), checked here, not after a TRL row has run."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--tasks", default="single,two-digit", help=f"of {', '.join(TASKS)}")
+    p.add_argument("--tasks", default="single,two-digit", help=f"of {', '.join(ALL_TASKS)}")
     p.add_argument("--rows", default="ours-split,trl", help=f"of {', '.join(ROWS)}")
     p.add_argument(
         "--seeds",
@@ -495,7 +654,12 @@ def parse_args() -> tuple[argparse.Namespace, list[int], list[str], list[str]]:
         "every row, and the trainers' seeds); every row runs once per seed",
     )
     p.add_argument("--repeats", type=int, default=1, help="runs of every row per seed")
-    p.add_argument("--target", type=float, default=0.9)
+    p.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help="the reward target (default: 0.9 for the arithmetic tasks, 0.8 for calculator)",
+    )
     p.add_argument("--window", type=int, default=5)
     p.add_argument("--threads", type=int, default=2, help="TRL's torch threads")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-trl")
@@ -515,7 +679,11 @@ def parse_args() -> tuple[argparse.Namespace, list[int], list[str], list[str]]:
         p.error(f"--trainer-set or --seeds: {e}")
     tasks = [t for t in args.tasks.split(",") if t]
     rows = [r for r in args.rows.split(",") if r]
-    bad = [t for t in tasks if t not in TASKS] + [r for r in rows if r not in ROWS]
+    bad = [t for t in tasks if t not in ALL_TASKS] + [r for r in rows if r not in ROWS]
+    if CALCULATOR in tasks and not any(r.startswith("ours") for r in rows):
+        p.error(f"--tasks {CALCULATOR} needs one of our rows: TRL's starts from its warm-up")
+    if CALCULATOR in tasks and "trl-async" in rows:
+        p.error(f"--tasks {CALCULATOR}: trl-async has no tool loop here; use --rows ours-split,trl")
     if bad or not seeds or args.steps < args.window or args.repeats < 1 or args.window < 1:
         p.error(
             f"unknown task/row {bad}"
@@ -584,6 +752,8 @@ def run_task(
 ) -> tuple[dict[int, float], list[Run]]:
     """(the base model's held-out accuracy per seed, every run of every row) for ``task``: per
     seed and repeat, the rows one after the other."""
+    if task == CALCULATOR:
+        return run_calculator_task(args, seeds, rows, trl_python)
     base = {seed: _heldout_accuracy(model, task, seed, None) for seed in seeds}
     for seed, acc in base.items():
         print(
@@ -600,6 +770,43 @@ def run_task(
                     flush=True,
                 )
                 run = run_row(args, task, row, seed, out, trl_python, model)
+                print(
+                    f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
+                    f"({run.wall_s / 60:.1f} min)",
+                    flush=True,
+                )
+                runs.append(run)
+    return base, runs
+
+
+def run_calculator_task(
+    args: argparse.Namespace, seeds: list[int], rows: list[str], trl_python: Optional[str]
+) -> tuple[dict[int, float], list[Run]]:
+    """The calculator task's runs: per seed and repeat, our rows first (the first one's warm-up is
+    where TRL's row starts from), then TRL's; (the RL start's held-out success per seed, the runs)."""
+    ours_rows = [r for r in rows if r.startswith("ours")]
+    theirs = [r for r in rows if r == "trl"]
+    base: dict[int, float] = {}
+    runs: list[Run] = []
+    for seed in seeds:
+        for rep in range(args.repeats):
+            first: Optional[tuple[Run, Path]] = None
+            for row in ours_rows + theirs:
+                out = args.out / CALCULATOR / f"{row}-s{seed}-{rep}"
+                print(f"[bench] {CALCULATOR} {row} seed {seed} run {rep + 1} ...", flush=True)
+                if row == "trl":
+                    if first is None or first[0].error:
+                        print("[bench]   skipped: our row, whose warm-up it starts from, failed")
+                        continue
+                    assert trl_python is not None
+                    run = run_trl_calculator(args, out, seed, trl_python, *first)
+                else:
+                    schedule = row.split("-", 1)[1] if "-" in row else "overlap"
+                    run = run_ours_calculator(args, out, seed, schedule)
+                    if first is None:
+                        first = (run, out / "model" / "warm")
+                        if run.acc_before is not None:
+                            base[seed] = run.acc_before
                 print(
                     f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
                     f"({run.wall_s / 60:.1f} min)",

@@ -137,9 +137,15 @@ def training_dataset(task: Any, args: argparse.Namespace) -> Any:
     )
 
 
-def step_clock(rows: list[dict[str, Any]], marks: dict[str, float]) -> Any:
+def step_clock(
+    rows: list[dict[str, Any]],
+    marks: dict[str, float],
+    reward_key: str = "rewards/sum_reward/mean",
+    extra_keys: tuple[str, ...] = (),
+) -> Any:
     """A ``TrainerCallback`` that appends, per optimizer step, its end time and the mean reward TRL
-    logged for it to ``rows``, and notes the training loop's start in ``marks``."""
+    logged for it (``reward``, or ``reward_key``) to ``rows``, with the logged ``extra_keys``, and
+    notes the training loop's start in ``marks``."""
     from transformers import TrainerCallback
 
     class Clock(TrainerCallback):
@@ -153,14 +159,17 @@ def step_clock(rows: list[dict[str, Any]], marks: dict[str, float]) -> Any:
             self, _args: Any, state: Any, _control: Any, logs: Any = None, **_k: Any
         ) -> None:
             logs = logs or {}
-            reward = logs.get("reward", logs.get("rewards/sum_reward/mean"))
-            if reward is not None:
-                for r in reversed(rows):
-                    if r["step"] == int(state.global_step):
-                        r["reward_mean"] = float(reward)
-                        break
-                else:  # logged before on_step_end of that step
-                    rows.append({"step": int(state.global_step), "reward_mean": float(reward)})
+            reward = logs.get("reward", logs.get(reward_key))
+            if reward is None:
+                return
+            found = {"reward_mean": float(reward)}
+            found.update({k: float(logs[k]) for k in extra_keys if k in logs})
+            for r in reversed(rows):
+                if r["step"] == int(state.global_step):
+                    r.update(found)
+                    break
+            else:  # logged before on_step_end of that step
+                rows.append({"step": int(state.global_step), **found})
 
     return Clock()
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from atroposlib.envkit.offline_tools import wrapped_response
 from atroposlib.interop.harbor.bwrap import CommandLimits
 from atroposlib.interop.harbor.episode import call_text, command_reply
 from atroposlib.interop.harbor.host_sandbox import HostSandbox, make_trial_dir
@@ -73,7 +74,7 @@ async def _episode(
         {"role": "system", "content": system},
         {"role": "user", "content": task.instruction},
         {"role": "assistant", "content": call_text(command)},
-        {"role": "tool", "content": f"<tool_response>{command_reply(result)}</tool_response>"},
+        {"role": "tool", "content": wrapped_response(command_reply(result))},
         {"role": "assistant", "content": "Done."},
     ]
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from atroposlib.envkit.offline_tools import call_response, wrapped_response
 from atroposlib.envkit.tool_calls import TOOLBOX, Tool
 from atroposlib.utils.chat_arithmetic_task import last_integer
 from atroposlib.utils.tool_call_parser import hermes_call_text
@@ -131,11 +132,8 @@ def run_tool(
     if tool is None:
         error = f"unknown tool {name!r}; available: {', '.join(sorted(tools))}"
         return ToolResult(call_id, json.dumps({"error": error}), "unknown tool")
-    try:
-        return ToolResult(call_id, json.dumps(tool.function(**arguments)))
-    except Exception as exc:  # a tool's failure is the model's information, not the env's crash
-        kind = type(exc).__name__
-        return ToolResult(call_id, json.dumps({"error": f"{kind}: {exc}"[:300]}), kind)
+    text, kind = call_response(tool.function, arguments)
+    return ToolResult(call_id, text, kind)
 
 
 @dataclass
@@ -231,11 +229,7 @@ class Episode:
         for result in results:
             if result.error_kind is not None:
                 self.tool_errors.append(result.error_kind)
-            text = (
-                f"<tool_response>{result.text}</tool_response>"
-                if self.wrap_tool_results
-                else result.text
-            )
+            text = wrapped_response(result.text) if self.wrap_tool_results else result.text
             self.messages.append({"role": "tool", "tool_call_id": result.call_id, "content": text})
             self.transcript.append({"role": "tool", "content": text})
         return results
@@ -266,7 +260,7 @@ def gold_transcript(
     """The ideal episode as raw-text messages: one calculator call, its result, the answer (what a
     supervised warm-up trains on)."""
     result = json.dumps(TOOLBOX["calculator"].function(expression=problem.expression))
-    response = f"<tool_response>{result}</tool_response>" if wrap_tool_results else result
+    response = wrapped_response(result) if wrap_tool_results else result
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": problem.question},

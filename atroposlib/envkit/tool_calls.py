@@ -9,9 +9,7 @@ The blocks are read by atroposlib's one Hermes parser (``atroposlib.utils.tool_c
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -19,6 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from atroposlib.envkit.math_scoring import strip_thinking
+from atroposlib.envkit.offline_tools import (
+    _CONVERSIONS,
+    WEATHER_C,
+    calculator,
+    convert_units,
+    get_weather,
+)
 from atroposlib.utils.tool_call_parser import hermes_calls
 
 
@@ -87,57 +92,6 @@ def compare_tool_calls(
 # ------------------------------------------------------------------------------------------------
 # An offline tool box: deterministic tools with JSON-schema signatures
 # ------------------------------------------------------------------------------------------------
-_OPS: dict[type[ast.AST], Callable[..., float]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-}
-
-
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_evaluate(node.operand))
-    raise ValueError("only numbers and + - * / are allowed")
-
-
-def calculator(expression: str) -> dict[str, Any]:
-    value = _evaluate(ast.parse(expression, mode="eval").body)
-    return {"result": round(value, 6)}
-
-
-WEATHER_C = {"Paris": 18, "Oslo": 4, "Cairo": 31, "Lima": 22, "Tokyo": 15, "Denver": 9}
-
-
-def get_weather(city: str) -> dict[str, Any]:
-    if city not in WEATHER_C:
-        raise ValueError(f"unknown city {city!r}; known: {', '.join(sorted(WEATHER_C))}")
-    return {"city": city, "temperature_c": WEATHER_C[city]}
-
-
-_CONVERSIONS = {
-    ("km", "mi"): lambda v: v * 0.621371,
-    ("mi", "km"): lambda v: v / 0.621371,
-    ("kg", "lb"): lambda v: v * 2.20462,
-    ("lb", "kg"): lambda v: v / 2.20462,
-    ("c", "f"): lambda v: v * 9 / 5 + 32,
-    ("f", "c"): lambda v: (v - 32) * 5 / 9,
-}
-
-
-def convert_units(value: float, from_unit: str, to_unit: str) -> dict[str, Any]:
-    pair = (from_unit.lower(), to_unit.lower())
-    if pair not in _CONVERSIONS:
-        raise ValueError(f"cannot convert {from_unit} to {to_unit}")
-    return {"value": round(_CONVERSIONS[pair](float(value)), 2), "unit": to_unit}
-
-
 @dataclass(frozen=True)
 class Tool:
     name: str

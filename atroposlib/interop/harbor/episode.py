@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from atroposlib.envkit.offline_tools import wrapped_response
 from atroposlib.envkit.tool_calls import Tool
 from atroposlib.errors import SandboxFailure
 from atroposlib.interop.harbor.bwrap import CommandResult
@@ -199,7 +200,7 @@ class ShellEpisode:
         """Append one ``tool`` message per (call id, reply text) and clear the pending calls."""
         self.pending = []
         for call_id, text in replies:
-            wrapped = f"<tool_response>{text}</tool_response>" if self.wrap_tool_results else text
+            wrapped = wrapped_response(text) if self.wrap_tool_results else text
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": wrapped})
             self.transcript.append({"role": "tool", "content": wrapped})
 
