@@ -233,15 +233,18 @@ def _tail(path: Path, n: int = 12) -> str:
 # ----------------------------------------------------------------------------------------------
 # The rows
 # ----------------------------------------------------------------------------------------------
-def run_ours(
-    args: argparse.Namespace, task: str, out: Path, seed: int, schedule: str = "overlap"
-) -> Run:
-    """Our loop: the SmolLM2 demo preset with ``--schedule`` (overlap, split or turns), its report
-    folder read back."""
-    lo, hi = TASKS[task]
-    argv = [sys.executable, "-m", "demo", "--model", "smollm2"]
+def _run_demo(
+    args: argparse.Namespace,
+    task: str,
+    out: Path,
+    seed: int,
+    schedule: str,
+    task_flags: list[str],
+) -> tuple[int, TreeMemory, Path, Run]:
+    """Run the SmolLM2 demo for one of our rows (``task_flags`` pick its task); (exit code, its
+    memory samples, its log, the row's ``Run`` with the wall time)."""
+    argv = [sys.executable, "-m", "demo", "--model", "smollm2", *task_flags]
     argv += ["--steps", str(args.steps), "--seed", str(seed), "--out", str(out)]
-    argv += ["--operands", str(lo), str(hi)]
     argv += ["--schedule", schedule]
     for name, value in args.trainer_set.items():
         argv += ["--trainer-set", f"{name}={value}"]
@@ -249,7 +252,19 @@ def run_ours(
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.parent / f"{out.name}.log"
     code, mem, wall = _run_child(argv, log, env)
-    run = Run("ours" if schedule == "overlap" else f"ours-{schedule}", task, seed, wall_s=wall)
+    row = "ours" if schedule == "overlap" else f"ours-{schedule}"
+    return code, mem, log, Run(row, task, seed, wall_s=wall)
+
+
+def run_ours(
+    args: argparse.Namespace, task: str, out: Path, seed: int, schedule: str = "overlap"
+) -> Run:
+    """Our loop: the SmolLM2 demo preset with ``--schedule`` (overlap, split or turns), its report
+    folder read back."""
+    lo, hi = TASKS[task]
+    code, mem, log, run = _run_demo(
+        args, task, out, seed, schedule, ["--operands", str(lo), str(hi)]
+    )
     if code != 0:
         run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
         return run
@@ -390,18 +405,7 @@ def run_ours_calculator(args: argparse.Namespace, out: Path, seed: int, schedule
     """Our loop on the calculator preset (its warm-up, then GRPO through the managed server's Hermes
     tool parser), read back from its report folder: per-step batch success, held-out greedy success
     at the RL start and after, token drifts, episode outcomes."""
-    argv = [sys.executable, "-m", "demo", "--model", "smollm2", "--task", CALCULATOR]
-    argv += ["--steps", str(args.steps), "--seed", str(seed), "--out", str(out)]
-    argv += ["--schedule", schedule]
-    for name, value in args.trainer_set.items():
-        argv += ["--trainer-set", f"{name}={value}"]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log = out.parent / f"{out.name}.log"
-    code, mem, wall = _run_child(argv, log, env)
-    run = Run(
-        "ours" if schedule == "overlap" else f"ours-{schedule}", CALCULATOR, seed, wall_s=wall
-    )
+    code, mem, log, run = _run_demo(args, CALCULATOR, out, seed, schedule, ["--task", CALCULATOR])
     summary_path = out / "summary.json"
     if code != 0 or not summary_path.exists():
         run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"

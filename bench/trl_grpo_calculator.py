@@ -38,7 +38,6 @@ environment by the same code as our row's.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -70,22 +69,13 @@ SMOLLM2_WITH_CALLS = (
 )
 
 
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression with + - * /.
 
     Args:
         expression: The arithmetic expression, for example "12 * 34".
     """
-    tools = sys.modules.get("offline_tools") or _load("offline_tools", TOOLS_FILE)
+    tools = sys.modules.get("offline_tools") or chat.load_file("offline_tools", TOOLS_FILE)
     text, _kind = tools.call_response(tools.calculator, {"expression": expression})
     return tools.wrapped_response(text)
 
@@ -184,7 +174,7 @@ def main() -> int:
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
@@ -228,8 +218,7 @@ def main() -> int:
         per_device_train_batch_size=args.prompts_per_step * args.group_size,
         max_tool_calling_iterations=task["max_turns"] - 1,
     )
-    model_cls = __import__("transformers").AutoModelForCausalLM
-    model = model_cls.from_pretrained(args.model, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     rows: list[dict[str, Any]] = []
     marks: dict[str, float] = {}
     lora = LoraConfig(

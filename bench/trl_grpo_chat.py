@@ -31,13 +31,18 @@ TASK_FILE = (
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def load_task() -> Any:
-    spec = importlib.util.spec_from_file_location("chat_arithmetic_task", TASK_FILE)
+def load_file(name: str, path: Path) -> Any:
+    """The module in ``path``, loaded by its path as ``name`` (atroposlib's package is not imported)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
     return module
+
+
+def load_task() -> Any:
+    return load_file("chat_arithmetic_task", TASK_FILE)
 
 
 def sum_reward(completions: list[Any], a: list[int], b: list[int], **_: Any) -> list[float]:
