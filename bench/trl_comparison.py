@@ -33,8 +33,11 @@ left out: greedy accuracy 0.00, every reply starts explaining and runs out of it
 turns: the calculator preset): our row runs the preset (its warm-up, then GRPO through the managed
 server's Hermes tool parser), TRL's runs GRPOTrainer's own multi-turn tool loop (``tools=``,
 ``trl_grpo_calculator.py``: its docstring lists what matches and what does not) from our row's merged
-warm-up model, on our env's questions in its order; the target is a batch success of 0.8, and both rows'
-adapters are scored by the preset's held-out evaluator (64 greedy episodes). A TRL without multi-turn
+warm-up model, on our env's questions in its order; the targets are a batch success of 0.8 and a held-out
+success of 0.8: both rows save their adapter after every step, and the preset's held-out evaluator (64
+greedy episodes) scores the checkpoints after the row has run, every second step until one reaches 0.8,
+then the step before it (``trl_calculator.py``), so the table gives the first step whose held-out success
+reached 0.8 and the training seconds to it (saving left out on both sides). A TRL without multi-turn
 tool support is said in one line and our row still runs.
 
 Settings and how they map (TRL name = ours):
@@ -108,15 +111,18 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.trl_calculator import (  # noqa: E402
+    CALC_MAX_TURNS,
+    CALCULATOR,
+    HELDOUT_TARGET,
+    run_calculator_task,
+)
+from bench.trl_runs import REPO, Run, read_trl_rows, run_child, run_demo, tail  # noqa: E402
 from demo.trainer_set import trainer_overrides  # noqa: E402
 from example_trainer.metrics import read_metrics  # noqa: E402
 
@@ -124,8 +130,8 @@ TRL_VERSION = "1.16.0"  # keep equal to VERSION in scripts/setup_trl_bench.sh
 # two-digit: operands 10..30 (held-out greedy accuracy of the base model 0.27); with 10..99 it is 0.00
 # (every greedy reply starts "To add 25 and 60, we need to..." and runs out of its 16 tokens), no signal
 TASKS = {"single": (1, 9), "two-digit": (10, 30)}
-# the agentic task: multi-turn tool use (the calculator preset), target on the batch success
-CALCULATOR = "calculator"
+# the agentic task (multi-turn tool use, the calculator preset: trl_calculator.py), target on the batch
+# success and on the held-out success of its checkpoints
 ALL_TASKS = (*TASKS, CALCULATOR)
 TARGETS = {"single": 0.9, "two-digit": 0.9, CALCULATOR: 0.8}
 # ours = the demo's --schedule overlap; ours-split / ours-turns its other schedules
@@ -134,139 +140,19 @@ HELD_OUT = 30
 
 
 # ----------------------------------------------------------------------------------------------
-# What a run measured
-# ----------------------------------------------------------------------------------------------
-@dataclass
-class Run:
-    row: str
-    task: str
-    seed: int = 0
-    rewards: list[float] = field(default_factory=list)  # per step
-    step_s: list[float] = field(default_factory=list)  # per step, row to row
-    ends: list[float] = field(default_factory=list)  # seconds from the loop's start, per step
-    acc_before: Optional[float] = None
-    acc_after: Optional[float] = None
-    peak_mib: Optional[float] = None
-    wall_s: float = 0.0
-    error: str = ""
-    drifts: Optional[int] = None  # calculator, ours: token drifts over the sequences checked
-    outcomes: dict[str, int] = field(default_factory=dict)  # calculator: episodes by outcome
-
-    def median_step(self) -> Optional[float]:
-        later = self.step_s[1:] or self.step_s
-        return statistics.median(later) if later else None
-
-    def to_target(self, target: float, window: int) -> tuple[Optional[int], Optional[float]]:
-        """(step, seconds from the loop's start) at which the trailing mean reward first reaches
-        ``target``; (None, None) if it never does."""
-        for i in range(window - 1, len(self.rewards)):
-            if sum(self.rewards[i - window + 1 : i + 1]) / window >= target:
-                return i + 1, self.ends[i]
-        return None, None
-
-
-# ----------------------------------------------------------------------------------------------
-# Memory of a process tree, sampled
-# ----------------------------------------------------------------------------------------------
-class TreeMemory:
-    """Samples the summed PSS of a process and its descendants every ``interval`` seconds (PSS, not RSS:
-    pages shared between processes, e.g. a forked worker's, are counted once in all). Every 2 s: a
-    sample reads every process's page map, and at 0.5 s the sampler took ~10% of a core (measured on 2
-    cores), time our split schedule's trainer lost on its one core."""
-
-    def __init__(self, pid: int, interval: float = 2.0) -> None:
-        self.pid, self.interval = pid, interval
-        self.samples: list[tuple[float, float]] = []  # (time.time(), MiB)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        import psutil
-
-        try:
-            root = psutil.Process(self.pid)
-        except psutil.NoSuchProcess:
-            return
-        while not self._stop.is_set():
-            total = 0
-            try:
-                for p in [root, *root.children(recursive=True)]:
-                    try:
-                        total += p.memory_full_info().pss
-                    except psutil.Error:
-                        pass
-            except psutil.Error:
-                return
-            self.samples.append((time.time(), total / 2**20))
-            self._stop.wait(self.interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def peak(self, start: float, end: float) -> Optional[float]:
-        inside = [m for t, m in self.samples if start <= t <= end]
-        return max(inside) if inside else None
-
-
-def _run_child(argv: list[str], log: Path, env: dict[str, str]) -> tuple[int, TreeMemory, float]:
-    t0 = time.perf_counter()
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
-        mem = TreeMemory(proc.pid)
-        try:
-            code = proc.wait()
-        except BaseException:
-            proc.terminate()
-            proc.wait(30)
-            raise
-        finally:
-            mem.stop()
-    return code, mem, time.perf_counter() - t0
-
-
-def _tail(path: Path, n: int = 12) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
-
-
-# ----------------------------------------------------------------------------------------------
 # The rows
 # ----------------------------------------------------------------------------------------------
-def _run_demo(
-    args: argparse.Namespace,
-    task: str,
-    out: Path,
-    seed: int,
-    schedule: str,
-    task_flags: list[str],
-) -> tuple[int, TreeMemory, Path, Run]:
-    """Run the SmolLM2 demo for one of our rows (``task_flags`` pick its task); (exit code, its
-    memory samples, its log, the row's ``Run`` with the wall time)."""
-    argv = [sys.executable, "-m", "demo", "--model", "smollm2", *task_flags]
-    argv += ["--steps", str(args.steps), "--seed", str(seed), "--out", str(out)]
-    argv += ["--schedule", schedule]
-    for name, value in args.trainer_set.items():
-        argv += ["--trainer-set", f"{name}={value}"]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log = out.parent / f"{out.name}.log"
-    code, mem, wall = _run_child(argv, log, env)
-    row = "ours" if schedule == "overlap" else f"ours-{schedule}"
-    return code, mem, log, Run(row, task, seed, wall_s=wall)
-
-
 def run_ours(
     args: argparse.Namespace, task: str, out: Path, seed: int, schedule: str = "overlap"
 ) -> Run:
     """Our loop: the SmolLM2 demo preset with ``--schedule`` (overlap, split or turns), its report
     folder read back."""
     lo, hi = TASKS[task]
-    code, mem, log, run = _run_demo(
+    code, mem, log, run = run_demo(
         args, task, out, seed, schedule, ["--operands", str(lo), str(hi)]
     )
     if code != 0:
-        run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
+        run.error = f"our loop failed (exit {code}); see {log}:\n{tail(log)}"
         return run
     rows = [r for r in read_metrics(out / "metrics.jsonl") if r.get("time_step_s") is not None]
     if not rows:
@@ -314,29 +200,18 @@ def run_trl(
         if kind == "async":
             server, url = _start_vllm_for_async(model, out)
             argv += ["--vllm-url", url]
-        code, mem, wall = _run_child(argv, log, env)
+        code, mem, wall = run_child(argv, log, env)
     finally:
         if server is not None:
             _stop(server)
     run = Run(label, task, seed, wall_s=wall)
     result_path = out / "result.json"
     if code != 0 or not result_path.exists():
-        run.error = f"{label} failed (exit {code}); see {log}:\n{_tail(log)}"
+        run.error = f"{label} failed (exit {code}); see {log}:\n{tail(log)}"
         return run
-    _read_trl_rows(run, json.loads(result_path.read_text()), mem)
+    read_trl_rows(run, json.loads(result_path.read_text()), mem)
     run.acc_after = _heldout_accuracy(model, task, seed, out / "adapter")
     return run
-
-
-def _read_trl_rows(run: Run, result: dict[str, Any], mem: TreeMemory) -> None:
-    """Per-step end times, step seconds, rewards and the peak memory of a TRL run's ``result.json``."""
-    begin = float(result["train_begin"])
-    steps = sorted((r for r in result["rows"] if "time" in r), key=lambda r: r["step"])
-    rewards = {r["step"]: r["reward_mean"] for r in result["rows"] if "reward_mean" in r}
-    run.ends = [float(r["time"]) - begin for r in steps]
-    run.step_s = [b - a for a, b in zip([0.0, *run.ends[:-1]], run.ends, strict=True)]
-    run.rewards = [float(rewards.get(r["step"], 0.0)) for r in steps]
-    run.peak_mib = mem.peak(begin, begin + (run.ends[-1] if run.ends else 0.0))
 
 
 def _start_vllm_for_async(model: Path, out: Path) -> tuple[subprocess.Popen, str]:
@@ -393,115 +268,6 @@ def _heldout_accuracy(model: Path, task: str, seed: int, adapter: Optional[Path]
     _, held = split_problems(*TASKS[task], HELD_OUT, seed)
     acc, _ = chat_greedy_accuracy(model, held, MAX_REPLY_TOKENS, adapter)
     return acc
-
-
-# ----------------------------------------------------------------------------------------------
-# The agentic task: the calculator preset against GRPOTrainer's own tool loop
-# ----------------------------------------------------------------------------------------------
-CALC_MAX_TURNS = 3  # = demo.calculator_heldout.MAX_TURNS (checked in write_calc_task)
-
-
-def run_ours_calculator(args: argparse.Namespace, out: Path, seed: int, schedule: str) -> Run:
-    """Our loop on the calculator preset (its warm-up, then GRPO through the managed server's Hermes
-    tool parser), read back from its report folder: per-step batch success, held-out greedy success
-    at the RL start and after, token drifts, episode outcomes."""
-    code, mem, log, run = _run_demo(args, CALCULATOR, out, seed, schedule, ["--task", CALCULATOR])
-    summary_path = out / "summary.json"
-    if code != 0 or not summary_path.exists():
-        run.error = f"our loop failed (exit {code}); see {log}:\n{_tail(log)}"
-        return run
-    rows = [r for r in read_metrics(out / "metrics.jsonl") if r.get("time_step_s") is not None]
-    summary = json.loads(summary_path.read_text())
-    start = rows[0]["time"] - rows[0]["time_step_s"]
-    run.rewards = [float(r.get("reward_mean") or 0.0) for r in rows]
-    run.step_s = [float(r["time_step_s"]) for r in rows]
-    run.ends = [float(r["time"]) - start for r in rows]
-    run.acc_before, run.acc_after = summary["heldout_rl_start"], summary["heldout_after"]
-    run.drifts = int(summary["drifts"])
-    run.outcomes = {k: int(v) for k, v in (summary.get("training_outcomes") or {}).items()}
-    run.peak_mib = mem.peak(start, float(rows[-1]["time"]))
-    return run
-
-
-def write_calc_task(args: argparse.Namespace, seed: int, model: Path, path: Path) -> None:
-    """TRL's ``TASK.json`` (``trl_grpo_calculator.py``): our env's system prompt, its training
-    questions in its draw order (``Random(seed + 1)`` over the seed's split), the turn limit, the
-    sequence budget and the first prompt's token ids as our env renders them."""
-    import random
-
-    from transformers import AutoTokenizer
-
-    from atroposlib.envkit.calculator_task import split_problems
-    from demo.calculator_heldout import HELD_OUT as CALC_HELD_OUT
-    from demo.calculator_heldout import MAX_TURNS, SEQ_LEN, system_prompt
-
-    assert MAX_TURNS == CALC_MAX_TURNS, "CALC_MAX_TURNS must follow the preset"
-    split = split_problems(CALC_HELD_OUT, seed)
-    rng = random.Random(seed + 1)
-    problems = [split.train_problem(rng) for _ in range(args.steps * 4)]
-    system = system_prompt()
-    first = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": problems[0].question},
-    ]
-    tok = AutoTokenizer.from_pretrained(str(model))
-    ids = tok.apply_chat_template(first, tokenize=True, add_generation_prompt=True)
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-        ids = ids["input_ids"]
-    task = {
-        "system": system,
-        "questions": [p.question for p in problems],
-        "a": [p.a for p in problems],
-        "b": [p.b for p in problems],
-        "max_turns": MAX_TURNS,
-        "max_token_length": SEQ_LEN,
-        "first_prompt_ids": [int(i) for i in ids],
-    }
-    path.write_text(json.dumps(task))
-
-
-def run_trl_calculator(
-    args: argparse.Namespace, out: Path, seed: int, trl_python: str, start: Run, warm: Path
-) -> Run:
-    """GRPOTrainer with ``tools=`` on the calculator task from our row's warm-up (``warm``), the
-    held-out episodes played by our evaluator with its adapter."""
-    from demo.lora import LORA_RANK, TRAINER_DTYPE
-
-    out.mkdir(parents=True, exist_ok=True)
-    write_calc_task(args, seed, warm, out / "task.json")
-    argv = [trl_python, str(REPO / "bench" / "trl_grpo_calculator.py"), "--model", str(warm)]
-    argv += ["--task", str(out / "task.json"), "--out", str(out), "--steps", str(args.steps)]
-    argv += ["--seed", str(seed), "--lora-rank", str(LORA_RANK), "--threads", str(args.threads)]
-    argv += ["--dtype", TRAINER_DTYPE, "--temperature", "1.0"]
-    env = dict(os.environ, TRL_EXPERIMENTAL_SILENCE="1", HF_HUB_OFFLINE="1")
-    env.update(TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.pop("PYTHONPATH", None)
-    log = out / "trl.log"
-    code, mem, wall = _run_child(argv, log, env)
-    run = Run("trl", CALCULATOR, seed, wall_s=wall)
-    result_path = out / "result.json"
-    if code != 0 or not result_path.exists():
-        said = [x for x in _tail(log, 3).splitlines() if x.startswith("trl_grpo_calculator: ")]
-        why = said[-1] if said else f"trl failed (exit {code})"  # e.g. no multi-turn tools
-        run.error = f"{why}; see {log}:\n{_tail(log)}"
-        return run
-    result = json.loads(result_path.read_text())
-    _read_trl_rows(run, result, mem)
-    run.outcomes = {k: int(v) for k, v in result.get("outcomes", {}).items()}
-    run.acc_before = start.acc_before
-    run.acc_after = _calc_heldout_success(warm, seed, out / "adapter")
-    return run
-
-
-def _calc_heldout_success(warm: Path, seed: int, adapter: Path) -> float:
-    from atroposlib.envkit.calculator_task import split_problems
-    from demo.calculator_heldout import HELD_OUT as CALC_HELD_OUT
-    from demo.calculator_heldout import play_heldout, write_episodes
-    from demo.tool_episodes import summarize
-
-    episodes = play_heldout(warm, split_problems(CALC_HELD_OUT, seed), adapter)
-    write_episodes(adapter.parent / "heldout_after.jsonl", episodes)
-    return summarize(episodes)["success"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -597,6 +363,11 @@ def table(task: str, runs: list[Run], args: argparse.Namespace, base: dict[int, 
             + (f" drifts {r.drifts}" if r.drifts is not None else "")
             + (f" outcomes {json.dumps(r.outcomes, sort_keys=True)}" if r.outcomes else "")
         )
+        if r.heldout:
+            h_step, h_secs = r.heldout_to_target(HELDOUT_TARGET)
+            reached = f"{h_secs:.0f} s @ step {h_step}" if h_step else "not reached"
+            curve = " ".join(f"{k}:{v:.2f}" for k, v in sorted(r.heldout.items()))
+            lines.append(f"{'':<15} held-out success >= {HELDOUT_TARGET}: {reached} ({curve})")
     lines.extend(_summary(runs, args, target))
     return "\n".join(lines)
 
@@ -619,6 +390,15 @@ def _summary(runs: list[Run], args: argparse.Namespace, target: float) -> list[s
             text += f" (median {statistics.median(reach):.0f} s)"
         if after:
             text += f", held-out after {sum(after) / len(after):.2f} (mean)"
+        scored = [r.heldout_to_target(HELDOUT_TARGET) for r in mine if r.heldout]
+        held = [(n, t) for n, t in scored if n is not None and t is not None]
+        if scored:
+            text += f", held-out target reached in {len(held)}/{len(scored)}"
+        if held:
+            text += (
+                f" (median {statistics.median(t for _, t in held):.0f} s, "
+                f"step {statistics.median(n for n, _ in held):g})"
+            )
         out.append(text)
     for ours in [x for x in labels if x.startswith("ours")]:
         for theirs in [x for x in labels if x.startswith("trl")]:
@@ -636,6 +416,15 @@ def _summary(runs: list[Run], args: argparse.Namespace, target: float) -> list[s
                     reached = f"to target x{tb / ta:.2f} in time, steps {nb} vs {na}"
                 else:
                     reached = f"to target: {ours} {_f(ta, '.0f')} s, {theirs} {_f(tb, '.0f')} s"
+                if a[0].heldout and b[0].heldout:
+                    ha, hta = a[0].heldout_to_target(HELDOUT_TARGET)
+                    hb, htb = b[0].heldout_to_target(HELDOUT_TARGET)
+                    if hta is not None and htb is not None:
+                        reached += (
+                            f"; to held-out target x{htb / hta:.2f} in time, steps {hb} vs {ha}"
+                        )
+                    else:
+                        reached += f"; to held-out target: {ours} {_f(hta, '.0f')} s, {theirs} {_f(htb, '.0f')} s"
                 pairs.append(f"seed {seed}: {step_ratio}, {reached}")
             if pairs:
                 out.append(f"{theirs} / {ours} (> 1: {ours} faster): " + "; ".join(pairs))
@@ -774,43 +563,6 @@ def run_task(
                     flush=True,
                 )
                 run = run_row(args, task, row, seed, out, trl_python, model)
-                print(
-                    f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
-                    f"({run.wall_s / 60:.1f} min)",
-                    flush=True,
-                )
-                runs.append(run)
-    return base, runs
-
-
-def run_calculator_task(
-    args: argparse.Namespace, seeds: list[int], rows: list[str], trl_python: Optional[str]
-) -> tuple[dict[int, float], list[Run]]:
-    """The calculator task's runs: per seed and repeat, our rows first (the first one's warm-up is
-    where TRL's row starts from), then TRL's; (the RL start's held-out success per seed, the runs)."""
-    ours_rows = [r for r in rows if r.startswith("ours")]
-    theirs = [r for r in rows if r == "trl"]
-    base: dict[int, float] = {}
-    runs: list[Run] = []
-    for seed in seeds:
-        for rep in range(args.repeats):
-            first: Optional[tuple[Run, Path]] = None
-            for row in ours_rows + theirs:
-                out = args.out / CALCULATOR / f"{row}-s{seed}-{rep}"
-                print(f"[bench] {CALCULATOR} {row} seed {seed} run {rep + 1} ...", flush=True)
-                if row == "trl":
-                    if first is None or first[0].error:
-                        print("[bench]   skipped: our row, whose warm-up it starts from, failed")
-                        continue
-                    assert trl_python is not None
-                    run = run_trl_calculator(args, out, seed, trl_python, *first)
-                else:
-                    schedule = row.split("-", 1)[1] if "-" in row else "overlap"
-                    run = run_ours_calculator(args, out, seed, schedule)
-                    if first is None:
-                        first = (run, out / "model" / "warm")
-                        if run.acc_before is not None:
-                            base[seed] = run.acc_before
                 print(
                     f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
                     f"({run.wall_s / 60:.1f} min)",

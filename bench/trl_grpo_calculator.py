@@ -145,7 +145,17 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="save the adapter every N steps to OUT/adapters/step_NNNNNNN (0: only at the end); "
+        "the saving is left out of the step times",
+    )
+    args = p.parse_args(argv)
+    if args.save_every < 0 or args.steps < 1:
+        p.error("--save-every must be >= 0 and --steps >= 1")
+    return args
 
 
 def needs_tools_support() -> Optional[str]:
@@ -242,6 +252,8 @@ def main() -> int:
                 marks,
                 reward_key="rewards/episode_reward/mean",
                 extra_keys=("tools/call_frequency", "tools/failure_frequency"),
+                save_every=args.save_every,
+                save_root=args.out / "adapters",
             )
         ],
     )
@@ -257,6 +269,7 @@ def main() -> int:
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "trl_version": __import__("trl").__version__,
         "threads": args.threads,
+        "save_s": marks.get("save_s", 0.0),
         "pid": os.getpid(),
         "end": time.time(),
     }

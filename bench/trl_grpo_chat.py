@@ -147,18 +147,28 @@ def step_clock(
     marks: dict[str, float],
     reward_key: str = "rewards/sum_reward/mean",
     extra_keys: tuple[str, ...] = (),
+    save_every: int = 0,
+    save_root: Optional[Path] = None,
 ) -> Any:
     """A ``TrainerCallback`` that appends, per optimizer step, its end time and the mean reward TRL
     logged for it (``reward``, or ``reward_key``) to ``rows``, with the logged ``extra_keys``, and
-    notes the training loop's start in ``marks``."""
+    notes the training loop's start in ``marks``. With ``save_every``, every that many steps it saves
+    the model (the adapter) to ``save_root/step_NNNNNNN``; the seconds that takes are left out of the
+    times it records (``marks["save_s"]``: their sum)."""
     from transformers import TrainerCallback
 
     class Clock(TrainerCallback):
         def on_train_begin(self, *_a: Any, **_k: Any) -> None:
             marks["train_begin"] = time.time()
+            marks["save_s"] = 0.0
 
-        def on_step_end(self, _args: Any, state: Any, *_a: Any, **_k: Any) -> None:
-            rows.append({"step": int(state.global_step), "time": time.time()})
+        def on_step_end(self, _args: Any, state: Any, *_a: Any, **kwargs: Any) -> None:
+            step = int(state.global_step)
+            now = time.time()
+            rows.append({"step": step, "time": now - marks["save_s"]})
+            if save_every and save_root is not None and step % save_every == 0:
+                kwargs["model"].save_pretrained(str(save_root / f"step_{step:07d}"))
+                marks["save_s"] += time.time() - now
 
         def on_log(
             self, _args: Any, state: Any, _control: Any, logs: Any = None, **_k: Any
