@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
-from bench.trl_runs import REPO, Run, read_trl_rows, run_child, run_demo, tail
+from bench.trl_runs import REPO, Run, read_trl_rows, run_child, run_demo, schedule_of, tail
 from example_trainer.metrics import read_metrics
 
 CALCULATOR = "calculator"
@@ -216,16 +216,12 @@ def run_calculator_task(
                     assert trl_python is not None
                     run = run_trl_calculator(args, out, seed, trl_python, *first)
                 else:
-                    schedule = row.split("-", 1)[1] if "-" in row else "overlap"
+                    schedule = schedule_of(row)
                     run = run_ours_calculator(args, out, seed, schedule)
                     if first is None:
                         first = (run, out / "model" / "warm")
                         if run.acc_before is not None:
                             base[seed] = run.acc_before
-                print(
-                    f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
-                    f"({run.wall_s / 60:.1f} min)",
-                    flush=True,
-                )
+                print(run.report(), flush=True)
                 runs.append(run)
     return base, runs

@@ -122,7 +122,7 @@ from bench.trl_calculator import (  # noqa: E402
     HELDOUT_TARGET,
     run_calculator_task,
 )
-from bench.trl_runs import REPO, Run, read_trl_rows, run_child, run_demo, tail  # noqa: E402
+from bench.trl_runs import REPO, Run, read_trl_rows, run_child, run_demo, schedule_of, tail  # noqa: E402
 from demo.trainer_set import trainer_overrides  # noqa: E402
 from example_trainer.metrics import read_metrics  # noqa: E402
 
@@ -528,7 +528,7 @@ def run_row(
 ) -> Run:
     """One run of ``row``: ours with its schedule, or TRL's sync or async trainer."""
     if row.startswith("ours"):
-        schedule = row.split("-", 1)[1] if "-" in row else "overlap"
+        schedule = schedule_of(row)
         return run_ours(args, task, out, seed, schedule)
     assert trl_python is not None
     kind = "sync" if row == "trl" else "async"
@@ -563,11 +563,7 @@ def run_task(
                     flush=True,
                 )
                 run = run_row(args, task, row, seed, out, trl_python, model)
-                print(
-                    f"[bench]   {run.error.splitlines()[0] if run.error else 'done'} "
-                    f"({run.wall_s / 60:.1f} min)",
-                    flush=True,
-                )
+                print(run.report(), flush=True)
                 runs.append(run)
     return base, runs
 

@@ -50,6 +50,11 @@ class Run:
                 return i + 1, self.ends[i]
         return None, None
 
+    def report(self) -> str:
+        """The bench's line after the run: done, or its error's first line, and its wall time."""
+        said = self.error.splitlines()[0] if self.error else "done"
+        return f"[bench]   {said} ({self.wall_s / 60:.1f} min)"
+
     def heldout_to_target(self, target: float) -> tuple[Optional[int], Optional[float]]:
         """(step, seconds from the loop's start) of the first scored checkpoint whose held-out
         success reaches ``target``; (None, None) if none did or none was scored."""
@@ -156,3 +161,8 @@ def read_trl_rows(run: Run, result: dict[str, Any], mem: TreeMemory) -> None:
     run.step_s = [b - a for a, b in zip([0.0, *run.ends[:-1]], run.ends, strict=True)]
     run.rewards = [float(rewards.get(r["step"], 0.0)) for r in steps]
     run.peak_mib = mem.peak(begin, begin + (run.ends[-1] if run.ends else 0.0))
+
+
+def schedule_of(row: str) -> str:
+    """The demo's ``--schedule`` of one of our rows: ``ours`` is overlap, ``ours-X`` is X."""
+    return row.split("-", 1)[1] if "-" in row else "overlap"

@@ -124,3 +124,15 @@ def test_trls_clock_saves_every_nth_adapter_and_leaves_the_saving_out(bench_modu
     assert marks["save_s"] > 0
     # step 3's time had step 2's save taken out of it: rows are at most the wall clock less the saves
     assert rows[2]["time"] <= time.time() - marks["save_s"] + 1e-3
+
+
+def test_a_rows_schedule_and_its_report_line(bench_modules):
+    _, runs, _ = bench_modules
+    assert [runs.schedule_of(r) for r in ("ours", "ours-split", "ours-turns")] == [
+        "overlap",
+        "split",
+        "turns",
+    ]
+    failed = runs.Run("trl", "calculator", 1, wall_s=90.0, error="trl failed (exit 3)\nlog tail")
+    assert failed.report() == "[bench]   trl failed (exit 3) (1.5 min)"
+    assert runs.Run("ours", "single", wall_s=30.0).report() == "[bench]   done (0.5 min)"
