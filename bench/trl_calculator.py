@@ -54,6 +54,15 @@ def first_reaching(
     return dict(sorted(curve.items()))
 
 
+def _missing_checkpoints(root: Path, steps: int) -> str:
+    """'' when ``root`` holds a checkpoint of every step before the last, else one line saying which
+    are missing (the held-out curve needs them)."""
+    missing = [s for s in range(1, steps) if not (root / f"step_{s:07d}").is_dir()]
+    if not missing:
+        return ""
+    return f"no checkpoint of step(s) {missing[:5]}{' ...' if len(missing) > 5 else ''} in {root}"
+
+
 def _checkpoint_score(
     warm: Path, seed: int, adapter_of: Callable[[int], Path]
 ) -> Callable[[int], float]:
@@ -94,6 +103,9 @@ def run_ours_calculator(args: argparse.Namespace, out: Path, seed: int, schedule
     run.outcomes = {k: int(v) for k, v in (summary.get("training_outcomes") or {}).items()}
     run.peak_mib = mem.peak(start, float(rows[-1]["time"]))
     checkpoints = out / "trainer" / "checkpoints"
+    run.error = _missing_checkpoints(checkpoints, len(rows))
+    if run.error:
+        return run
     score = _checkpoint_score(
         out / "model" / "warm", seed, lambda step: checkpoints / f"step_{step:07d}"
     )
@@ -172,6 +184,9 @@ def run_trl_calculator(
     run.acc_before = start.acc_before
     run.acc_after = final = calc_heldout_success(warm, seed, out / "adapter")
     adapters = out / "adapters"
+    run.error = _missing_checkpoints(adapters, len(run.rewards))
+    if run.error:
+        return run
     score = _checkpoint_score(warm, seed, lambda step: adapters / f"step_{step:07d}")
     last = len(run.rewards)
     run.heldout = first_reaching(

@@ -136,3 +136,12 @@ def test_a_rows_schedule_and_its_report_line(bench_modules):
     failed = runs.Run("trl", "calculator", 1, wall_s=90.0, error="trl failed (exit 3)\nlog tail")
     assert failed.report() == "[bench]   trl failed (exit 3) (1.5 min)"
     assert runs.Run("ours", "single", wall_s=30.0).report() == "[bench]   done (0.5 min)"
+
+
+def test_a_run_missing_a_checkpoint_is_said_in_one_line(bench_modules, tmp_path):
+    calc, _, _ = bench_modules
+    for step in (1, 3):
+        (tmp_path / f"step_{step:07d}").mkdir()
+    assert calc._missing_checkpoints(tmp_path, 4) == f"no checkpoint of step(s) [2] in {tmp_path}"
+    (tmp_path / "step_0000002").mkdir()
+    assert calc._missing_checkpoints(tmp_path, 4) == ""
