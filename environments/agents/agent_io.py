@@ -23,7 +23,9 @@ of its own, and each result is one stdout line ``ATROPOS_AGENT_RESULT {"id", "an
 ``"error"``); ``ATROPOS_AGENT_READY`` goes first, once the framework is imported.
 
 The calculator is the task's one tool: ``calculator(expression)`` evaluates ``+ - * /`` on numbers and
-answers ``{"result": value}`` as JSON, what atroposlib's calculator env answers. ``SYSTEM_PROMPT`` lists
+answers ``{"result": value}`` as JSON (``{"error": "Kind: message"}`` for what it cannot evaluate).
+It is atroposlib's own tool, ``atroposlib/envkit/offline_tools.py``, loaded by its path (that file is
+standard library only), so an agent program and the calculator env answer a call with the same text. ``SYSTEM_PROMPT`` lists
 the tool in the Hermes format, for chat templates that do not render ``tools=`` (SmolLM2's): it is
 ``atroposlib.envkit.calculator_task.tool_system_prompt`` for the calculator, word for word (a test
 checks), so an agent's episodes render as the calculator env's do.
@@ -32,14 +34,15 @@ checks), so an agent's episodes render as the calculator env's do.
 from __future__ import annotations
 
 import argparse
-import ast
+import importlib.util
 import json
-import operator
 import os
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Optional
 
 SYSTEM_PROMPT = (
@@ -63,31 +66,27 @@ CALCULATOR_SCHEMA = {
     },
 }
 
-_OPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.USub: operator.neg,
-}
+_TOOLS_FILE = Path(__file__).resolve().parents[2] / "atroposlib" / "envkit" / "offline_tools.py"
 
 
-def _value(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_value(node.left), _value(node.right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_value(node.operand))
-    raise ValueError("only numbers and + - * / are allowed")
+def _load_tools() -> ModuleType:
+    """atroposlib's offline tool box, by its path (its package is not importable here)."""
+    spec = importlib.util.spec_from_file_location("offline_tools", _TOOLS_FILE)
+    if spec is None or spec.loader is None or not _TOOLS_FILE.is_file():
+        sys.exit(
+            f"agent_io: the calculator tool's file {_TOOLS_FILE} is missing (run from a checkout)"
+        )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_TOOLS = _load_tools()
 
 
 def calculator(expression: str) -> str:
     """The tool: ``{"result": value}`` as JSON, or ``{"error": ...}`` for what it cannot evaluate."""
-    try:
-        return json.dumps({"result": round(_value(ast.parse(expression, mode="eval").body), 6)})
-    except (ValueError, SyntaxError, ZeroDivisionError, TypeError) as e:
-        return json.dumps({"error": f"{type(e).__name__}: {e}"})
+    return _TOOLS.call_response(_TOOLS.calculator, {"expression": expression})[0]
 
 
 @dataclass

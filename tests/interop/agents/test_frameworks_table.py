@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import sys
 
-from atroposlib.envkit.calculator_task import tool_system_prompt
+from atroposlib.envkit.calculator_task import run_tool, tool_system_prompt
 from atroposlib.envkit.tool_calls import TOOLBOX
 from atroposlib.interop.agents.frameworks import FRAMEWORKS
 from tests.interop.agents.conformance import EXAMPLES, REPO
@@ -31,3 +31,22 @@ def test_the_agents_system_prompt_is_the_calculator_envs(monkeypatch):
     assert agent_io.CALCULATOR_SCHEMA == TOOLBOX["calculator"].schema()
     assert agent_io.calculator("347 * 28") == '{"result": 9716}'
     assert agent_io.calculator("1 / 0").startswith('{"error": "ZeroDivisionError')
+
+
+def test_the_agents_calculator_answers_as_the_calculator_env_does(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    sys.modules.pop("agent_io", None)
+    import agent_io
+
+    for expression in [
+        "347 * 28",
+        "+3 - -2",
+        "7 / 3",
+        "1 / 0",
+        "2 ** 3",
+        "x + 1",
+        "(1 +",
+        "'a' * 2",
+    ]:
+        env_answer = run_tool("c1", "calculator", {"expression": expression}, TOOLBOX).text
+        assert agent_io.calculator(expression) == env_answer, expression
