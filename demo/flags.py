@@ -4,6 +4,7 @@ help reads each preset's value from the registry."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from atroposlib.utils.cli import (
@@ -21,9 +22,18 @@ PRESET_SETTINGS = (
     "warmup_compute_share",
     "part_credit",
     "strict_partial_credit",
+    "format_credit",
     "synthetic",
 )
 """The flags only some presets take (``Preset.settings``), declared by ``_preset_settings``."""
+
+
+def credit(text: str) -> float:
+    """An argparse ``type``: a reward below a right answer's 1.0 (0 <= value < 1)."""
+    value = unit_float(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError(f"must be below 1 (a right answer's reward), got {text!r}")
+    return value
 
 
 def build_parser() -> CliParser:
@@ -165,6 +175,13 @@ def _preset_settings(p: CliParser) -> None:
         default=None,
         help="smollm2 bfcl: no partial credit for a call that leaves out a required parameter or "
         "names a wrong function (the env's --env.strict_partial_credit; default off).",
+    )
+    p.add_argument(
+        "--format-credit",
+        type=credit,
+        default=None,
+        help="smollm2 bfcl: the reward of any rejected answer that BFCL's decoder reads as a list of "
+        "calls, at least (the env's --env.format_credit; default 0).",
     )
     p.add_argument(
         "--synthetic",

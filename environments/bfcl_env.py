@@ -21,7 +21,8 @@ the answer, else 0.0; with ``--env.partial_credit C`` a rejected answer that is 
 as asked (BFCL's error type is about what is in the calls, not ``decoder_failed`` or ``wrong_count``)
 earns C: a graded reward read off the official verdict, which gives a small model's groups something to
 tell apart; with ``--env.strict_partial_credit true`` not when BFCL says a call leaves out a required
-parameter or names a wrong function. With ``--env.part_credit true`` a rejected answer to a composed item earns the share of its
+parameter or names a wrong function; with ``--env.format_credit F`` any other rejected answer
+that BFCL's decoder reads as a list of calls earns F (a floor that keeps the format worth writing). With ``--env.part_credit true`` a rejected answer to a composed item earns the share of its
 parts the official checker accepts one of its calls for (each part is a live_simple entry, checked on its
 own; the share is over the larger of the parts asked and the calls written), when that is more: a second
 right call is worth as much as the first. Every answer's verdict is its ``grader`` note, and each kind of failure is counted
@@ -119,6 +120,16 @@ class BfclConfig(SamplingConfig):
         "errors): such an answer earns 0, as a malformed one does.",
     )
 
+    format_credit: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Training reward of a rejected answer that BFCL's decoder reads as a list of calls "
+        "(not decoder_failed) and that earns no more otherwise: a wrong count of calls, or a call "
+        "whose partial credit strict_partial_credit withholds. 0: a malformed and a decodable wrong "
+        "answer both earn what partial_credit gives them.",
+    )
+
     part_credit: bool = Field(
         False,
         description="Training reward of a rejected answer to a composed item: at least the share of "
@@ -152,16 +163,23 @@ def outcome(verdict: Verdict) -> str:
 
 
 def reward(
-    verdict: Verdict, partial_credit: float, part_credit: bool = False, strict: bool = False
+    verdict: Verdict,
+    partial_credit: float,
+    part_credit: bool = False,
+    strict: bool = False,
+    format_credit: float = 0.0,
 ) -> float:
     """1.0 when the official checker accepts the answer; ``partial_credit`` when it rejects a list of
     as many calls as asked for what is in them (BFCL's own error type says which), and with ``strict``
-    not for a required parameter left out or a wrong function name; with ``part_credit``, a composed
-    item's share of accepted parts where that is more; else 0.0."""
+    not for a required parameter left out or a wrong function name; ``format_credit`` at least for any
+    answer BFCL's decoder reads; with ``part_credit``, a composed item's share of accepted parts where
+    that is more; else 0.0."""
     if verdict.valid:
         return 1.0
     paid = verdict.right_count and not (strict and verdict.incomplete_call)
     graded = partial_credit if paid else 0.0
+    if not verdict.malformed:
+        graded = max(graded, format_credit)
     return max(graded, verdict.part_share) if part_credit else graded
 
 
@@ -238,6 +256,7 @@ class BfclEnv(BaseEnv):
                     self.config.partial_credit,
                     self.config.part_credit,
                     self.config.strict_partial_credit,
+                    self.config.format_credit,
                 ),
                 messages=transcript(messages, answer, verdict.reason),
                 overrides={"bfcl_id": item.id, "category": item.category},

@@ -165,3 +165,22 @@ def test_the_summary_has_overall_and_per_category_at_each_point(tmp_path: Path):
         == training_outcomes(tmp_path)
         == {"valid": 1, "ast_decoder:decoder_failed": 1}
     )
+
+
+def test_format_credit_is_zero_unless_given_below_one_and_only_bfcl_takes_it(
+    tmp_path: Path, capsys
+):
+    from demo.presets.smollm2_bfcl import format_credit, topology_parts
+
+    for flags, wanted in (([], 0.0), (["--format-credit", "0.1"], 0.1)):
+        args = parse_args(["--model", "smollm2", "--task", "bfcl", *flags])
+        env = topology_parts(args, tmp_path / "model", tmp_path).envs[0]
+        assert format_credit(args) == wanted
+        assert env["flags"]["env"]["format_credit"] == wanted
+    for given in ("1", "-0.1", "x"):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(["--model", "smollm2", "--task", "bfcl", "--format-credit", given])
+        assert exc.value.code == 2 and "--format-credit" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "smollm2", "--task", "calculator", "--format-credit", "0.1"])
+    assert exc.value.code == 2 and "--format-credit applies to" in capsys.readouterr().err

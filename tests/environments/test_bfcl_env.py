@@ -266,6 +266,51 @@ def test_strict_partial_credit_withholds_it_from_a_dropped_parameter_or_a_wrong_
     assert [reward(v, 0.25) for v in verdicts] == [1.0, 0.25, 0.25, 0.25]  # not strict: all paid
 
 
+def test_format_credit_is_a_floor_for_every_decodable_answer(gold_by_question):
+    """With ``--env.format_credit``, a rejected answer BFCL's decoder reads earns at least it (a
+    dropped parameter under strict partial credit, a wrong name, a wrong count of calls); a malformed
+    one still earns 0, a wrong value the partial credit, the gold answer 1."""
+    from bfcl_env import reward
+
+    entry, gold = _live_simple_with_a_required_value(gold_by_question)
+    ((name, accepted),) = entry.ground_truth[0].items()
+    param = next(k for k, v in accepted.items() if v != [""])
+    wrong_value = gold_text([{name: {**accepted, param: ["not this"]}}])
+    twice = f"{gold[:-1]}, {gold[1:]}"
+    answers = [
+        gold,
+        f"[{name}()]",
+        wrong_value,
+        gold.replace(name, f"{name}_x", 1),
+        twice,
+        "I can't",
+    ]
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
+        env = _env(
+            fake,
+            "process",
+            *("--env.group_size", "6", "--env.partial_credit", "0.25"),
+            *("--env.strict_partial_credit", "true", "--env.format_credit", "0.1"),
+        )
+
+        async def run():
+            await env.setup()
+            env.checker.load(["live_simple"])
+            try:
+                group, _ = await env.collect_trajectories(entry)
+                return group, env.checker.check([Answer(entry.id, text=a) for a in answers])
+            finally:
+                env.checker.close()
+
+        group, verdicts = asyncio.run(run())
+    kinds = [(v.error_type or "valid").split(":")[-1] for v in verdicts]
+    assert kinds[4:] == ["wrong_count", "decoder_failed"], kinds
+    by_answer = dict(zip([m[-2]["content"] for m in group.messages], group.scores, strict=True))
+    assert [by_answer[a] for a in answers] == [1.0, 0.1, 0.25, 0.1, 0.1, 0.0], (kinds, by_answer)
+    assert [reward(v, 0.25, strict=True) for v in verdicts] == [1.0, 0.0, 0.25, 0.0, 0.0, 0.0]
+    assert [reward(v, 0.0, format_credit=0.1) for v in verdicts] == [1.0] + [0.1] * 4 + [0.0]
+
+
 def test_part_credit_pays_a_composed_item_by_its_accepted_parts(gold_by_question):
     """With ``--env.part_credit``, a rejected answer to a composed item earns the share of its parts the
     official checker accepts (over the larger of parts and calls), or the partial credit where that is
