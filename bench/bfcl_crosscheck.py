@@ -130,17 +130,25 @@ def official_side(url: str, model: Path, entries: list[Any], out: Path) -> dict[
     return dict(json.loads(done.stdout.strip().split("\n")[-1]))
 
 
+def replay_entry(entries: list[Any], prompt: str) -> Any:
+    """The entry a prompt asks, or None: its question is in the prompt, and so is every one of its
+    functions' names; of several such (BFCL asks some questions in two categories, with one function
+    and with several), the one with the longest question, then the most functions."""
+    asked = [
+        e
+        for e in entries
+        if e.question in prompt and all(str(f.get("name")) in prompt for f in e.functions)
+    ]
+    return max(asked, key=lambda e: (len(e.question), len(e.functions)), default=None)
+
+
 def replay_server(model: Path, entries: list[Any], replies: dict[str, str]) -> Any:
     """A fake OpenAI server answering each entry's question with its recorded reply."""
     from atroposlib.testing import FakeOpenAIServer
 
-    by_question = sorted(entries, key=lambda e: -len(e.question))  # the longest match wins
-
     def reply(prompt: str, body: dict[str, Any]) -> str:
-        for e in by_question:
-            if e.question in prompt:
-                return replies[e.id]
-        return ""
+        entry = replay_entry(entries, prompt)
+        return "" if entry is None else replies[entry.id]
 
     return FakeOpenAIServer(tokenizer=str(model), responder=reply, model=str(model)).start()
 
