@@ -102,7 +102,9 @@ call that leaves out a required parameter or names a wrong function. Off: the se
 
 FORMAT_CREDIT = 0.0
 """The env's ``format_credit`` unless ``--format-credit F``: the reward of any rejected answer that
-BFCL's decoder reads, at least. 0 until a run shows it helps (the eighth attempt, docs/training.md)."""
+BFCL's decoder reads, at least. 0: the eighth attempt (docs/training.md: 0.1 with strict partial
+credit, 2,000 synthetic items, 60 steps) gained 17.0 -> 21.0, about one standard error on one seed,
+with no control yet."""
 
 
 def format_credit(args: argparse.Namespace) -> float:
