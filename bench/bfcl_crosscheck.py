@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -187,6 +188,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bfcl-crosscheck")
     p.add_argument("--replay", type=Path, default=None, help="recorded replies (JSON lines)")
     args = p.parse_args()
+    # a SIGTERM (a job's kill) unwinds like Ctrl-C, so the vLLM server it started is stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     official_python()  # fail first, in one line, when the official side cannot run
     args.out.mkdir(parents=True, exist_ok=True)
     with BfclChecker.start() as checker:
