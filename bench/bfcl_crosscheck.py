@@ -143,13 +143,20 @@ def replay_entry(entries: list[Any], prompt: str) -> Any:
     return max(asked, key=lambda e: (len(e.question), len(e.functions)), default=None)
 
 
+UNMATCHED: list[str] = []
+"""Prompts the replay server found no entry for (answered with an empty reply, and reported)."""
+
+
 def replay_server(model: Path, entries: list[Any], replies: dict[str, str]) -> Any:
     """A fake OpenAI server answering each entry's question with its recorded reply."""
     from atroposlib.testing import FakeOpenAIServer
 
     def reply(prompt: str, body: dict[str, Any]) -> str:
         entry = replay_entry(entries, prompt)
-        return "" if entry is None else replies[entry.id]
+        if entry is None:
+            UNMATCHED.append(prompt[-120:])
+            return ""
+        return replies[entry.id]
 
     return FakeOpenAIServer(tokenizer=str(model), responder=reply, model=str(model)).start()
 
@@ -226,6 +233,11 @@ def main() -> int:
         f"BFCL's {t_official:.0f}s"
     )
     ok = compare(ours, official)
+    if UNMATCHED:
+        print(
+            f"replay: {len(UNMATCHED)} prompt(s) matched no recorded entry, e.g. {UNMATCHED[0]!r}"
+        )
+        ok = False
     print(f"target: every category within {100 * TOLERANCE:.0f} point: {'ok' if ok else 'MISSED'}")
     return 0 if ok else 1
 

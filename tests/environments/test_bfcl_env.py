@@ -224,6 +224,24 @@ def test_partial_credit_goes_to_as_many_calls_as_asked_and_only_to_them(gold_by_
         assert env.tally.counts[f"train/outcome/{kind}"] == 1, kind
 
 
+def _live_simple_group(entry, answers: list[str], *flags: str):
+    """(the env's group for ``entry`` when the server answers ``answers``, the official verdicts of
+    the same answers), with the env's reward flags ``flags``."""
+    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
+        env = _env(fake, "process", "--env.group_size", str(len(answers)), *flags)
+
+        async def run():
+            await env.setup()
+            env.checker.load(["live_simple"])
+            try:
+                group, _ = await env.collect_trajectories(entry)
+                return group, env.checker.check([Answer(entry.id, text=a) for a in answers])
+            finally:
+                env.checker.close()
+
+        return asyncio.run(run())
+
+
 def test_strict_partial_credit_withholds_it_from_a_dropped_parameter_or_a_wrong_name(
     gold_by_question,
 ):
@@ -238,24 +256,9 @@ def test_strict_partial_credit_withholds_it_from_a_dropped_parameter_or_a_wrong_
     wrong_value = gold_text([{name: {**accepted, param: ["not this"]}}])
     wrong_name = gold.replace(name, f"{name}_elsewhere", 1)
     answers = [gold, f"[{name}()]", wrong_value, wrong_name]
-    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
-        env = _env(
-            fake,
-            "process",
-            *("--env.group_size", "4", "--env.partial_credit", "0.25"),
-            *("--env.strict_partial_credit", "true"),
-        )
-
-        async def run():
-            await env.setup()
-            env.checker.load(["live_simple"])
-            try:
-                group, _ = await env.collect_trajectories(entry)
-                return group, env.checker.check([Answer(entry.id, text=a) for a in answers])
-            finally:
-                env.checker.close()
-
-        group, verdicts = asyncio.run(run())
+    group, verdicts = _live_simple_group(
+        entry, answers, "--env.partial_credit", "0.25", "--env.strict_partial_credit", "true"
+    )
     kinds = [(v.error_type or "valid").split(":")[-1] for v in verdicts]
     assert (kinds[0], kinds[1], kinds[3]) == ("valid", "missing_required", "wrong_func_name"), kinds
     assert kinds[2] not in ("missing_required", "wrong_func_name"), kinds  # a wrong value
@@ -285,24 +288,12 @@ def test_format_credit_is_a_floor_for_every_decodable_answer(gold_by_question):
         twice,
         "I can't",
     ]
-    with FakeOpenAIServer(tokenizer=tiny_tokenizer_dir(), responses=answers, model="m") as fake:
-        env = _env(
-            fake,
-            "process",
-            *("--env.group_size", "6", "--env.partial_credit", "0.25"),
-            *("--env.strict_partial_credit", "true", "--env.format_credit", "0.1"),
-        )
-
-        async def run():
-            await env.setup()
-            env.checker.load(["live_simple"])
-            try:
-                group, _ = await env.collect_trajectories(entry)
-                return group, env.checker.check([Answer(entry.id, text=a) for a in answers])
-            finally:
-                env.checker.close()
-
-        group, verdicts = asyncio.run(run())
+    group, verdicts = _live_simple_group(
+        entry,
+        answers,
+        *("--env.partial_credit", "0.25", "--env.strict_partial_credit", "true"),
+        *("--env.format_credit", "0.1"),
+    )
     kinds = [(v.error_type or "valid").split(":")[-1] for v in verdicts]
     assert kinds[4:] == ["wrong_count", "decoder_failed"], kinds
     by_answer = dict(zip([m[-2]["content"] for m in group.messages], group.scores, strict=True))
